@@ -1,0 +1,46 @@
+# Everything a fresh clone needs: `make test` and `make demo` install, build and start what they use.
+PY        ?= python3
+VENV      := .venv
+VPY       := $(VENV)/bin/python
+STAMP     := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: deps build lint test demo cluster bench clean
+
+deps: $(STAMP) /usr/bin/thrift
+
+/usr/bin/thrift:
+	@command -v thrift >/dev/null 2>&1 || { \
+	  echo "installing thrift-compiler (Debian) ..."; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq thrift-compiler >/dev/null; }
+	@command -v java >/dev/null 2>&1 || { echo "Java 17 is required (java not on PATH)"; exit 1; }
+	@command -v mvn >/dev/null 2>&1 || { echo "Maven is required (mvn not on PATH)"; exit 1; }
+
+$(STAMP): pyproject.toml
+	test -x $(VPY) || $(PY) -m venv $(VENV)
+	$(VPY) -m pip install -q --upgrade pip
+	$(VPY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+build: deps
+	$(VPY) -c "from integration.harness import build_gateway; build_gateway()"
+
+lint: deps
+	$(VPY) -m ruff check connector integration tests examples
+	$(VPY) -m mypy
+
+test: build lint
+	$(VPY) -m pytest -q -ra $(PYTEST_ARGS)
+
+demo: build
+	$(VPY) -m examples.demo
+
+cluster: build
+	$(VPY) -m integration.harness
+
+bench: build
+	@for b in integration/bench/bench_*.py; do echo "== $$b"; $(VPY) $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) integration/gateway/target .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,37 @@
+"""A Python 3 client for Apache Accumulo through a Thrift gateway speaking the Accumulo Proxy 2.x interface.
+
+Shaped like pyaccumulo/happybase::
+
+    with Connection("127.0.0.1", 42424) as conn:          # secret from ACCUMULO_GATEWAY_SECRET(_FILE)
+        conn.create_table("t", exist_ok=True)
+        with conn.batch_writer("t") as writer:
+            writer.add_mutation(Mutation("row1").put("cf", "cq", b"value", timestamp=7))
+        for cell in conn.scan("t", Range.prefix("row")):
+            print(cell.row, cell.value)
+"""
+
+from .cells import Cell, IteratorSetting, Key, Range
+from .conditional import Condition, ConditionalMutation, ConditionalWriter
+from .connection import DEFAULT_PORT, SECRET_ENV, SECRET_FILE_ENV, Connection, resolve_secret
+from .errors import (
+    AccumuloError,
+    AccumuloSecurityError,
+    ConnectionLostError,
+    InvalidMutationError,
+    MutationsRejectedError,
+    TableExistsError,
+    TableNotFoundError,
+    UnknownScannerError,
+    UnknownWriterError,
+)
+from .mutation import ColumnUpdate, Mutation
+from .transport import RetryPolicy
+from .writer import BatchWriter
+
+__all__ = [
+    "AccumuloError", "AccumuloSecurityError", "BatchWriter", "Cell", "ColumnUpdate", "Condition",
+    "ConditionalMutation", "ConditionalWriter", "Connection", "ConnectionLostError", "DEFAULT_PORT",
+    "InvalidMutationError", "IteratorSetting", "Key", "Mutation", "MutationsRejectedError", "Range",
+    "RetryPolicy", "SECRET_ENV", "SECRET_FILE_ENV", "TableExistsError", "TableNotFoundError",
+    "UnknownScannerError", "UnknownWriterError", "resolve_secret",
+]

@@ -1,0 +1,95 @@
+"""Conditional writes: apply a row's updates only if its conditions hold (compare-and-set on cells)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ._idl import proxy
+from .cells import IteratorSetting
+from .conversion import column_update_to_thrift
+from .errors import InvalidMutationError
+from .mutation import BytesLike, Mutation, to_bytes
+
+if TYPE_CHECKING:
+    from .connection import Connection
+
+STATUS_NAMES = {v: k for k, v in proxy.ConditionalStatus._NAMES_TO_VALUES.items()}
+
+
+@dataclass(frozen=True)
+class Condition:
+    """Holds when the cell's current value equals ``value``; with ``value=None``, when the cell is absent."""
+
+    cf: BytesLike
+    cq: BytesLike
+    value: BytesLike | None = None
+    visibility: BytesLike = b""
+    timestamp: int | None = None
+    iterators: Sequence[IteratorSetting] = ()
+
+    def to_thrift(self) -> Any:
+        column = proxy.Column(colFamily=to_bytes(self.cf, "column family"),
+                              colQualifier=to_bytes(self.cq, "column qualifier"),
+                              colVisibility=to_bytes(self.visibility, "visibility"))
+        return proxy.Condition(column=column, timestamp=self.timestamp,
+                               value=None if self.value is None else to_bytes(self.value, "value"),
+                               iterators=[i.to_thrift() for i in self.iterators] or None)
+
+
+class ConditionalMutation(Mutation):
+    """A mutation applied only if all its conditions hold at the moment it reaches the tablet server."""
+
+    __slots__ = ("conditions",)
+
+    def __init__(self, row: BytesLike, conditions: Iterable[Condition] = ()) -> None:
+        super().__init__(row)
+        self.conditions = list(conditions)
+
+
+class ConditionalWriter:
+    """Sends conditional mutations and reports, per row, ACCEPTED, REJECTED, VIOLATED, UNKNOWN or
+    INVISIBLE_VISIBILITY. A dropped connection is not retried (the outcome is unknown): it raises
+    ``ConnectionLostError`` and the caller re-reads and decides."""
+
+    def __init__(self, connection: Connection, table: str, *, timeout_ms: int | None = None,
+                 authorizations: Iterable[BytesLike] | None = None) -> None:
+        self.connection = connection
+        self.table = table
+        options = proxy.ConditionalWriterOptions(
+            timeoutMs=timeout_ms,
+            authorizations=None if authorizations is None else {to_bytes(a, "auth") for a in authorizations},
+        )
+        self._id = connection.call("createConditionalWriter", table, options)
+
+    def write(self, mutation: ConditionalMutation) -> str:
+        """Apply one conditional mutation; returns its status name."""
+        return self.write_all([mutation])[mutation.row]
+
+    def write_all(self, mutations: Iterable[ConditionalMutation]) -> dict[bytes, str]:
+        """Apply conditional mutations (one per row); returns {row: status name}."""
+        updates: dict[bytes, Any] = {}
+        for m in mutations:
+            if m.row in updates:
+                raise InvalidMutationError(f"two conditional mutations for row {m.row!r} in one call")
+            if not m.conditions:
+                raise InvalidMutationError(f"conditional mutation for row {m.row!r} has no conditions")
+            updates[m.row] = proxy.ConditionalUpdates(
+                conditions=[c.to_thrift() for c in m.conditions],
+                updates=[column_update_to_thrift(u) for u in m.updates],
+            )
+        result = self.connection.call("updateRowsConditionally", self._id, updates, secret=False, retry=False)
+        return {row: STATUS_NAMES[status] for row, status in result.items()}
+
+    def close(self) -> None:
+        # it expires on the gateway anyway
+        with contextlib.suppress(Exception):
+            self.connection.call("closeConditionalWriter", self._id, secret=False, retry=False)
+
+    def __enter__(self) -> ConditionalWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,240 @@
+"""The entry point: a ``Connection`` to an Accumulo Thrift gateway (ours, or an upstream accumulo-proxy 2.x)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from ._idl import proxy
+from .cells import Cell, IteratorSetting, Range
+from .errors import AccumuloSecurityError, TableExistsError, TableNotFoundError, translate
+from .mutation import BytesLike, Mutation, to_bytes
+from .transport import NO_RETRY, RetryPolicy, close_client, is_transient, open_client
+
+SECRET_ENV = "ACCUMULO_GATEWAY_SECRET"
+SECRET_FILE_ENV = "ACCUMULO_GATEWAY_SECRET_FILE"
+DEFAULT_PORT = 42424
+
+
+def resolve_secret(shared_secret: str | None = None, secret_file: str | os.PathLike[str] | None = None) -> str:
+    """The gateway's shared secret: given directly, read from a file, or from the environment."""
+    if shared_secret:
+        return shared_secret
+    path = secret_file or os.environ.get(SECRET_FILE_ENV)
+    if path:
+        try:
+            text = Path(path).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise AccumuloSecurityError(f"cannot read the shared secret file {path}: {exc.strerror}") from None
+        if not text:
+            raise AccumuloSecurityError(f"the shared secret file {path} is empty")
+        return text
+    env = os.environ.get(SECRET_ENV)
+    if env:
+        return env
+    raise AccumuloSecurityError(
+        f"no shared secret: pass shared_secret=, or set {SECRET_ENV} or {SECRET_FILE_ENV}"
+    )
+
+
+class Connection:
+    """A connection to an Accumulo Thrift gateway.
+
+    Safe to use from several threads: each thread gets its own socket, opened on first use. Writers open
+    a socket of their own. Transient transport errors (refused, reset, timeout) are retried with backoff
+    on a fresh socket, within ``retry``'s bounds; then ``ConnectionLostError`` is raised.
+    """
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = DEFAULT_PORT,
+        shared_secret: str | None = None,
+        *,
+        secret_file: str | os.PathLike[str] | None = None,
+        timeout: float = 120.0,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        self.host = host
+        self.port = int(port)
+        self.timeout = timeout
+        self.retry = retry or RetryPolicy()
+        self._secret = resolve_secret(shared_secret, secret_file)
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._clients: set[Any] = set()
+        self._closed = False
+
+    def __repr__(self) -> str:  # never shows the secret
+        return f"Connection(host={self.host!r}, port={self.port})"
+
+    # --- plumbing -----------------------------------------------------------------------------------
+
+    def new_client(self) -> Any:
+        """Open a dedicated Thrift client (used by writers, which must not share a socket)."""
+        if self._closed:
+            raise RuntimeError("connection is closed")
+        return open_client(self.host, self.port, self.timeout)
+
+    def _thread_client(self) -> Any:
+        client = getattr(self._local, "client", None)
+        if client is None:
+            client = self.new_client()
+            self._local.client = client
+            with self._lock:
+                self._clients.add(client)
+        return client
+
+    def _drop_thread_client(self, _exc: BaseException | None = None) -> None:
+        client = getattr(self._local, "client", None)
+        if client is not None:
+            self._local.client = None
+            with self._lock:
+                self._clients.discard(client)
+            close_client(client)
+
+    def call(self, method: str, *args: Any, secret: bool = True, retry: bool = True) -> Any:
+        """Call a gateway method (with the shared secret first unless ``secret=False``).
+
+        Transient errors are retried on a fresh socket unless ``retry=False`` (for calls that are not
+        safe to repeat, such as ``nextK``); then they raise ``ConnectionLostError``.
+        """
+
+        def attempt() -> Any:
+            client = self._thread_client()
+            try:
+                if secret:
+                    return getattr(client, method)(self._secret, *args)
+                return getattr(client, method)(*args)
+            except Exception as exc:
+                if is_transient(exc):
+                    self._drop_thread_client()
+                    raise
+                raise translate(exc) from exc
+
+        policy = self.retry if retry else NO_RETRY
+        return policy.run(attempt, self._drop_thread_client, f"{method} on {self.host}:{self.port}")
+
+    @property
+    def shared_secret(self) -> str:
+        return self._secret
+
+    def close(self) -> None:
+        """Close every socket this connection opened."""
+        self._closed = True
+        with self._lock:
+            clients, self._clients = self._clients, set()
+        for client in clients:
+            close_client(client)
+        self._local = threading.local()
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- tables -------------------------------------------------------------------------------------
+
+    def table_exists(self, table: str) -> bool:
+        return bool(self.call("tableExists", table))
+
+    def list_tables(self) -> set[str]:
+        return set(self.call("listTables"))
+
+    def create_table(self, table: str, *, versioning: bool = True, logical_time: bool = False,
+                     exist_ok: bool = False) -> bool:
+        """Create ``table`` (with the versioning iterator unless ``versioning=False``). Returns True if created."""
+        time_type = proxy.TimeType.LOGICAL if logical_time else proxy.TimeType.MILLIS
+        try:
+            self.call("createTable", table, versioning, time_type)
+            return True
+        except TableExistsError:
+            if exist_ok:
+                return False
+            raise
+
+    def delete_table(self, table: str, *, missing_ok: bool = False) -> None:
+        try:
+            self.call("deleteTable", table)
+        except TableNotFoundError:
+            if not missing_ok:
+                raise
+
+    def list_splits(self, table: str, max_splits: int = 1 << 20) -> list[bytes]:
+        return sorted(self.call("listSplits", table, max_splits))
+
+    def add_splits(self, table: str, splits: Iterable[BytesLike]) -> None:
+        self.call("addSplits", table, {to_bytes(s, "split") for s in splits})
+
+    def set_table_property(self, table: str, name: str, value: str) -> None:
+        self.call("setTableProperty", table, name, value)
+
+    def remove_table_property(self, table: str, name: str) -> None:
+        self.call("removeTableProperty", table, name)
+
+    def table_properties(self, table: str) -> dict[str, str]:
+        return dict(self.call("getTableProperties", table))
+
+    def attach_iterator(self, table: str, setting: IteratorSetting,
+                        scopes: Sequence[str] = ("scan", "minc", "majc")) -> None:
+        """Attach a server-side iterator to ``table`` for the given scopes (scan, minc, majc)."""
+        scope_ids = {getattr(proxy.IteratorScope, s.upper()) for s in scopes}
+        self.call("attachIterator", table, setting.to_thrift(), scope_ids)
+
+    def flush_table(self, table: str, start_row: BytesLike | None = None, end_row: BytesLike | None = None,
+                    wait: bool = True) -> None:
+        """Write the table's in-memory data to files (a minor compaction)."""
+        self.call("flushTable", table, _opt_bytes(start_row), _opt_bytes(end_row), wait)
+
+    def compact_table(self, table: str, start_row: BytesLike | None = None, end_row: BytesLike | None = None,
+                      iterators: Sequence[IteratorSetting] = (), flush: bool = True, wait: bool = True) -> None:
+        """Major-compact the table: rewrite all files of each tablet, dropping delete markers."""
+        self.call("compactTable", table, _opt_bytes(start_row), _opt_bytes(end_row),
+                  [i.to_thrift() for i in iterators], flush, wait, None, None)
+
+    # --- writing and reading ------------------------------------------------------------------------
+
+    def write(self, table: str, mutations: Iterable[Mutation]) -> None:
+        """Send mutations in one call and wait until they are applied (small writes; use a BatchWriter
+        for bulk)."""
+        from .conversion import cells_map
+
+        self.call("updateAndFlush", table, cells_map(mutations))
+
+    def batch_writer(self, table: str, **options: Any) -> BatchWriter:
+        """A BatchWriter for ``table``; see :class:`BatchWriter` for options. Use it as a context manager."""
+        return BatchWriter(self, table, **options)
+
+    def scan(self, table: str, range: Range | None = None, columns: Sequence[Any] | None = None,
+             authorizations: Iterable[BytesLike] | None = None,
+             iterators: Sequence[IteratorSetting] = (), batch_size: int = 1000) -> Iterator[Cell]:
+        """Yield the cells of ``range`` in key order, fetched ``batch_size`` at a time."""
+        from .scanner import scan
+
+        return scan(self, table, range, columns, authorizations, iterators, batch_size)
+
+    def batch_scan(self, table: str, ranges: Sequence[Range], columns: Sequence[Any] | None = None,
+                   authorizations: Iterable[BytesLike] | None = None,
+                   iterators: Sequence[IteratorSetting] = (), threads: int = 4,
+                   batch_size: int = 1000) -> Iterator[Cell]:
+        """Yield the cells of several ranges, read in parallel on the server, in no particular order."""
+        from .scanner import batch_scan
+
+        return batch_scan(self, table, ranges, columns, authorizations, iterators, threads, batch_size)
+
+    def conditional_writer(self, table: str, **options: Any) -> ConditionalWriter:
+        from .conditional import ConditionalWriter
+
+        return ConditionalWriter(self, table, **options)
+
+
+def _opt_bytes(value: BytesLike | None) -> bytes | None:
+    return None if value is None else to_bytes(value, "row")
+
+
+from .conditional import ConditionalWriter  # noqa: E402  (type only; avoids an import cycle)
+from .writer import BatchWriter  # noqa: E402

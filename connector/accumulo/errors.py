@@ -1,0 +1,62 @@
+"""Typed errors of the Accumulo client. Each carries the server's message where there is one."""
+
+from __future__ import annotations
+
+
+class AccumuloError(Exception):
+    """Base class: something Accumulo or the gateway refused or could not do."""
+
+
+class AccumuloSecurityError(AccumuloError):
+    """Wrong shared secret, or the gateway's user lacks a permission."""
+
+
+class TableNotFoundError(AccumuloError):
+    """The named table does not exist."""
+
+
+class TableExistsError(AccumuloError):
+    """A table of that name already exists."""
+
+
+class MutationsRejectedError(AccumuloError):
+    """Accumulo or the gateway rejected some mutations; the message names them."""
+
+
+class UnknownWriterError(AccumuloError):
+    """The gateway no longer knows the writer (expired after idling, or the gateway restarted)."""
+
+
+class UnknownScannerError(AccumuloError):
+    """The gateway no longer knows the scanner (expired after idling, or the gateway restarted)."""
+
+
+class InvalidMutationError(AccumuloError, ValueError):
+    """A mutation was refused on the client before anything was sent (bad visibility, too large, ...)."""
+
+
+class ConnectionLostError(AccumuloError, ConnectionError):
+    """The gateway could not be reached, even after the configured retries."""
+
+
+def translate(exc: BaseException) -> BaseException:
+    """Map an exception raised by the Thrift client to this module's typed errors (others pass through)."""
+    from ._idl import proxy
+
+    mapping: dict[type, type[AccumuloError]] = {
+        proxy.AccumuloSecurityException: AccumuloSecurityError,
+        proxy.TableNotFoundException: TableNotFoundError,
+        proxy.TableExistsException: TableExistsError,
+        proxy.MutationsRejectedException: MutationsRejectedError,
+        proxy.UnknownWriter: UnknownWriterError,
+        proxy.UnknownScanner: UnknownScannerError,
+        proxy.AccumuloException: AccumuloError,
+    }
+    for thrift_type, ours in mapping.items():
+        if isinstance(exc, thrift_type):
+            return ours(getattr(exc, "msg", None) or type(exc).__name__)
+    from thriftpy2.thrift import TApplicationException
+
+    if isinstance(exc, TApplicationException):
+        return AccumuloError(f"gateway error: {exc.message or exc}")
+    return exc

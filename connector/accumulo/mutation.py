@@ -1,0 +1,88 @@
+"""Mutations in the pyaccumulo shape: ``Mutation(row).put(cf, cq, value, ...)`` and ``.delete(cf, cq, ...)``."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from ._idl import MAX_TIMESTAMP
+from .errors import InvalidMutationError
+from .visibility import VisibilityError, check_visibility
+
+BytesLike = bytes | str
+
+
+def to_bytes(value: BytesLike | bytearray | memoryview, what: str) -> bytes:
+    """Accept bytes or text (UTF-8) for a row, column or value; refuse anything else by name."""
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, bytearray | memoryview):
+        return bytes(value)
+    raise InvalidMutationError(f"{what} must be bytes or str, not {type(value).__name__}")
+
+
+class ColumnUpdate(NamedTuple):
+    """One put or delete inside a mutation. ``timestamp`` None lets the tablet server choose."""
+
+    cf: bytes
+    cq: bytes
+    cv: bytes
+    timestamp: int | None
+    value: bytes
+    delete: bool
+
+
+class Mutation:
+    """All changes to one row, sent together. Each put/delete may carry its own timestamp."""
+
+    __slots__ = ("row", "updates", "size")
+
+    def __init__(self, row: BytesLike) -> None:
+        self.row = to_bytes(row, "row")
+        if not self.row:
+            raise InvalidMutationError("row must not be empty")
+        self.updates: list[ColumnUpdate] = []
+        #: estimated bytes on the wire, used to size writer chunks
+        self.size = len(self.row) + 8
+
+    def put(
+        self,
+        cf: BytesLike,
+        cq: BytesLike,
+        value: BytesLike = b"",
+        visibility: BytesLike = b"",
+        timestamp: int | None = None,
+    ) -> Mutation:
+        """Set the cell (cf, cq, visibility) to ``value``, at ``timestamp`` if given."""
+        self._add(cf, cq, visibility, timestamp, to_bytes(value, "value"), False)
+        return self
+
+    def delete(
+        self,
+        cf: BytesLike,
+        cq: BytesLike,
+        visibility: BytesLike = b"",
+        timestamp: int | None = None,
+    ) -> Mutation:
+        """Delete the cell: hides every version at or below ``timestamp`` (all versions when None)."""
+        self._add(cf, cq, visibility, timestamp, b"", True)
+        return self
+
+    def _add(self, cf: BytesLike, cq: BytesLike, cv: BytesLike, ts: int | None, value: bytes,
+             delete: bool) -> None:
+        cf_b = to_bytes(cf, "column family")
+        cq_b = to_bytes(cq, "column qualifier")
+        cv_b = to_bytes(cv, "visibility")
+        if ts is not None and (not isinstance(ts, int) or isinstance(ts, bool) or not 0 <= ts <= MAX_TIMESTAMP):
+            raise InvalidMutationError(f"timestamp must be an int in [0, 2**63-1], got {ts!r}")
+        if cv_b:
+            try:
+                check_visibility(cv_b)
+            except VisibilityError as exc:
+                raise InvalidMutationError(f"row {self.row!r}: {exc}") from None
+        self.updates.append(ColumnUpdate(cf_b, cq_b, cv_b, ts, value, delete))
+        self.size += len(cf_b) + len(cq_b) + len(cv_b) + len(value) + 16
+
+    def __repr__(self) -> str:
+        return f"Mutation(row={self.row!r}, updates={len(self.updates)})"

@@ -1,0 +1,251 @@
+// The subset of the Accumulo Proxy 2.x Thrift interface that this project uses.
+//
+// Names, field ids and types match the upstream proxy 2.x interface, so the Python client speaks to our
+// gateway (integration/gateway) and to an upstream accumulo-proxy 2.x alike. Transport: framed; protocol:
+// compact. Calls that act on a table take the gateway's shared secret as argument 1; calls on an open
+// writer or scanner take the opaque id that the create call returned.
+//
+// One file, two consumers: thriftpy2 loads it at run time, and the gateway's Maven build generates its
+// Java bindings from it.
+
+namespace java org.apache.accumulo.proxy.thrift
+namespace py accumulo
+
+struct Key {
+  1:binary row
+  2:binary colFamily
+  3:binary colQualifier
+  4:binary colVisibility
+  5:optional i64 timestamp = 0x7FFFFFFFFFFFFFFF
+}
+
+struct ColumnUpdate {
+  1:binary colFamily
+  2:binary colQualifier
+  3:optional binary colVisibility
+  4:optional i64 timestamp
+  5:optional binary value
+  6:optional bool deleteCell
+}
+
+struct KeyValue {
+  1:Key key
+  2:binary value
+}
+
+struct ScanResult {
+  1:list<KeyValue> results
+  2:bool more
+}
+
+struct Range {
+  1:Key start
+  2:bool startInclusive
+  3:Key stop
+  4:bool stopInclusive
+}
+
+struct ScanColumn {
+  1:binary colFamily
+  2:optional binary colQualifier
+}
+
+struct IteratorSetting {
+  1:i32 priority
+  2:string name
+  3:string iteratorClass
+  4:map<string, string> properties
+}
+
+struct ScanOptions {
+  1:optional set<binary> authorizations
+  2:optional Range range
+  3:optional list<ScanColumn> columns
+  4:optional list<IteratorSetting> iterators
+  5:optional i32 bufferSize
+}
+
+struct BatchScanOptions {
+  1:optional set<binary> authorizations
+  2:optional list<Range> ranges
+  3:optional list<ScanColumn> columns
+  4:optional list<IteratorSetting> iterators
+  5:optional i32 threads
+}
+
+struct Column {
+  1:binary colFamily
+  2:binary colQualifier
+  3:binary colVisibility
+}
+
+struct Condition {
+  1:Column column
+  2:optional i64 timestamp
+  3:optional binary value
+  4:optional list<IteratorSetting> iterators
+}
+
+struct ConditionalUpdates {
+  2:list<Condition> conditions
+  3:list<ColumnUpdate> updates
+}
+
+enum ConditionalStatus {
+  ACCEPTED
+  REJECTED
+  VIOLATED
+  UNKNOWN
+  INVISIBLE_VISIBILITY
+}
+
+enum Durability {
+  DEFAULT
+  NONE
+  LOG
+  FLUSH
+  SYNC
+}
+
+struct ConditionalWriterOptions {
+  1:optional i64 maxMemory
+  2:optional i64 timeoutMs
+  3:optional i32 threads
+  4:optional set<binary> authorizations
+  5:optional Durability durability
+}
+
+struct WriterOptions {
+  1:i64 maxMemory
+  2:i64 latencyMs
+  3:i64 timeoutMs
+  4:i32 threads
+  5:optional Durability durability
+}
+
+struct PluginConfig {
+  1:string className
+  2:map<string, string> options
+}
+
+enum IteratorScope {
+  MINC
+  MAJC
+  SCAN
+}
+
+enum TimeType {
+  LOGICAL
+  MILLIS
+}
+
+exception UnknownScanner {
+  1:string msg
+}
+
+exception UnknownWriter {
+  1:string msg
+}
+
+exception NoMoreEntriesException {
+  1:string msg
+}
+
+exception AccumuloException {
+  1:string msg
+}
+
+exception AccumuloSecurityException {
+  1:string msg
+}
+
+exception TableNotFoundException {
+  1:string msg
+}
+
+exception TableExistsException {
+  1:string msg
+}
+
+exception MutationsRejectedException {
+  1:string msg
+}
+
+service AccumuloProxy {
+
+  // table operations
+  void addSplits(1:string sharedSecret, 2:string tableName, 3:set<binary> splits)
+    throws (1:AccumuloException ouch1, 2:AccumuloSecurityException ouch2, 3:TableNotFoundException ouch3)
+
+  void attachIterator(1:string sharedSecret, 2:string tableName, 3:IteratorSetting setting,
+                      4:set<IteratorScope> scopes)
+    throws (1:AccumuloSecurityException ouch1, 2:AccumuloException ouch2, 3:TableNotFoundException ouch3)
+
+  void compactTable(1:string sharedSecret, 2:string tableName, 3:binary startRow, 4:binary endRow,
+                    5:list<IteratorSetting> iterators, 6:bool flush, 7:bool wait,
+                    8:PluginConfig selectorConfig, 9:PluginConfig configurerConfig)
+    throws (1:AccumuloSecurityException ouch1, 2:TableNotFoundException ouch2, 3:AccumuloException ouch3)
+
+  void createTable(1:string sharedSecret, 2:string tableName, 3:bool versioningIter, 4:TimeType type)
+    throws (1:AccumuloException ouch1, 2:AccumuloSecurityException ouch2, 3:TableExistsException ouch3)
+
+  void deleteTable(1:string sharedSecret, 2:string tableName)
+    throws (1:AccumuloException ouch1, 2:AccumuloSecurityException ouch2, 3:TableNotFoundException ouch3)
+
+  void flushTable(1:string sharedSecret, 2:string tableName, 3:binary startRow, 4:binary endRow,
+                  5:bool wait)
+    throws (1:AccumuloException ouch1, 2:AccumuloSecurityException ouch2, 3:TableNotFoundException ouch3)
+
+  map<string, string> getTableProperties(1:string sharedSecret, 2:string tableName)
+    throws (1:AccumuloException ouch1, 2:AccumuloSecurityException ouch2, 3:TableNotFoundException ouch3)
+
+  list<binary> listSplits(1:string sharedSecret, 2:string tableName, 3:i32 maxSplits)
+    throws (1:AccumuloException ouch1, 2:AccumuloSecurityException ouch2, 3:TableNotFoundException ouch3)
+
+  set<string> listTables(1:string sharedSecret)
+
+  void removeTableProperty(1:string sharedSecret, 2:string tableName, 3:string property)
+    throws (1:AccumuloException ouch1, 2:AccumuloSecurityException ouch2, 3:TableNotFoundException ouch3)
+
+  void setTableProperty(1:string sharedSecret, 2:string tableName, 3:string property, 4:string value)
+    throws (1:AccumuloException ouch1, 2:AccumuloSecurityException ouch2, 3:TableNotFoundException ouch3)
+
+  bool tableExists(1:string sharedSecret, 2:string tableName)
+
+  // scanning
+  string createBatchScanner(1:string sharedSecret, 2:string tableName, 3:BatchScanOptions options)
+    throws (1:AccumuloException ouch1, 2:AccumuloSecurityException ouch2, 3:TableNotFoundException ouch3)
+
+  string createScanner(1:string sharedSecret, 2:string tableName, 3:ScanOptions options)
+    throws (1:AccumuloException ouch1, 2:AccumuloSecurityException ouch2, 3:TableNotFoundException ouch3)
+
+  ScanResult nextK(1:string scanner, 2:i32 k)
+    throws (1:NoMoreEntriesException ouch1, 2:UnknownScanner ouch2, 3:AccumuloSecurityException ouch3)
+
+  void closeScanner(1:string scanner) throws (1:UnknownScanner ouch1)
+
+  // writing
+  void updateAndFlush(1:string sharedSecret, 2:string tableName, 3:map<binary, list<ColumnUpdate>> cells)
+    throws (1:AccumuloException outch1, 2:AccumuloSecurityException ouch2, 3:TableNotFoundException ouch3,
+            4:MutationsRejectedException ouch4)
+
+  string createWriter(1:string sharedSecret, 2:string tableName, 3:WriterOptions opts)
+    throws (1:AccumuloException outch1, 2:AccumuloSecurityException ouch2, 3:TableNotFoundException ouch3)
+
+  oneway void update(1:string writer, 2:map<binary, list<ColumnUpdate>> cells)
+
+  void flush(1:string writer) throws (1:UnknownWriter ouch1, 2:MutationsRejectedException ouch2)
+
+  void closeWriter(1:string writer) throws (1:UnknownWriter ouch1, 2:MutationsRejectedException ouch2)
+
+  // conditional writing
+  string createConditionalWriter(1:string sharedSecret, 2:string tableName,
+                                 3:ConditionalWriterOptions options)
+    throws (1:AccumuloException ouch1, 2:AccumuloSecurityException ouch2, 3:TableNotFoundException ouch3)
+
+  map<binary, ConditionalStatus> updateRowsConditionally(1:string conditionalWriter,
+                                                         2:map<binary, ConditionalUpdates> updates)
+    throws (1:UnknownWriter ouch1, 2:AccumuloException ouch2, 3:AccumuloSecurityException ouch3)
+
+  void closeConditionalWriter(1:string conditionalWriter)
+}

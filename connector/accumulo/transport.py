@@ -1,0 +1,94 @@
+"""Opening Thrift clients to the gateway, and the retry policy for transient transport errors."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import tenacity
+from thriftpy2.protocol import TCompactProtocolFactory
+from thriftpy2.thrift import TClient
+from thriftpy2.transport import TFramedTransportFactory, TSocket, TTransportException
+
+from ._idl import proxy
+from .errors import ConnectionLostError
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+_TRANSIENT_ERRNOS = {errno.ECONNREFUSED, errno.ECONNRESET, errno.EPIPE, errno.ECONNABORTED, errno.ETIMEDOUT,
+                     errno.EHOSTUNREACH, errno.ENETUNREACH}
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True for errors that a fresh connection may cure: refused, reset, closed, timed out."""
+    if isinstance(exc, TTransportException | socket.timeout | TimeoutError | EOFError | BrokenPipeError):
+        return True
+    if isinstance(exc, ConnectionError):
+        return not isinstance(exc, ConnectionLostError)
+    return isinstance(exc, OSError) and exc.errno in _TRANSIENT_ERRNOS
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How hard to try again after a transient transport error: bounded attempts and time, with backoff."""
+
+    attempts: int = 8
+    max_seconds: float = 60.0
+    initial_wait: float = 0.1
+    max_wait: float = 5.0
+
+    def run(self, call: Callable[[], T], on_retry: Callable[[BaseException], None], what: str) -> T:
+        """Run ``call``; on a transient error call ``on_retry`` (reconnect) and try again, within bounds."""
+
+        def before_sleep(state: tenacity.RetryCallState) -> None:
+            exc = state.outcome.exception() if state.outcome else None
+            log.warning("%s: transient error (%s), retry %d of %d", what, exc, state.attempt_number,
+                        self.attempts - 1)
+            if exc is not None:
+                on_retry(exc)
+
+        retrying = tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(self.attempts) | tenacity.stop_after_delay(self.max_seconds),
+            wait=tenacity.wait_exponential_jitter(initial=self.initial_wait, max=self.max_wait),
+            retry=tenacity.retry_if_exception(is_transient),
+            before_sleep=before_sleep,
+            reraise=False,
+        )
+        try:
+            return retrying(call)
+        except tenacity.RetryError as exc:
+            last = exc.last_attempt.exception()
+            raise ConnectionLostError(
+                f"{what}: gateway unreachable after {exc.last_attempt.attempt_number} attempts: {last}"
+            ) from last
+
+
+NO_RETRY = RetryPolicy(attempts=1)
+
+
+def open_client(host: str, port: int, timeout: float) -> Any:
+    """A new Thrift client on its own socket (framed transport, compact protocol)."""
+    sock = TSocket(host, port, socket_timeout=int(timeout * 1000),
+                   connect_timeout=int(min(timeout, 10.0) * 1000))
+    transport = TFramedTransportFactory().get_transport(sock)
+    transport.open()
+    return TClient(proxy.AccumuloProxy, TCompactProtocolFactory().get_protocol(transport))
+
+
+def send_frame(client: Any, payload: bytes) -> None:
+    """Send an already-encoded message (a oneway call) as one frame on the client's transport."""
+    trans = client._oprot.trans
+    trans.write(payload)
+    trans.flush()
+
+
+def close_client(client: Any) -> None:
+    # closing a broken socket must not mask the real error
+    with contextlib.suppress(Exception):
+        client.close()

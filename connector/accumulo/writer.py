@@ -1,0 +1,214 @@
+"""BatchWriter: buffers mutations, sends them in chunks, and makes them durable on ``flush()``."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from ._idl import proxy
+from .errors import InvalidMutationError, MutationsRejectedError, translate
+from .mutation import Mutation
+from .transport import close_client, is_transient, send_frame
+from .wire import encode_column_update, encode_row_entry, encode_update_message
+
+if TYPE_CHECKING:
+    from .connection import Connection
+
+log = logging.getLogger(__name__)
+
+DURABILITY = {"default": 0, "none": 1, "log": 2, "flush": 3, "sync": 4}
+
+
+class _WriterLost(ConnectionError):
+    """The gateway forgot our writer (restart or idle expiry): reopen and replay, like a dropped socket."""
+
+
+class BatchWriter:
+    """Writes mutations to one table through the gateway.
+
+    Mutations are grouped by row into chunks of about ``chunk_bytes`` and sent as they fill (one-way calls,
+    no round trip). ``flush()`` waits until everything sent is durable, and raises
+    ``MutationsRejectedError`` naming what Accumulo rejected; the writer stays usable afterwards.
+
+    Until a flush succeeds the writer keeps what it sent. If the connection drops or the gateway restarts,
+    it reconnects, opens a new server-side writer and sends those mutations again (bounded retries, then
+    ``ConnectionLostError``). Replaying is harmless for cells with explicit timestamps; cells without one
+    get the time of the replay. A ``flush()`` happens automatically when ``max_memory`` bytes are unflushed.
+
+    As a context manager it flushes and closes on exit; if the block raised, mutations not yet sent are
+    dropped and the original exception propagates.
+    """
+
+    def __init__(
+        self,
+        connection: Connection,
+        table: str,
+        *,
+        max_memory: int = 32 << 20,
+        chunk_bytes: int = 2 << 20,
+        max_mutation_bytes: int = 16 << 20,
+        latency_ms: int = 0,
+        timeout_ms: int = 0,
+        threads: int = 0,
+        durability: str | None = None,
+    ) -> None:
+        if chunk_bytes <= 0 or max_memory < chunk_bytes:
+            raise ValueError("need 0 < chunk_bytes <= max_memory")
+        if durability is not None and durability not in DURABILITY:
+            raise ValueError(f"durability must be one of {sorted(DURABILITY)}, not {durability!r}")
+        self.connection = connection
+        self.table = table
+        self.max_memory = max_memory
+        self.chunk_bytes = chunk_bytes
+        self.max_mutation_bytes = max_mutation_bytes
+        self._options = proxy.WriterOptions(
+            maxMemory=max_memory, latencyMs=latency_ms, timeoutMs=timeout_ms, threads=threads,
+            durability=DURABILITY[durability] if durability else None,
+        )
+        self._lock = threading.RLock()
+        self._rows: dict[bytes, list[bytes]] = {}
+        self._rows_bytes = 0
+        self._unacked: list[tuple[int, bytes]] = []
+        self._unacked_bytes = 0
+        self._client: Any = None
+        self._writer_id: str | None = None
+        self._broken = False
+        self._closed = False
+        #: mutations accepted by add_mutation since the writer was opened
+        self.mutations_added = 0
+        self.connection.retry.run(self._open, self._on_transient, f"createWriter on {table}")
+
+    # --- public -------------------------------------------------------------------------------------
+
+    def add_mutation(self, mutation: Mutation) -> None:
+        """Queue one mutation; raises ``InvalidMutationError`` (nothing queued) if it cannot be sent."""
+        if not mutation.updates:
+            raise InvalidMutationError(f"mutation for row {mutation.row!r} has no updates")
+        if mutation.size > self.max_mutation_bytes:
+            raise InvalidMutationError(
+                f"mutation for row {mutation.row!r} is {mutation.size} bytes, over the limit of "
+                f"{self.max_mutation_bytes} (max_mutation_bytes)"
+            )
+        encoded = [encode_column_update(u) for u in mutation.updates]
+        with self._lock:
+            self._check_open()
+            self._rows.setdefault(mutation.row, []).extend(encoded)
+            self._rows_bytes += mutation.size
+            self.mutations_added += 1
+            if self._rows_bytes >= self.chunk_bytes:
+                self._send_rows()
+                if self._unacked_bytes >= self.max_memory or self._broken:
+                    self._flush_locked()
+
+    def add_mutations(self, mutations: Iterable[Mutation]) -> None:
+        for m in mutations:
+            self.add_mutation(m)
+
+    def flush(self) -> None:
+        """Send everything queued and return once it is durable in Accumulo."""
+        with self._lock:
+            self._check_open()
+            self._flush_locked()
+
+    def close(self) -> None:
+        """Flush, then release the server-side writer and the socket. Safe to call twice."""
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                self._flush_locked()
+                try:
+                    self._client.closeWriter(self._writer_id)
+                except proxy.UnknownWriter:
+                    pass  # already flushed above; the gateway may have expired it since
+                except Exception as exc:
+                    if not is_transient(exc):
+                        raise translate(exc) from exc
+            finally:
+                self._closed = True
+                close_client(self._client)
+
+    def __enter__(self) -> BatchWriter:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            self.close()
+            return
+        with self._lock:
+            self._rows.clear()
+            self._rows_bytes = 0
+            try:
+                self.close()
+            except Exception as close_exc:  # noqa: BLE001 - keep the block's own exception
+                log.warning("closing writer on %s after an error failed: %s", self.table, close_exc)
+
+    # --- internals ----------------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(f"writer on {self.table} is closed")
+
+    def _open(self) -> None:
+        close_client(self._client)
+        self._client = None
+        client = self.connection.new_client()
+        try:
+            self._writer_id = client.createWriter(self.connection.shared_secret, self.table, self._options)
+        except Exception as exc:
+            close_client(client)
+            if is_transient(exc):
+                raise
+            raise translate(exc) from exc
+        self._client = client
+
+    def _on_transient(self, _exc: BaseException) -> None:
+        self._broken = True
+
+    def _send_rows(self) -> None:
+        """Move the chunk being built to the unacknowledged list and send it (one-way)."""
+        if not self._rows:
+            return
+        entries = b"".join(encode_row_entry(row, ups) for row, ups in self._rows.items())
+        n_rows = len(self._rows)
+        self._rows = {}
+        self._rows_bytes = 0
+        self._unacked.append((n_rows, entries))
+        self._unacked_bytes += len(entries)
+        if self._broken:
+            return  # replayed by the next flush
+        try:
+            send_frame(self._client, encode_update_message(self._writer_id or "", n_rows, entries))
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            log.warning("writer on %s lost its connection (%s); will reconnect and resend", self.table, exc)
+            self._broken = True
+
+    def _flush_locked(self) -> None:
+        self._send_rows()
+        self.connection.retry.run(self._flush_once, self._on_transient, f"flush of writer on {self.table}")
+        self._unacked.clear()
+        self._unacked_bytes = 0
+
+    def _flush_once(self) -> None:
+        if self._broken:
+            self._open()
+            for n_rows, entries in self._unacked:
+                send_frame(self._client, encode_update_message(self._writer_id or "", n_rows, entries))
+            self._broken = False
+        try:
+            self._client.flush(self._writer_id)
+        except proxy.UnknownWriter as exc:
+            raise _WriterLost(f"gateway no longer knows writer: {exc.msg}") from exc
+        except proxy.MutationsRejectedException as exc:
+            # the gateway applied what it could and reported the rest; do not resend
+            self._unacked.clear()
+            self._unacked_bytes = 0
+            raise MutationsRejectedError(f"table {self.table}: {exc.msg}") from exc
+        except Exception as exc:
+            if is_transient(exc):
+                raise
+            raise translate(exc) from exc
