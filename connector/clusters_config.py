@@ -1,0 +1,69 @@
+"""Named clusters for the CLI: a TOML file mapping names to gateway addresses and secret locations.
+
+Default path ``~/.config/accumulo-export/clusters.toml``; the ACCUMULO_EXPORT_CONFIG environment variable
+overrides it. The embedded harness writes one for the clusters it starts. Example::
+
+    [clusters.A]
+    host = "127.0.0.1"
+    port = 42424
+    secret_file = "/etc/accumulo-export/a.secret"   # or: secret_env = "A_GATEWAY_SECRET"
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+
+from connector.spark.options import GatewayOptions
+
+CONFIG_ENV = "ACCUMULO_EXPORT_CONFIG"
+DEFAULT_PATH = Path("~/.config/accumulo-export/clusters.toml")
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def config_path() -> Path:
+    return Path(os.environ.get(CONFIG_ENV) or DEFAULT_PATH).expanduser()
+
+
+def load_clusters(path: Path | None = None) -> dict[str, GatewayOptions]:
+    path = path or config_path()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"no cluster config at {path} (set {CONFIG_ENV} or create it)") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    out = {}
+    for name, entry in (data.get("clusters") or {}).items():
+        if "secret" in entry or "shared_secret" in entry:
+            raise ConfigError(f"{path}: cluster {name!r} holds a secret; use secret_file or secret_env")
+        if "port" not in entry:
+            raise ConfigError(f"{path}: cluster {name!r} has no port")
+        out[name] = GatewayOptions(host=str(entry.get("host", "127.0.0.1")), port=int(entry["port"]),
+                                   secret_file=entry.get("secret_file"),
+                                   secret_env=entry.get("secret_env", "ACCUMULO_GATEWAY_SECRET"))
+    return out
+
+
+def cluster(name: str, path: Path | None = None) -> GatewayOptions:
+    known = load_clusters(path)
+    if name not in known:
+        raise ConfigError(f"unknown cluster {name!r}; {config_path()} defines {sorted(known) or 'none'}")
+    return known[name]
+
+
+def write_clusters(path: Path, clusters: dict[str, GatewayOptions]) -> None:
+    """Write a config file (secret locations only) with mode 0600."""
+    lines = []
+    for name, g in clusters.items():
+        lines += [f"[clusters.{name}]", f'host = "{g.host}"', f"port = {g.port}"]
+        lines.append(f'secret_file = "{g.secret_file}"' if g.secret_file else f'secret_env = "{g.secret_env}"')
+        lines.append("")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write("\n".join(lines))

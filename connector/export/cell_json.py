@@ -1,0 +1,42 @@
+"""Reading destination cells out of export values (JSON-decoded dicts), shared by the translators."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .core import TranslationError
+
+
+def as_bytes(value: Any, what: str) -> bytes:
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, bytearray | memoryview):
+        return bytes(value)
+    if isinstance(value, bool) or value is None:
+        raise TranslationError(f"{what} must be text or bytes, not {value!r}")
+    if isinstance(value, int | float):
+        return str(value).encode("utf-8")
+    raise TranslationError(f"{what} must be text or bytes, not {type(value).__name__}")
+
+
+def cell_key(cell: Any, where: str) -> tuple[bytes, bytes, bytes, bytes]:
+    """(row, cf, cq, cv) of a cell given as a mapping with row, cf, cq and optional cv."""
+    if not isinstance(cell, Mapping):
+        raise TranslationError(f"{where}: a cell must be an object with row, cf, cq, value; got {cell!r}")
+    missing = [k for k in ("row", "cf", "cq") if k not in cell]
+    if missing:
+        raise TranslationError(f"{where}: cell {dict(cell)!r} lacks {', '.join(missing)}")
+    row = as_bytes(cell["row"], f"{where}: row")
+    if not row:
+        raise TranslationError(f"{where}: cell has an empty row")
+    return (row, as_bytes(cell["cf"], f"{where}: cf"), as_bytes(cell["cq"], f"{where}: cq"),
+            as_bytes(cell.get("cv") or b"", f"{where}: cv"))
+
+
+def cell_value(cell: Mapping[str, Any], where: str) -> bytes:
+    if "value" not in cell:
+        raise TranslationError(f"{where}: cell {dict(cell)!r} lacks value")
+    return as_bytes(cell["value"], f"{where}: value")

@@ -1,0 +1,39 @@
+"""Exports to queue entries and back: serializers plus the row layout."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from connector.export.core import SequencedExport
+
+from .config import QueueConfig
+from .errors import MalformedEntryError
+
+
+class EntryCodec:
+    """Encodes ``(key, value, seq)`` as an entry row and value bytes, and decodes them back."""
+
+    __slots__ = ("layout", "key_serializer", "value_serializer")
+
+    def __init__(self, config: QueueConfig) -> None:
+        self.layout = config.layout
+        self.key_serializer, self.value_serializer = config.serializers()
+
+    def encode(self, key: Any, value: Any, seq: int) -> tuple[bytes, bytes]:
+        """The entry row and the value bytes for one export."""
+        key_bytes = self.key_serializer.dumps(key)
+        return self.layout.entry_row(key_bytes, seq), self.value_serializer.dumps(value)
+
+    def decode(self, row: bytes, value: bytes) -> SequencedExport:
+        """The export an entry holds; raises ``MalformedEntryError`` with the reason when it cannot be read."""
+        parsed = self.layout.parse_row(row)
+        # a deserializer may raise anything on bad bytes; name it in the reason instead of guessing types
+        try:
+            key = self.key_serializer.loads(parsed.key_bytes)
+        except Exception as exc:  # noqa: BLE001
+            raise MalformedEntryError(row, f"undecodable key: {type(exc).__name__}: {exc}") from exc
+        try:
+            obj = self.value_serializer.loads(value)
+        except Exception as exc:  # noqa: BLE001
+            raise MalformedEntryError(row, f"undecodable value: {type(exc).__name__}: {exc}") from exc
+        return SequencedExport(key, obj, parsed.seq)

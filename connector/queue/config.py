@@ -1,0 +1,73 @@
+"""The configuration of one export queue: where it lives, how many buckets, how keys and values are encoded.
+
+Plain strings and ints only, so a config pickles cheaply to Spark executors and round-trips through options.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from .layout import QueueLayout
+from .serializers import Serializer, serializer_from_name
+
+TARGET_TABLETS = 16  # default split: at most this many bucket tablets, at least half of it when buckets allow
+
+
+def default_buckets_per_tablet(num_buckets: int) -> int:
+    """Buckets per tablet giving about 8-16 tablets (fewer only when there are fewer than 8 buckets)."""
+    return max(1, -(-num_buckets // TARGET_TABLETS))
+
+
+@dataclass(frozen=True)
+class QueueConfig:
+    """One export queue.
+
+    ``table``: the Accumulo table holding the queue (it may hold other queues and data too);
+    ``qid``: the queue id, the prefix of its rows (no ':'); ``num_buckets``: how many buckets entries are
+    spread over (the unit of parallel draining); ``buckets_per_tablet``: buckets sharing one tablet (None:
+    chosen for about 8-16 tablets); ``key_serializer``/``value_serializer``: serializer names, see
+    :func:`serializer_from_name`.
+    """
+
+    table: str
+    qid: str
+    num_buckets: int
+    buckets_per_tablet: int | None = None
+    key_serializer: str = "json"
+    value_serializer: str = "json"
+    _resolved_bpt: int = field(init=False, repr=False, compare=False, default=0)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.table, str) or not self.table:
+            raise ValueError("table must be a non-empty string")
+        layout = QueueLayout(self.qid, self.num_buckets)  # validates qid and num_buckets
+        bpt = self.buckets_per_tablet
+        if bpt is None:
+            bpt = default_buckets_per_tablet(self.num_buckets)
+        elif not isinstance(bpt, int) or isinstance(bpt, bool) or bpt < 1:
+            raise ValueError(f"buckets_per_tablet must be an int >= 1, got {bpt!r}")
+        for what in ("key_serializer", "value_serializer"):
+            name = getattr(self, what)
+            if not isinstance(name, str) or not name.strip():
+                raise ValueError(f"{what} must be a serializer name such as 'json'")
+        object.__setattr__(self, "_resolved_bpt", bpt)
+        self.__dict__["layout"] = layout  # prime the cached property
+
+    @cached_property
+    def layout(self) -> QueueLayout:
+        """The row layout of this queue."""
+        return QueueLayout(self.qid, self.num_buckets)
+
+    @property
+    def tablet_buckets(self) -> int:
+        """Buckets per tablet in effect (``buckets_per_tablet``, or the default chosen for it)."""
+        return self._resolved_bpt
+
+    def split_points(self) -> list[bytes]:
+        """The table splits for this queue (see :meth:`QueueLayout.split_points`)."""
+        return self.layout.split_points(self.tablet_buckets)
+
+    def serializers(self) -> tuple[Serializer, Serializer]:
+        """The key and value serializers, freshly resolved from their names."""
+        return serializer_from_name(self.key_serializer), serializer_from_name(self.value_serializer)

@@ -1,0 +1,187 @@
+"""The queue's row layout, in one place: which bucket a key goes to, and how rows are built and parsed.
+
+Compatible with the Fluo Recipes export queue::
+
+    entry row    <qid>:<bucketHex>:<serialized key><seq, 8 bytes big-endian>    column e:v, value = serialized value
+    dead letter  <qid>#dead:<original row>                                      columns d:reason, d:value, d:ts
+
+Entry rows sort between the split points ``<qid>#`` and ``<qid>:~``; dead letters sort between ``<qid>#`` and
+``<qid>:``, so they never fall into a bucket's range.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import mmh3
+
+from connector.accumulo import Range
+from connector.export.core import MAX_SEQ
+
+from .errors import MalformedEntryError
+
+SEQ_BYTES = 8
+ENTRY_FAMILY = b"e"
+ENTRY_QUALIFIER = b"v"
+DEAD_FAMILY = b"d"
+DEAD_REASON = b"reason"
+DEAD_VALUE = b"value"
+DEAD_TS = b"ts"
+_HEX_DIGITS = frozenset(b"0123456789abcdef")
+
+
+def murmur3_32(data: bytes) -> int:
+    """The signed 32-bit murmur3 hash (seed 0) of ``data``, as Guava's ``murmur3_32().hashBytes().asInt()``."""
+    return int(mmh3.hash(data, 0, signed=True))
+
+
+def bucket_of(key_bytes: bytes, num_buckets: int) -> int:
+    """The bucket of a serialized key: ``abs(murmur3_32(key)) % num_buckets``."""
+    # Python ints do not overflow, so abs(-2**31) is 2**31 and this equals Java's Math.abs(hash % n)
+    return abs(murmur3_32(key_bytes)) % num_buckets
+
+
+def hex_width(num_buckets: int) -> int:
+    """Hex digits of a bucket id: enough for the bit length of ``num_buckets`` (5 or 15 -> 1, 16 -> 2)."""
+    return -(-num_buckets.bit_length() // 4)
+
+
+class ParsedRow(NamedTuple):
+    """An entry row taken apart."""
+
+    bucket: int
+    key_bytes: bytes
+    seq: int
+
+
+class QueueLayout:
+    """Row layout of the queue ``qid`` with ``num_buckets`` buckets."""
+
+    __slots__ = ("qid", "num_buckets", "hex_width", "_qid_bytes", "_entry_prefix", "_dead_prefix")
+
+    def __init__(self, qid: str, num_buckets: int) -> None:
+        if not isinstance(qid, str) or not qid:
+            raise ValueError("queue id must be a non-empty string")
+        if ":" in qid:
+            raise ValueError(f"queue id must not contain ':', got {qid!r}")
+        if not isinstance(num_buckets, int) or isinstance(num_buckets, bool) or num_buckets < 1:
+            raise ValueError(f"num_buckets must be an int >= 1, got {num_buckets!r}")
+        self.qid = qid
+        self.num_buckets = num_buckets
+        self.hex_width = hex_width(num_buckets)
+        self._qid_bytes = qid.encode("utf-8")
+        self._entry_prefix = self._qid_bytes + b":"
+        self._dead_prefix = self._qid_bytes + b"#dead:"
+
+    def __repr__(self) -> str:
+        return f"QueueLayout(qid={self.qid!r}, num_buckets={self.num_buckets})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, QueueLayout) and (self.qid, self.num_buckets) == (other.qid, other.num_buckets)
+
+    def __hash__(self) -> int:
+        return hash((self.qid, self.num_buckets))
+
+    def __reduce__(self) -> tuple[type, tuple[str, int]]:
+        return (QueueLayout, (self.qid, self.num_buckets))
+
+    # --- buckets ------------------------------------------------------------------------------------
+
+    def bucket_of(self, key_bytes: bytes) -> int:
+        """The bucket that entries for this serialized key go to."""
+        return bucket_of(key_bytes, self.num_buckets)
+
+    def bucket_hex(self, bucket: int) -> str:
+        """The bucket id as it appears in rows: lowercase hex, zero-padded to ``hex_width``."""
+        self._check_bucket(bucket)
+        return format(bucket, "x").zfill(self.hex_width)
+
+    def bucket_row(self, bucket: int) -> bytes:
+        """``<qid>:<bucketHex>``: sorts just before every entry of ``bucket`` (the form used as a split point)."""
+        return self._entry_prefix + self.bucket_hex(bucket).encode("ascii")
+
+    def bucket_prefix(self, bucket: int) -> bytes:
+        """``<qid>:<bucketHex>:``, the prefix of every entry row of ``bucket``."""
+        return self.bucket_row(bucket) + b":"
+
+    def bucket_range(self, bucket: int) -> Range:
+        """The range holding exactly the entries of ``bucket``."""
+        return Range.prefix(self.bucket_prefix(bucket))
+
+    def queue_range(self) -> Range:
+        """The range holding every entry row of this queue (all buckets)."""
+        return Range.prefix(self._entry_prefix)
+
+    def split_points(self, buckets_per_tablet: int) -> list[bytes]:
+        """Table splits that give each run of ``buckets_per_tablet`` buckets its own tablet, and keep the
+        queue apart from other data: ``<qid>#``, ``<qid>:~`` and the bucket rows of b, 2b, ... < num_buckets."""
+        if not isinstance(buckets_per_tablet, int) or buckets_per_tablet < 1:
+            raise ValueError(f"buckets_per_tablet must be an int >= 1, got {buckets_per_tablet!r}")
+        splits = [self._qid_bytes + b"#", self._qid_bytes + b":~"]
+        splits += [self.bucket_row(b) for b in range(buckets_per_tablet, self.num_buckets, buckets_per_tablet)]
+        return sorted(splits)
+
+    # --- entry rows ---------------------------------------------------------------------------------
+
+    def entry_row(self, key_bytes: bytes, seq: int) -> bytes:
+        """The row of the entry for serialized key ``key_bytes`` at sequence number ``seq``."""
+        if not isinstance(seq, int) or isinstance(seq, bool) or not 0 <= seq <= MAX_SEQ:
+            raise ValueError(f"seq must be an int in [0, 2**63-1], got {seq!r}")
+        key_bytes = bytes(key_bytes)
+        return self.bucket_prefix(self.bucket_of(key_bytes)) + key_bytes + seq.to_bytes(SEQ_BYTES, "big")
+
+    def parse_row(self, row: bytes) -> ParsedRow:
+        """Take an entry row apart; raises ``MalformedEntryError`` with the reason when it is not one of
+        this queue's entry rows (wrong prefix, short, bad bucket, bad sequence, key in the wrong bucket)."""
+        prefix = self._entry_prefix
+        if not row.startswith(prefix):
+            raise MalformedEntryError(row, f"wrong prefix: expected {prefix!r}")
+        hex_end = len(prefix) + self.hex_width
+        if len(row) <= hex_end:
+            raise MalformedEntryError(row, f"short row: no bucket id of {self.hex_width} hex digits and ':'")
+        hex_part = row[len(prefix):hex_end]
+        if not set(hex_part) <= _HEX_DIGITS or row[hex_end] != ord(":"):
+            raise MalformedEntryError(
+                row, f"bad bucket hex: expected {self.hex_width} lowercase hex digits and ':' after {prefix!r}"
+            )
+        bucket = int(hex_part, 16)
+        if bucket >= self.num_buckets:
+            raise MalformedEntryError(row, f"bucket {bucket} out of range for {self.num_buckets} buckets")
+        rest = row[hex_end + 1:]
+        if len(rest) < SEQ_BYTES:
+            raise MalformedEntryError(
+                row, f"short row: {len(rest)} bytes after the bucket prefix, need at least {SEQ_BYTES} for the seq"
+            )
+        key_bytes, seq_bytes = rest[:-SEQ_BYTES], rest[-SEQ_BYTES:]
+        seq = int.from_bytes(seq_bytes, "big")
+        if seq > MAX_SEQ:
+            raise MalformedEntryError(row, f"seq {seq_bytes.hex()} does not fit in a non-negative signed 64-bit int")
+        actual = self.bucket_of(key_bytes)
+        if actual != bucket:
+            raise MalformedEntryError(row, f"key hashes to bucket {actual}, but the row is in bucket {bucket}")
+        return ParsedRow(bucket, key_bytes, seq)
+
+    # --- dead letters -------------------------------------------------------------------------------
+
+    @property
+    def dead_letter_prefix(self) -> bytes:
+        """``<qid>#dead:``, the prefix of every dead-letter row."""
+        return self._dead_prefix
+
+    def dead_letter_row(self, original_row: bytes) -> bytes:
+        """The dead-letter row for a malformed entry row."""
+        return self._dead_prefix + original_row
+
+    def original_row(self, dead_letter_row: bytes) -> bytes:
+        """The entry row a dead-letter row was made from."""
+        if not dead_letter_row.startswith(self._dead_prefix):
+            raise ValueError(f"not a dead-letter row of queue {self.qid!r}: {dead_letter_row!r}")
+        return dead_letter_row[len(self._dead_prefix):]
+
+    def dead_letter_range(self) -> Range:
+        """The range holding every dead-letter row of this queue (inside [``<qid>#``, ``<qid>:``))."""
+        return Range.prefix(self._dead_prefix)
+
+    def _check_bucket(self, bucket: int) -> None:
+        if not isinstance(bucket, int) or isinstance(bucket, bool) or not 0 <= bucket < self.num_buckets:
+            raise ValueError(f"bucket must be an int in [0, {self.num_buckets}), got {bucket!r}")

@@ -1,0 +1,96 @@
+"""Adding to an export queue: create its table, and write entries (one per export) to it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from connector.accumulo import BatchWriter, Connection, Mutation
+from connector.export.core import SequencedExport
+
+from .codec import EntryCodec
+from .config import QueueConfig
+from .layout import ENTRY_FAMILY, ENTRY_QUALIFIER
+from .status import QueueStatus, queue_status
+
+ExportItem = SequencedExport | tuple[Any, Any, int]
+
+
+class ExportQueue:
+    """The producer side of one export queue.
+
+    ``add``/``add_all`` write through a BatchWriter the queue owns (opened on first use); entries are
+    durable after ``flush()`` or ``close()``. Callers that must commit entries together with their own writes
+    take ``mutation()`` and send it themselves. Entries carry the server's timestamp, which the drain uses to
+    delete exactly the version it exported. Use it as a context manager to flush and close on exit.
+    """
+
+    def __init__(self, connection: Connection, config: QueueConfig,
+                 writer_options: Mapping[str, Any] | None = None) -> None:
+        self.connection = connection
+        self.config = config
+        self._codec = EntryCodec(config)
+        self._writer_options = dict(writer_options or {})
+        self._writer: BatchWriter | None = None
+
+    def __repr__(self) -> str:
+        return f"ExportQueue(table={self.config.table!r}, qid={self.config.qid!r})"
+
+    def init(self) -> None:
+        """Create the table (versioning on) if it does not exist, and add the queue's split points.
+        Safe to run again, and on a table that already holds other data."""
+        self.connection.create_table(self.config.table, versioning=True, exist_ok=True)
+        self.connection.add_splits(self.config.table, self.config.split_points())
+
+    def mutation(self, key: Any, value: Any, seq: int) -> Mutation:
+        """The mutation adding one entry, for callers that send it with their own writes."""
+        row, value_bytes = self._codec.encode(key, value, seq)
+        # no timestamp: the server's time lets the drain delete this version and no later re-add
+        return Mutation(row).put(ENTRY_FAMILY, ENTRY_QUALIFIER, value_bytes)
+
+    def add(self, key: Any, value: Any, seq: int) -> None:
+        """Queue one export (durable after ``flush()``)."""
+        self._writer_for().add_mutation(self.mutation(key, value, seq))
+
+    def add_all(self, items: Iterable[ExportItem]) -> int:
+        """Queue several exports, each a ``SequencedExport`` or a ``(key, value, seq)`` tuple; returns how many
+        (durable after ``flush()``)."""
+        writer = self._writer_for()
+        count = 0
+        for item in items:
+            if isinstance(item, SequencedExport):
+                m = self.mutation(item.key, item.value, item.seq)
+            else:
+                key, value, seq = item
+                m = self.mutation(key, value, seq)
+            writer.add_mutation(m)
+            count += 1
+        return count
+
+    def flush(self) -> None:
+        """Make everything added so far durable."""
+        if self._writer is not None:
+            self._writer.flush()
+
+    def close(self) -> None:
+        """Flush and release the writer. The queue can be used again afterwards (a new writer is opened)."""
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.close()
+
+    def status(self) -> QueueStatus:
+        """What waits in the queue now: entries, bytes and oldest seq per bucket, and the dead-letter count."""
+        return queue_status(self.connection, self.config)
+
+    def __enter__(self) -> ExportQueue:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.__exit__(exc_type, exc, tb)  # on error: drop what was not sent, keep the block's exception
+
+    def _writer_for(self) -> BatchWriter:
+        if self._writer is None:
+            self._writer = self.connection.batch_writer(self.config.table, **self._writer_options)
+        return self._writer

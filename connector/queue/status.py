@@ -1,0 +1,88 @@
+"""What is waiting in a queue: entries, bytes and the oldest sequence number, per bucket and in total."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from connector.accumulo import Connection
+
+from .config import QueueConfig
+from .errors import MalformedEntryError
+from .layout import DEAD_FAMILY, DEAD_REASON, ENTRY_FAMILY, ENTRY_QUALIFIER
+
+
+@dataclass(frozen=True)
+class BucketStatus:
+    """One bucket: ``entries`` waiting, their ``bytes`` (row + value) and the smallest ``oldest_seq``."""
+
+    bucket: int
+    entries: int = 0
+    bytes: int = 0
+    oldest_seq: int | None = None
+
+
+@dataclass(frozen=True)
+class QueueStatus:
+    """A snapshot of a queue. ``buckets`` lists the non-empty buckets in order; ``malformed`` counts entry
+    rows that do not parse (they stay until a drain dead-letters them); ``dead_letters`` counts dead-letter
+    rows."""
+
+    qid: str
+    num_buckets: int
+    buckets: tuple[BucketStatus, ...] = ()
+    malformed: int = 0
+    dead_letters: int = 0
+    _by_bucket: dict[int, BucketStatus] = field(init=False, repr=False, compare=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._by_bucket.update((b.bucket, b) for b in self.buckets)
+
+    def bucket(self, bucket: int) -> BucketStatus:
+        """The status of one bucket (empty when nothing waits in it)."""
+        return self._by_bucket.get(bucket, BucketStatus(bucket))
+
+    @property
+    def entries(self) -> int:
+        return sum(b.entries for b in self.buckets)
+
+    @property
+    def bytes(self) -> int:
+        return sum(b.bytes for b in self.buckets)
+
+    @property
+    def oldest_seq(self) -> int | None:
+        seqs = [b.oldest_seq for b in self.buckets if b.oldest_seq is not None]
+        return min(seqs) if seqs else None
+
+    @property
+    def empty(self) -> bool:
+        """True when no entry (well-formed or not) waits in the queue."""
+        return not self.buckets and not self.malformed
+
+
+def queue_status(conn: Connection, config: QueueConfig, batch_size: int = 10_000) -> QueueStatus:
+    """Scan the queue once (and its dead letters once) and summarize what waits in it."""
+    layout = config.layout
+    counts: dict[int, list[int]] = {}  # bucket -> [entries, bytes, oldest seq]
+    malformed = 0
+    for cell in conn.scan(config.table, layout.queue_range(), columns=[(ENTRY_FAMILY, ENTRY_QUALIFIER)],
+                          batch_size=batch_size):
+        try:
+            parsed = layout.parse_row(cell.row)
+        except MalformedEntryError:
+            malformed += 1
+            continue
+        size = len(cell.row) + len(cell.value)
+        c = counts.get(parsed.bucket)
+        if c is None:
+            counts[parsed.bucket] = [1, size, parsed.seq]
+        else:
+            c[0] += 1
+            c[1] += size
+            c[2] = min(c[2], parsed.seq)
+    # one reason cell per dead-letter row: counting those avoids reading the (maybe large) values
+    dead = sum(1 for _ in conn.scan(config.table, layout.dead_letter_range(), columns=[(DEAD_FAMILY, DEAD_REASON)],
+                                    batch_size=batch_size))
+    buckets = tuple(BucketStatus(b, n, size, oldest) for b, (n, size, oldest) in sorted(counts.items()))
+    return QueueStatus(layout.qid, layout.num_buckets, buckets, malformed, dead)
+

@@ -1,0 +1,181 @@
+"""The drain job: export-queue (cluster A) → Exporter → destination table (cluster B), with Spark.
+
+Batch mode runs rounds (one Spark job each, one task per bucket group) until the queue is empty. Streaming
+mode runs a structured streaming query at a trigger interval (or AvailableNow). Both use the
+``export-queue`` source and the ``accumulo-export`` sink, which deletes each entry after its export.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from connector.queue import QueueConfig, queue_status
+
+from .export_sink import ExportCommitMessage
+from .options import GatewayOptions, queue_options
+
+
+class DrainError(RuntimeError):
+    """The drain cannot finish; the message says why (nothing was deleted that was not exported)."""
+
+
+@dataclass(frozen=True)
+class DrainJob:
+    """Everything a drain needs, in one place."""
+
+    source: GatewayOptions
+    dest: GatewayOptions
+    queue: QueueConfig
+    dest_table: str
+    translator: str = "difference"
+    delete_mode: str = "delete"
+    buffer_bytes: int = 1 << 20
+    fail_fast: bool = False
+    buckets_per_partition: int | None = None
+
+    def source_options(self) -> dict[str, str]:
+        opts = {**self.source.to_options("source."), **queue_options(self.queue)}
+        if self.buckets_per_partition:
+            opts["buckets_per_partition"] = str(self.buckets_per_partition)
+        return opts
+
+    def sink_options(self, report_dir: str) -> dict[str, str]:
+        return {**self.source_options(), **self.dest.to_options("dest."), "table": self.dest_table,
+                "translator": self.translator, "delete_mode": self.delete_mode,
+                "buffer_bytes": str(self.buffer_bytes), "fail_fast": str(self.fail_fast).lower(),
+                "report_dir": report_dir}
+
+
+@dataclass
+class DrainReport:
+    rounds: int = 0
+    entries: int = 0
+    exported: int = 0
+    deleted: int = 0
+    dead_lettered: int = 0
+    seconds: float = 0.0
+    remaining: int = 0
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def rate(self) -> float:
+        return self.exported / self.seconds if self.seconds else 0.0
+
+    def add(self, m: ExportCommitMessage) -> None:
+        self.entries += m.entries
+        self.exported += m.exported
+        self.deleted += m.deleted
+        self.dead_lettered += m.dead_lettered
+
+
+ProgressFn = Callable[[DrainReport], None]
+
+
+def _read_reports(report_dir: str) -> list[dict[str, Any]]:
+    out = []
+    for path in sorted(glob.glob(os.path.join(report_dir, "*.json"))):
+        with open(path) as f:
+            out.append(json.load(f))
+        os.remove(path)
+    return out
+
+
+def _message(report: dict[str, Any]) -> ExportCommitMessage:
+    fields = ExportCommitMessage.__dataclass_fields__
+    return ExportCommitMessage(**{k: v for k, v in report.items() if k in fields})
+
+
+def preflight(job: DrainJob) -> None:
+    """Fail early and clearly (wrong secret, missing table) before any Spark task runs or deletes."""
+    src = job.source.connect()
+    try:
+        if not src.table_exists(job.queue.table):
+            raise DrainError(f"queue table {job.queue.table!r} does not exist on the source cluster")
+    finally:
+        src.close()
+    dst = job.dest.connect()
+    try:
+        dst.list_tables()  # authenticates
+    finally:
+        dst.close()
+
+
+def run_batch(spark: SparkSession, job: DrainJob, progress: ProgressFn | None = None,
+              max_rounds: int = 1000) -> DrainReport:
+    """Drain until the queue is empty. Each round is one Spark job over all buckets."""
+    preflight(job)
+    report = DrainReport()
+    report_dir = tempfile.mkdtemp(prefix="drain-report-")
+    started = time.monotonic()
+    try:
+        src = job.source.connect()
+        try:
+            while report.rounds < max_rounds:
+                status = queue_status(src, job.queue)
+                report.remaining = status.entries
+                if status.empty:
+                    break
+                df = spark.read.format("export-queue").options(**job.source_options()).load()
+                df.write.format("accumulo-export").mode("append").options(**job.sink_options(report_dir)).save()
+                report.rounds += 1
+                round_total = ExportCommitMessage()
+                for r in _read_reports(report_dir):
+                    round_total = _sum(round_total, _message(r))
+                report.add(round_total)
+                report.seconds = time.monotonic() - started
+                report.history.append({"round": report.rounds, "exported": round_total.exported,
+                                       "queue_before": status.entries})
+                if progress:
+                    progress(report)
+                if round_total.entries == 0 and round_total.dead_lettered == 0:
+                    raise DrainError(f"round {report.rounds} read nothing although the queue holds "
+                                     f"{status.entries} entries")
+            else:
+                raise DrainError(f"queue not empty after {max_rounds} rounds")
+        finally:
+            src.close()
+    finally:
+        shutil.rmtree(report_dir, ignore_errors=True)
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _sum(a: ExportCommitMessage, b: ExportCommitMessage) -> ExportCommitMessage:
+    from .export_sink import total
+
+    return total([a, b])
+
+
+def start_stream(spark: SparkSession, job: DrainJob, checkpoint: str, report_dir: str,
+                 trigger_seconds: float = 1.0, available_now: bool = False,
+                 max_entries_per_trigger: int | None = None) -> StreamingQuery:
+    """Start the streaming drain; the caller awaits or stops the returned query."""
+    preflight(job)
+    reader = spark.readStream.format("export-queue").options(**job.source_options())
+    if max_entries_per_trigger:
+        reader = reader.option("max_entries_per_trigger", str(max_entries_per_trigger))
+    writer = (reader.load().writeStream.format("accumulo-export").options(**job.sink_options(report_dir))
+              .option("checkpointLocation", checkpoint))
+    if available_now:
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=f"{trigger_seconds} seconds")
+    return writer.start()
+
+
+def collect_stream_reports(report_dir: str, report: DrainReport) -> None:
+    """Fold the per-batch reports the stream's commits wrote into ``report``."""
+    for r in _read_reports(report_dir):
+        report.add(_message(r))
+        report.rounds += 1

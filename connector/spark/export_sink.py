@@ -1,0 +1,217 @@
+"""The ``accumulo-export`` Spark data source (a sink): exports rows into a destination Accumulo table.
+
+Two input shapes:
+
+* rows of the ``export-queue`` source (``key``, ``value``, ``seq``, ``entry_row``, ``entry_ts``, ...) with
+  the ``queue.*`` and ``source.*`` options: the drain. Each partition is exported in batches of at most
+  ``buffer_bytes``, and after each ``export()`` returned the batch's entries are deleted from the queue,
+  each at its own timestamp. Malformed entries are dead-lettered (or, with ``fail_fast``, the task fails
+  before anything of that batch is exported or deleted).
+* any other rows with a ``seq`` column: each row becomes ``SequencedExport(key, value, seq)`` with
+  ``value`` = the row as a dict (so the ``cells`` translator takes columns row, cf, cq, cv, value, delete),
+  or, if there is a ``value`` column of JSON text and no ``row`` column, that JSON decoded.
+
+Commit messages are plain dataclasses of counts. The batch ``commit()`` runs in a fresh driver process,
+so totals travel back through a report file when ``report_dir`` is set.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
+from pyspark.sql.types import StructType
+
+from connector.export import AccumuloExporter, DeleteMode, SequencedExport
+from connector.queue import DrainStats, EntryProcessor, QueueEntry
+
+from .options import GatewayOptions, OptionError, as_dict, bool_option, int_option, queue_config
+
+DEST_PREFIX = "dest."
+SOURCE_PREFIX = "source."
+DEFAULT_BUFFER = 1 << 20
+
+
+@dataclass
+class ExportCommitMessage(WriterCommitMessage):
+    """What one task did: counts only, so it is small and pickles anywhere."""
+
+    entries: int = 0
+    exported: int = 0
+    deleted: int = 0
+    dead_lettered: int = 0
+    batches: int = 0
+    bytes: int = 0
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class SinkSettings:
+    dest: GatewayOptions
+    table: str
+    translator: str
+    delete_mode: str
+    create_table: bool
+    buffer_bytes: int
+    fail_fast: bool
+    source: GatewayOptions | None
+    queue: Any  # QueueConfig | None
+    report_dir: str | None
+
+    @classmethod
+    def parse(cls, options: dict[str, str]) -> SinkSettings:
+        has_queue = "queue.table" in options
+        try:
+            mode = DeleteMode(options.get("delete_mode") or "delete").value
+        except ValueError:
+            bad = options["delete_mode"]
+            raise OptionError(f"option 'delete_mode' must be delete or tombstone, not {bad!r}") from None
+        return cls(
+            dest=GatewayOptions.parse(options, DEST_PREFIX),
+            table=options.get("table") or _missing("table"),
+            translator=options.get("translator") or "difference",
+            delete_mode=mode,
+            create_table=bool_option(options, "create_table", True),
+            buffer_bytes=int_option(options, "buffer_bytes", DEFAULT_BUFFER, minimum=1),
+            fail_fast=bool_option(options, "fail_fast", False),
+            source=GatewayOptions.parse(options, SOURCE_PREFIX) if has_queue else None,
+            queue=queue_config(options) if has_queue else None,
+            report_dir=options.get("report_dir") or None,
+        )
+
+    def exporter(self) -> AccumuloExporter:
+        return _exporter(self.dest, self.table, self.translator, self.delete_mode, self.create_table)
+
+
+def _missing(name: str) -> str:
+    raise OptionError(f"option {name!r} is required")
+
+
+_exporters: dict[tuple, AccumuloExporter] = {}
+
+
+def _exporter(dest: GatewayOptions, table: str, translator: str, mode: str, create: bool) -> AccumuloExporter:
+    # one exporter (one open writer) per Python worker and destination, reused across tasks
+    key = (dest, table, translator, mode, create)
+    exporter = _exporters.get(key)
+    if exporter is None:
+        exporter = _exporters[key] = AccumuloExporter(dest.shared(), table, translator, create_table=create,
+                                                      delete_mode=mode)
+    return exporter
+
+
+def _stats_message(stats: DrainStats) -> ExportCommitMessage:
+    return ExportCommitMessage(entries=stats.entries, exported=stats.exported, deleted=stats.deleted,
+                               dead_lettered=stats.dead_lettered, batches=stats.batches, bytes=stats.bytes,
+                               seconds=stats.seconds)
+
+
+def write_partition(settings: SinkSettings, rows: Iterator[Any]) -> ExportCommitMessage:
+    """Export one partition's rows; in drain mode, delete each batch's queue entries after its export."""
+    exporter = settings.exporter()
+    if settings.queue is not None:
+        assert settings.source is not None
+        processor = EntryProcessor(settings.source.shared(), settings.queue, exporter,
+                                   buffer_bytes=settings.buffer_bytes, fail_fast=settings.fail_fast)
+        entries = (QueueEntry(bytes(r["entry_row"]), int(r["entry_ts"]), bytes(r["value"] or b"")) for r in rows)
+        return _stats_message(processor.process(entries))
+    return _export_plain_rows(exporter, settings.buffer_bytes, rows)
+
+
+def _export_plain_rows(exporter: AccumuloExporter, buffer_bytes: int, rows: Iterator[Any]) -> ExportCommitMessage:
+    started = time.monotonic()
+    msg = ExportCommitMessage()
+    batch: list[SequencedExport] = []
+    size = 0
+    for r in rows:
+        record = r.asDict()
+        if record.get("seq") is None:
+            raise OptionError("rows written to accumulo-export need a non-null 'seq' column")
+        seq = int(record.pop("seq"))
+        if "row" in record or not isinstance(record.get("value"), str | bytes | bytearray):
+            value: Any = record
+        else:
+            raw = record["value"]
+            value = json.loads(raw)
+        batch.append(SequencedExport(record.get("key"), value, seq))
+        size += len(repr(record))
+        msg.entries += 1
+        if size >= buffer_bytes:
+            exporter.export(batch)
+            msg.exported += len(batch)
+            msg.batches += 1
+            batch, size = [], 0
+    if batch:
+        exporter.export(batch)
+        msg.exported += len(batch)
+        msg.batches += 1
+    msg.seconds = time.monotonic() - started
+    return msg
+
+
+def total(messages: list[Any]) -> ExportCommitMessage:
+    out = ExportCommitMessage()
+    for m in messages:
+        if isinstance(m, ExportCommitMessage):
+            for field_name, value in asdict(m).items():
+                setattr(out, field_name, getattr(out, field_name) + value)
+    return out
+
+
+def write_report(report_dir: str | None, summary: ExportCommitMessage, batch_id: int | None = None) -> None:
+    if not report_dir:
+        return
+    os.makedirs(report_dir, exist_ok=True)
+    name = f"batch-{batch_id:08d}.json" if batch_id is not None else f"job-{uuid.uuid4().hex}.json"
+    tmp = os.path.join(report_dir, f".{name}.tmp")
+    with open(tmp, "w") as f:
+        json.dump(dict(asdict(summary), batch_id=batch_id, at=time.time()), f)
+    os.replace(tmp, os.path.join(report_dir, name))
+
+
+class AccumuloExportDataSource(DataSource):
+    """``df.write.format("accumulo-export")`` and ``df.writeStream.format("accumulo-export")``.
+
+    Options: ``dest.host``, ``dest.port``, ``dest.secret_file`` or ``dest.secret_env``; ``table``;
+    ``translator`` (difference, replicator, cells, module:callable); ``delete_mode`` (delete, tombstone);
+    ``create_table``; ``buffer_bytes``; ``fail_fast``; ``report_dir``; and for draining the queue it was
+    read from: ``source.*`` and ``queue.*`` as for the ``export-queue`` source.
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return "accumulo-export"
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        return ExportWriter(SinkSettings.parse(as_dict(self.options)))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        return ExportStreamWriter(SinkSettings.parse(as_dict(self.options)))
+
+
+class ExportWriter(DataSourceWriter):
+    def __init__(self, settings: SinkSettings) -> None:
+        self.settings = settings
+
+    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        return write_partition(self.settings, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        write_report(self.settings.report_dir, total(messages))
+
+
+class ExportStreamWriter(DataSourceStreamWriter):
+    def __init__(self, settings: SinkSettings) -> None:
+        self.settings = settings
+
+    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        return write_partition(self.settings, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        write_report(self.settings.report_dir, total(messages), batchId)

@@ -1,0 +1,135 @@
+"""Data source options: where the gateways are and which queue, parsed in one place.
+
+Spark shows data source options in plans and UIs, so a secret is never an option: options name a secret
+*file* (``<prefix>secret_file``) or an environment variable (``<prefix>secret_env``, default
+ACCUMULO_GATEWAY_SECRET) that executors read themselves.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from connector.accumulo import SECRET_ENV, Connection
+from connector.queue import QueueConfig
+
+_FORBIDDEN = ("secret", "shared_secret", "sharedsecret", "password")
+
+
+class OptionError(ValueError):
+    """A data source option is missing or wrong; the message names it."""
+
+
+def _get(options: Mapping[str, str], name: str, default: str | None = None) -> str:
+    value = options.get(name, default)
+    if value is None or value == "":
+        raise OptionError(f"option {name!r} is required")
+    return str(value)
+
+
+def int_option(options: Mapping[str, str], name: str, default: int | None = None, minimum: int = 0) -> int:
+    raw = options.get(name)
+    if raw is None or raw == "":
+        if default is None:
+            raise OptionError(f"option {name!r} is required")
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise OptionError(f"option {name!r} must be an integer, got {raw!r}") from None
+    if value < minimum:
+        raise OptionError(f"option {name!r} must be >= {minimum}, got {value}")
+    return value
+
+
+def bool_option(options: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = options.get(name)
+    if raw is None or raw == "":
+        return default
+    text = str(raw).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no"):
+        return False
+    raise OptionError(f"option {name!r} must be true or false, got {raw!r}")
+
+
+def refuse_secrets(options: Mapping[str, str]) -> None:
+    for key in options:
+        last = key.lower().rsplit(".", 1)[-1]
+        if last in _FORBIDDEN:
+            raise OptionError(
+                f"option {key!r} would put a secret in the Spark plan; use '<prefix>secret_file' (a file "
+                f"readable on every executor) or '<prefix>secret_env' (an environment variable) instead"
+            )
+
+
+@dataclass(frozen=True)
+class GatewayOptions:
+    """How to reach one cluster's gateway. Holds the secret's *location*, never the secret."""
+
+    host: str
+    port: int
+    secret_file: str | None = None
+    secret_env: str = SECRET_ENV
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str], prefix: str) -> GatewayOptions:
+        refuse_secrets(options)
+        return cls(
+            host=_get(options, f"{prefix}host", "127.0.0.1"),
+            port=int_option(options, f"{prefix}port", minimum=1),
+            secret_file=options.get(f"{prefix}secret_file") or None,
+            secret_env=options.get(f"{prefix}secret_env") or SECRET_ENV,
+        )
+
+    def to_options(self, prefix: str) -> dict[str, str]:
+        out = {f"{prefix}host": self.host, f"{prefix}port": str(self.port), f"{prefix}secret_env": self.secret_env}
+        if self.secret_file:
+            out[f"{prefix}secret_file"] = self.secret_file
+        return out
+
+    def connect(self) -> Connection:
+        """A new connection (the caller closes it)."""
+        secret = None if self.secret_file else os.environ.get(self.secret_env)
+        return Connection(self.host, self.port, secret, secret_file=self.secret_file)
+
+    def shared(self) -> Connection:
+        """A connection cached for this Python process: Spark reuses its Python workers across tasks."""
+        with _cache_lock:
+            conn = _connections.get(self)
+            if conn is None:
+                conn = _connections[self] = self.connect()
+            return conn
+
+
+_connections: dict[GatewayOptions, Connection] = {}
+_cache_lock = threading.Lock()
+
+
+def queue_config(options: Mapping[str, str]) -> QueueConfig:
+    """The queue named by ``queue.table``, ``queue.id``, ``queue.buckets`` (and optional serializers)."""
+    try:
+        return QueueConfig(
+            table=_get(options, "queue.table"),
+            qid=_get(options, "queue.id"),
+            num_buckets=int_option(options, "queue.buckets", minimum=1),
+            key_serializer=options.get("queue.key_serializer") or "json",
+            value_serializer=options.get("queue.value_serializer") or "json",
+        )
+    except OptionError:
+        raise
+    except ValueError as exc:
+        raise OptionError(f"queue options: {exc}") from None
+
+
+def queue_options(config: QueueConfig) -> dict[str, str]:
+    return {"queue.table": config.table, "queue.id": config.qid, "queue.buckets": str(config.num_buckets),
+            "queue.key_serializer": config.key_serializer, "queue.value_serializer": config.value_serializer}
+
+
+def as_dict(options: Any) -> dict[str, str]:
+    return {str(k): str(v) for k, v in dict(options).items()}

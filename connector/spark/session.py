@@ -1,0 +1,37 @@
+"""Getting a SparkSession with this package's data sources registered."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from pyspark.sql import SparkSession
+
+
+def register(spark: SparkSession) -> SparkSession:
+    """Register the ``export-queue`` source and the ``accumulo-export`` sink on ``spark``."""
+    from .export_sink import AccumuloExportDataSource
+    from .queue_source import ExportQueueDataSource
+
+    spark.dataSource.register(ExportQueueDataSource)
+    spark.dataSource.register(AccumuloExportDataSource)
+    return spark
+
+
+def spark_session(master: str | None = None, app_name: str = "accumulo-export") -> SparkSession:
+    """A SparkSession (``local[2]`` unless ``master`` or SPARK_MASTER say otherwise) with the data sources."""
+    # executors must run this interpreter, which has this package installed
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = (
+        SparkSession.builder.master(master or os.environ.get("SPARK_MASTER", "local[2]"))
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.python.worker.reuse", "true")
+        .config("spark.task.maxFailures", "4")
+        .config("spark.sql.streaming.noDataMicroBatches.enabled", "false")
+    )
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return register(spark)
