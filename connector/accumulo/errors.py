@@ -58,5 +58,12 @@ def translate(exc: BaseException) -> BaseException:
     from thriftpy2.thrift import TApplicationException
 
     if isinstance(exc, TApplicationException):
-        return AccumuloError(f"gateway error: {exc.message or exc}")
+        # calls whose IDL declares no exception (tableExists, listTables) carry the type in the message
+        message = exc.message or str(exc)
+        by_name = {"AccumuloSecurityException": AccumuloSecurityError,
+                   "TableNotFoundException": TableNotFoundError}
+        for name, ours in by_name.items():
+            if message.startswith(name):
+                return ours(message.split(": ", 1)[-1])
+        return AccumuloError(f"gateway error: {message}")
     return exc

@@ -55,7 +55,7 @@ class RetryPolicy:
 
         retrying = tenacity.Retrying(
             stop=tenacity.stop_after_attempt(self.attempts) | tenacity.stop_after_delay(self.max_seconds),
-            wait=tenacity.wait_exponential_jitter(initial=self.initial_wait, max=self.max_wait),
+            wait=tenacity.wait_random_exponential(multiplier=self.initial_wait, max=self.max_wait),
             retry=tenacity.retry_if_exception(is_transient),
             before_sleep=before_sleep,
             reraise=False,

@@ -64,7 +64,7 @@ def purge_tombstones(conn: Connection, table: str, horizon: int) -> int:
                         {"valueRegex": _tombstone_regex()}),
         IteratorSetting(FILTER_PRIORITY + 2, "purgeBelowHorizon",
                         "org.apache.accumulo.core.iterators.user.TimestampFilter",
-                        {"end": str(horizon - 1), "endInclusive": "true"}),
+                        {"end": f"LONG{horizon - 1}", "endInclusive": "true"}),
     ]
     # The table's own scan filter hides tombstones; remove it for this scan by overriding its option.
     visible = IteratorSetting(FILTER_PRIORITY, FILTER_NAME, "org.apache.accumulo.core.iterators.user.RegExFilter",

@@ -66,6 +66,8 @@ class DrainReport:
     dead_lettered: int = 0
     seconds: float = 0.0
     remaining: int = 0
+    #: malformed rows outside every bucket range (left in place; see ``queue status``)
+    unreachable: int = 0
     history: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -138,7 +140,11 @@ def run_batch(spark: SparkSession, job: DrainJob, progress: ProgressFn | None = 
                                        "queue_before": status.entries})
                 if progress:
                     progress(report)
-                if round_total.entries == 0 and round_total.dead_lettered == 0:
+                if round_total.entries == 0:
+                    if status.entries == 0:
+                        # only rows outside every bucket range are left: no drain reaches them
+                        report.unreachable = status.malformed
+                        break
                     raise DrainError(f"round {report.rounds} read nothing although the queue holds "
                                      f"{status.entries} entries")
             else:

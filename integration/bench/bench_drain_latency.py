@@ -1,0 +1,98 @@
+"""Benchmark: add-to-visible latency of the streaming drain under a steady load (default 2k entries/s for
+60 s). A producer adds entries at a fixed rate and remembers when; a poller scans B for newly visible
+cells (rows are increasing sequence numbers, so each poll scans only what is new). Prints p50/p99/max and a
+final ``ratio=<p50 target / p50>`` line (>= 1 means the 1 s p50 target is met).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from connector.accumulo import Range  # noqa: E402
+from connector.queue import ExportQueue, QueueConfig  # noqa: E402
+from connector.spark import DrainJob, GatewayOptions, spark_session, start_stream  # noqa: E402
+from integration.harness import clusters  # noqa: E402
+
+
+def gw(c) -> GatewayOptions:  # noqa: ANN001
+    return GatewayOptions(c.gateway_host, c.gateway_port, secret_file=c.secret_file)
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rate", type=int, default=2000)
+    parser.add_argument("--seconds", type=int, default=60)
+    parser.add_argument("--buckets", type=int, default=13)
+    parser.add_argument("--trigger", type=float, default=0.2)
+    opts = parser.parse_args()
+    with clusters(("a", "b")) as running:
+        a, b = running["a"], running["b"]
+        queue = QueueConfig(table="lat_queue", qid="lq", num_buckets=opts.buckets)
+        conn_a = a.connect()
+        ExportQueue(conn_a, queue).init()
+        spark = spark_session(app_name="bench latency")
+        job = DrainJob(source=gw(a), dest=gw(b), queue=queue, dest_table="lat_dest")
+        tmp = tempfile.mkdtemp(prefix="latency-")
+        query = start_stream(spark, job, f"{tmp}/ckpt", f"{tmp}/reports", trigger_seconds=opts.trigger)
+        added_at: dict[int, float] = {}
+        total = opts.rate * opts.seconds
+        done = threading.Event()
+
+        def produce() -> None:
+            with ExportQueue(a.connect(), queue) as q:
+                tick = 0.05
+                per_tick = max(1, int(opts.rate * tick))
+                start = time.perf_counter()
+                seq = 0
+                while seq < total:
+                    for _ in range(per_tick):
+                        cell = {"row": f"{seq:012d}", "cf": "f", "cq": "q", "value": "x"}
+                        q.add(seq, {"new": [cell]}, seq + 1)
+                        added_at[seq] = time.perf_counter()
+                        seq += 1
+                    q.flush()
+                    now = time.perf_counter()
+                    next_tick = start + (seq / opts.rate)
+                    if next_tick > now:
+                        time.sleep(next_tick - now)
+            done.set()
+
+        latencies: list[float] = []
+        producer = threading.Thread(target=produce)
+        conn_b = b.connect()
+        conn_b.create_table("lat_dest", exist_ok=True)
+        producer.start()
+        seen_upto = -1
+        deadline = time.perf_counter() + opts.seconds + 120
+        while len(latencies) < total and time.perf_counter() < deadline:
+            start_row = f"{seen_upto + 1:012d}"
+            now = time.perf_counter()
+            for cell in conn_b.scan("lat_dest", Range.rows(start_row, None), batch_size=5000):
+                s = int(cell.row)
+                latencies.append(now - added_at[s])
+                seen_upto = max(seen_upto, s)
+            time.sleep(0.02)
+        producer.join()
+        query.stop()
+        spark.stop()
+        p50, p99 = percentile(latencies, 50), percentile(latencies, 99)
+        print(f"entries={total} rate={opts.rate}/s buckets={opts.buckets} trigger={opts.trigger}s "
+              f"seen={len(latencies)}")
+        print(f"latency p50={p50:.3f}s p99={p99:.3f}s max={max(latencies):.3f}s (targets p50<=1s p99<=3s)")
+        print(f"ratio={1.0 / p50:.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+"""Benchmark: end-to-end Spark drain of N queue entries (default 1M over 1009 buckets) from cluster A into
+cluster B, in entries/s, next to a raw Java BatchWriter ingest of the same destination cells into B, in
+one run. Each entry is an insert of one cell (``difference`` update with no old cells), the cells being
+exactly those BenchWriter generates (10 per row, 32-byte values). Final line: ``ratio=<drain/raw>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from connector.queue import ExportQueue, QueueConfig, queue_status  # noqa: E402
+from connector.spark import DrainJob, GatewayOptions, run_batch, spark_session  # noqa: E402
+from integration.bench.bench_client_write import java_write  # noqa: E402
+from integration.harness import clusters  # noqa: E402
+
+
+def gw(c) -> GatewayOptions:  # noqa: ANN001
+    return GatewayOptions(c.gateway_host, c.gateway_port, secret_file=c.secret_file)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--entries", type=int, default=1_000_000)
+    parser.add_argument("--buckets", type=int, default=1009)
+    parser.add_argument("--per-row", type=int, default=10)
+    opts = parser.parse_args()
+    with clusters(("a", "b")) as running:
+        a, b = running["a"], running["b"]
+        raw_s = java_write(b, running.classpath, "bench_raw_ingest", opts.entries, opts.per_row, 32)
+
+        queue = QueueConfig(table="bench_queue", qid="bq", num_buckets=opts.buckets)
+        conn_a = a.connect()
+        started = time.perf_counter()
+        with ExportQueue(conn_a, queue) as q:
+            q.init()
+            for c in range(opts.entries):
+                cell = {"row": f"r{c // opts.per_row:08d}", "cf": "f", "cq": f"q{c % opts.per_row}",
+                        "value": f"v{c:031d}"}
+                q.add(c, {"new": [cell]}, 1000 + c)
+        fill_s = time.perf_counter() - started
+        assert queue_status(conn_a, queue).entries == opts.entries
+
+        spark = spark_session(app_name="bench drain")
+        job = DrainJob(source=gw(a), dest=gw(b), queue=queue, dest_table="bench_drained",
+                       buckets_per_partition=max(1, opts.buckets // 8))
+        started = time.perf_counter()
+        report = run_batch(spark, job)
+        drain_s = time.perf_counter() - started
+        spark.stop()
+        with b.connect() as conn_b:
+            drained_cells = sum(1 for _ in conn_b.scan("bench_drained", batch_size=20_000))
+        assert drained_cells == opts.entries, f"{drained_cells} cells on B"
+        raw_rate, drain_rate = opts.entries / raw_s, report.exported / drain_s
+        print(f"entries={opts.entries} buckets={opts.buckets} rounds={report.rounds}")
+        print(f"queue_fill (python producer): {fill_s:.1f}s {opts.entries / fill_s:,.0f} entries/s")
+        print(f"raw_java_ingest:  {raw_s:.2f}s {raw_rate:,.0f} cells/s")
+        print(f"spark_drain:      {drain_s:.2f}s {drain_rate:,.0f} entries/s")
+        print(f"ratio={drain_rate / raw_rate:.3f}")
+
+
+if __name__ == "__main__":
+    main()

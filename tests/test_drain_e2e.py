@@ -1,0 +1,286 @@
+"""The main job on real clusters A and B: the Spark drain of the export queue into the destination."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from connector.accumulo import Mutation
+from connector.clusters_config import CONFIG_ENV, write_clusters
+from connector.queue import ExportQueue, QueueConfig, queue_status
+from connector.spark import DrainError, DrainJob, GatewayOptions, run_batch, start_stream
+from connector.spark.drain_job import DrainReport, collect_stream_reports
+from examples.inverted_count_index import Producer, SequenceOracle, actual_index, expected_index, split, words
+from integration.harness import StandaloneGateway
+
+from .conftest import unique_table
+
+pytestmark = pytest.mark.spark
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def gw(cluster) -> GatewayOptions:
+    return GatewayOptions(cluster.gateway_host, cluster.gateway_port, secret_file=cluster.secret_file)
+
+
+@pytest.fixture(scope="module")
+def spark():
+    from connector.spark import spark_session
+
+    session = spark_session("local[2]", "tests")
+    yield session
+    session.stop()
+
+
+class Scenario:
+    """A queue on A, a counts table (the truth) on A and an index table on B, all fresh."""
+
+    def __init__(self, accumulo, buckets: int = 13) -> None:
+        self.accumulo = accumulo
+        self.a, self.b = accumulo["a"], accumulo["b"]
+        self.conn_a, self.conn_b = self.a.connect(), self.b.connect()
+        self.queue = QueueConfig(table=unique_table("q"), qid="cidx", num_buckets=buckets)
+        self.counts = unique_table("counts")
+        self.index = unique_table("index")
+        ExportQueue(self.conn_a, self.queue).init()
+        self.conn_a.create_table(self.counts)
+        self.oracle = SequenceOracle()
+
+    def job(self, **kw) -> DrainJob:
+        return DrainJob(source=kw.pop("source", gw(self.a)), dest=kw.pop("dest", gw(self.b)), queue=self.queue,
+                        dest_table=kw.pop("dest_table", self.index), **kw)
+
+    def produce(self, transactions: int, producers: int = 2, n_words: int = 300, seed: int = 0) -> int:
+        ps = [Producer(self.a.connect(), self.queue, self.counts, ws, self.oracle, seed=seed + i)
+              for i, ws in enumerate(split(words(n_words), producers))]
+        threads = [threading.Thread(target=p.run, args=(transactions // producers,)) for p in ps]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for p in ps:
+            p.conn.close()
+        return sum(p.added for p in ps)
+
+    def depth(self) -> int:
+        return queue_status(self.conn_a, self.queue).entries
+
+    def verify(self) -> None:
+        expected = expected_index(self.conn_a, self.counts)
+        actual = actual_index(self.conn_b, self.index)
+        assert len(actual) == len(set(actual)), "duplicate index cells"
+        stale = set(actual) - expected
+        missing = expected - set(actual)
+        assert not stale and not missing, f"stale {sorted(stale)[:5]} missing {sorted(missing)[:5]}"
+        assert self.depth() == 0
+
+    def close(self) -> None:
+        self.conn_a.close()
+        self.conn_b.close()
+
+
+@pytest.fixture
+def scenario(accumulo):
+    s = Scenario(accumulo)
+    yield s
+    s.close()
+
+
+def test_inverted_count_index_end_to_end(spark, scenario):
+    added = scenario.produce(3000, producers=3)
+    assert scenario.depth() == added
+    report = run_batch(spark, scenario.job())
+    assert report.exported == added and report.deleted == added and report.dead_lettered == 0
+    scenario.verify()
+
+
+def test_small_buffer_batches_and_tombstone_mode(spark, scenario):
+    scenario.produce(600)
+    report = run_batch(spark, scenario.job(buffer_bytes=2000, delete_mode="tombstone"))
+    assert report.exported > 0
+    scenario.verify()
+
+
+def test_producers_adding_while_streaming_drain_runs(spark, scenario, tmp_path):
+    report_dir, checkpoint = str(tmp_path / "reports"), str(tmp_path / "ckpt")
+    query = start_stream(spark, scenario.job(), checkpoint, report_dir, trigger_seconds=0.5)
+    try:
+        producer = threading.Thread(target=scenario.produce, args=(3000, 2, 300, 7))
+        producer.start()
+        producer.join()
+        deadline = time.monotonic() + 180
+        while scenario.depth() and time.monotonic() < deadline:
+            assert query.exception() is None
+            time.sleep(1)
+        time.sleep(2)  # a batch in flight finishes its flush
+    finally:
+        query.stop()
+    scenario.verify()
+
+
+def test_available_now_drains_and_a_restart_continues_from_the_checkpoint(spark, scenario, tmp_path):
+    report_dir, checkpoint = str(tmp_path / "reports"), str(tmp_path / "ckpt")
+    first = scenario.produce(400, seed=3)
+    query = start_stream(spark, scenario.job(), checkpoint, report_dir, available_now=True,
+                         max_entries_per_trigger=150)
+    query.awaitTermination(240)
+    assert query.exception() is None
+    report = DrainReport()
+    collect_stream_reports(report_dir, report)
+    assert report.exported >= first and report.rounds >= 2  # the read limit split it into micro-batches
+    assert scenario.depth() == 0
+    scenario.produce(400, seed=11)  # more arrives while no drain runs
+    query = start_stream(spark, scenario.job(), checkpoint, report_dir, available_now=True)
+    query.awaitTermination(240)
+    assert query.exception() is None
+    scenario.verify()
+
+
+def _cli(env: dict, *args: str, stdin: str | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "connector.cli", *args], input=stdin, text=True,
+                          capture_output=True, env=env, cwd=ROOT, timeout=timeout)
+
+
+@pytest.fixture
+def cli_env(accumulo, tmp_path):
+    config = tmp_path / "clusters.toml"
+    write_clusters(config, {"A": gw(accumulo["a"]), "B": gw(accumulo["b"])})
+    return dict(os.environ, **{CONFIG_ENV: str(config), "PYSPARK_PYTHON": sys.executable})
+
+
+def _drain_args(s: Scenario) -> list[str]:
+    return ["drain", "--source", "A", "--dest", "B", "--table", s.queue.table, "--queue", s.queue.qid,
+            "--buckets", str(s.queue.num_buckets), "--dest-table", s.index, "--translator", "difference"]
+
+
+def test_drain_killed_with_sigkill_and_rerun_is_exact(scenario, cli_env):
+    scenario.produce(4000, producers=2, seed=5)
+    rng = random.Random(42)
+    for attempt in range(2):
+        proc = subprocess.Popen([sys.executable, "-m", "connector.cli", *_drain_args(scenario),
+                                 "--buffer-bytes", "4096"],
+                                env=cli_env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True)
+        time.sleep(rng.uniform(8, 20))
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    done = _cli(cli_env, *_drain_args(scenario))
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert summary["remaining"] == 0
+    scenario.verify()
+
+
+def test_destination_gateway_restarted_mid_drain_completes(spark, scenario, accumulo):
+    scenario.produce(3000, seed=9)
+    dest_gw = StandaloneGateway(accumulo["b"], accumulo.classpath)
+    port = dest_gw.start()
+    dest = GatewayOptions("127.0.0.1", port, secret_file=accumulo["b"].secret_file)
+
+    def bounce() -> None:
+        time.sleep(6)
+        dest_gw.kill()
+        time.sleep(2)
+        dest_gw.start()
+
+    bouncer = threading.Thread(target=bounce)
+    bouncer.start()
+    try:
+        report = run_batch(spark, scenario.job(dest=dest, buffer_bytes=8192))
+    finally:
+        bouncer.join()
+        dest_gw.stop()
+    assert report.exported >= 3000
+    scenario.verify()
+
+
+def _malformed_rows(s: Scenario) -> list[bytes]:
+    layout = s.queue.layout
+    short = layout.bucket_prefix(1) + b"x"  # too short for a key and an 8-byte seq
+    bad_seq = layout.bucket_prefix(2) + b'"k"' + b"\xff" * 8  # seq does not fit a signed 64-bit timestamp
+    key = b'"undecodable"'
+    undecodable = layout.entry_row(key, 77)
+    with s.conn_a.batch_writer(s.queue.table) as w:
+        w.add_mutation(Mutation(short).put("e", "v", b"{}"))
+        w.add_mutation(Mutation(bad_seq).put("e", "v", b"{}"))
+        w.add_mutation(Mutation(undecodable).put("e", "v", b"{not json"))
+    return [short, bad_seq, undecodable]
+
+
+def test_malformed_entries_are_dead_lettered_and_counted(spark, scenario):
+    added = scenario.produce(300, seed=13)
+    bad = _malformed_rows(scenario)
+    report = run_batch(spark, scenario.job())
+    assert report.dead_lettered == 3 and report.exported == added
+    dead = {c.row: c for c in scenario.conn_a.scan(scenario.queue.table, scenario.queue.layout.dead_letter_range())
+            if c.cq == b"reason"}
+    assert {scenario.queue.layout.original_row(r) for r in dead} == set(bad)
+    scenario.verify()
+
+
+def test_fail_fast_stops_with_clear_error_and_deletes_nothing_of_that_batch(scenario, cli_env):
+    scenario.produce(200, seed=17)
+    _malformed_rows(scenario)
+    before = scenario.depth() + 3
+    out = _cli(cli_env, *_drain_args(scenario), "--fail-fast", "--buffer-bytes", str(1 << 30))
+    assert out.returncode != 0
+    assert "malformed" in (out.stderr + out.stdout).lower()
+    # one batch per bucket group with a huge buffer: the failing groups kept all their entries
+    after = queue_status(scenario.conn_a, scenario.queue)
+    assert after.entries + after.malformed > 0
+    assert after.entries + after.malformed <= before
+
+
+def test_wrong_secret_or_missing_table_fails_before_deleting(spark, scenario, tmp_path):
+    scenario.produce(100, seed=19)
+    depth = scenario.depth()
+    bad_secret = tmp_path / "wrong.secret"
+    bad_secret.write_text("wrong")
+    a = scenario.a
+    with pytest.raises(Exception, match="secret"):
+        run_batch(spark, scenario.job(dest=GatewayOptions(scenario.b.gateway_host, scenario.b.gateway_port,
+                                                          secret_file=str(bad_secret))))
+    assert scenario.depth() == depth
+    missing = DrainJob(source=gw(a), dest=gw(scenario.b), dest_table=scenario.index,
+                       queue=QueueConfig(table="no_such_queue_table", qid="cidx", num_buckets=13))
+    with pytest.raises(DrainError, match="no_such_queue_table"):
+        run_batch(spark, missing)
+    assert scenario.depth() == depth
+
+
+def test_secret_options_are_refused(spark, scenario):
+    from connector.spark import OptionError
+
+    opts = {**scenario.job().source_options(), "source.secret": "x"}
+    with pytest.raises(Exception, match="secret"):
+        spark.read.format("export-queue").options(**opts).load().collect()
+    with pytest.raises(OptionError):
+        from connector.spark.options import refuse_secrets
+
+        refuse_secrets({"dest.password": "x"})
+
+
+def test_cli_queue_add_status_and_bad_input(scenario, cli_env):
+    q = ["--cluster", "A", "--table", unique_table("cliq"), "--queue", "jobs", "--buckets", "5"]
+    assert _cli(cli_env, "queue", "init", *q).returncode == 0
+    lines = "\n".join(json.dumps({"key": f"k{i}", "value": {"n": i}, "seq": 100 + i}) for i in range(20))
+    out = _cli(cli_env, "queue", "add", *q, stdin=lines)
+    assert out.returncode == 0, out.stderr
+    status = json.loads(_cli(cli_env, "queue", "status", *q, "--json").stdout)
+    assert status["entries"] == 20 and status["oldest_seq"] == 100
+    bad = lines + '\n{"key": "x", "value": 1, "seq": -4}\n'
+    out = _cli(cli_env, "queue", "add", *q, stdin=bad)
+    assert out.returncode == 2 and "line 21" in out.stderr and "nothing was added" in out.stderr
+    assert json.loads(_cli(cli_env, "queue", "status", *q, "--json").stdout)["entries"] == 20
+    out = _cli(cli_env, "queue", "status", "--cluster", "nope", *q[2:])
+    assert out.returncode == 2 and "unknown cluster" in out.stderr
