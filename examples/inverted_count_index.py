@@ -44,11 +44,12 @@ class Producer:
     transaction and keeping the counts table on A up to date."""
 
     def __init__(self, conn: Connection, config: QueueConfig, counts_table: str, words: list[str],
-                 oracle: SequenceOracle, seed: int) -> None:
+                 oracle: SequenceOracle, seed: int, counts: dict[str, int] | None = None) -> None:
         self.conn, self.config, self.counts_table = conn, config, counts_table
         self.words, self.oracle = words, oracle
         self.rng = random.Random(seed)
-        self.counts: dict[str, int] = {}
+        #: current count per word; pass the same dict to later producers of the same words
+        self.counts: dict[str, int] = {} if counts is None else counts
         self.added = 0
 
     def run(self, transactions: int, repeat_every: int = 50) -> None:

@@ -30,7 +30,9 @@ class BatchWriter:
 
     Mutations are grouped by row into chunks of about ``chunk_bytes`` and sent as they fill (one-way calls,
     no round trip). ``flush()`` waits until everything sent is durable, and raises
-    ``MutationsRejectedError`` naming what Accumulo rejected; the writer stays usable afterwards.
+    ``MutationsRejectedError`` naming what Accumulo rejected; the writer stays usable afterwards. After
+    that error, mutations sent since the last successful flush may be partly applied: resend what you
+    need (harmless for cells with explicit timestamps). The exporter does so by not acknowledging the batch.
 
     Until a flush succeeds the writer keeps what it sent. If the connection drops or the gateway restarts,
     it reconnects, opens a new server-side writer and sends those mutations again (bounded retries, then

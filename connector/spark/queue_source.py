@@ -15,7 +15,6 @@ that entry), ``error`` (why the entry is malformed, else null; key, seq and buck
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
@@ -37,15 +36,15 @@ SOURCE_PREFIX = "source."
 KEYS_ONLY = IteratorSetting(50, "keysOnly", "org.apache.accumulo.core.iterators.SortedKeyIterator")
 
 
-@dataclass(frozen=True)
 class BucketGroup(InputPartition):
     """One Spark input partition: (bucket, how many entries to read at most; None = all) pairs."""
 
-    buckets: tuple[tuple[int, int | None], ...]
-
     def __init__(self, buckets: Sequence[tuple[int, int | None]]) -> None:
-        object.__setattr__(self, "buckets", tuple(buckets))
-        InputPartition.__init__(self, None)
+        super().__init__(tuple(buckets))
+
+    @property
+    def buckets(self) -> tuple[tuple[int, int | None], ...]:
+        return self.value
 
 
 def read_group(gateway: GatewayOptions, config: QueueConfig, group: BucketGroup) -> Iterator[tuple]:

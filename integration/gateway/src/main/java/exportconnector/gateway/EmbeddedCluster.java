@@ -1,0 +1,174 @@
+package exportconnector.gateway;
+
+import java.io.File;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.accumulo.core.client.Accumulo;
+import org.apache.accumulo.core.client.AccumuloClient;
+import org.apache.accumulo.core.client.Scanner;
+import org.apache.accumulo.core.security.Authorizations;
+import org.apache.accumulo.minicluster.MemoryUnit;
+import org.apache.accumulo.minicluster.ServerType;
+import org.apache.accumulo.miniclusterImpl.MiniAccumuloClusterImpl;
+import org.apache.accumulo.miniclusterImpl.MiniAccumuloConfigImpl;
+import org.apache.accumulo.miniclusterImpl.ProcessReference;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * One MiniAccumuloCluster on loopback with an in-process gateway in front of it. Uses the MAC
+ * implementation class (not the public wrapper) for its process list, see {@link #close()}.
+ */
+final class EmbeddedCluster implements AutoCloseable {
+  private static final Logger LOG = LoggerFactory.getLogger(EmbeddedCluster.class);
+  static final String ROOT = "root";
+  static final String HOST = "127.0.0.1";
+
+  final String name;
+  final File dir;
+  private volatile boolean closed;
+  private volatile MiniAccumuloClusterImpl mac;
+  private volatile AccumuloClient client;
+  private volatile Gateway gateway;
+  private volatile GatewayServer server;
+
+  EmbeddedCluster(String name, File dir) {
+    this.name = name;
+    this.dir = dir;
+  }
+
+  /**
+   * Call once, on one thread, before starting or stopping clusters side by side. Accumulo 2.1's
+   * AccumuloVFSClassLoader spins forever when two threads race to create it (stopping two MACs
+   * at once did exactly that), and creating it inside a shutdown hook fails because it registers
+   * a hook of its own. So create it up front.
+   */
+  @SuppressWarnings("deprecation")
+  static void prepareJvm() throws Exception {
+    org.apache.accumulo.start.classloader.vfs.AccumuloVFSClassLoader.getClassLoader();
+  }
+
+  /** Settings for a quick, steady start on a small machine (2 cores), everything on loopback. */
+  static Map<String,String> siteConfig() {
+    Map<String,String> site = new HashMap<>();
+    site.put("rpc.bind.addr", HOST); // Accumulo 2.1.4's bind address for every server process
+    site.put("tserver.memory.maps.native.enabled", "false"); // no native library to load
+    site.put("tserver.memory.maps.max", "256M"); // MAC's 40M minor-compacts constantly under load
+    site.put("general.micrometer.enabled", "false"); // MAC turns metrics on; nobody reads them
+    site.put("gc.cycle.delay", "60s"); // MAC collects every 4s, which costs CPU for nothing here
+    return site;
+  }
+
+  void start(String rootPassword, SharedSecret secret, long idleTimeoutMs) throws Exception {
+    long t0 = System.nanoTime();
+    MiniAccumuloConfigImpl config = new MiniAccumuloConfigImpl(dir, rootPassword)
+        .setInstanceName(name)
+        .setNumTservers(1)
+        .setMemory(ServerType.TABLET_SERVER, 768, MemoryUnit.MEGABYTE)
+        .setSiteConfig(siteConfig());
+    mac = new QuickStartCluster(config);
+    mac.start();
+    checkOpen();
+    client = Accumulo.newClient().to(mac.getInstanceName(), mac.getZooKeepers())
+        .as(ROOT, rootPassword).build();
+    waitUntilServing(client);
+    checkOpen();
+    gateway = new Gateway(client, secret, idleTimeoutMs);
+    server = GatewayServer.start(DeclaredExceptionsGuard.wrap(gateway), HOST, 0, name);
+    LOG.info("cluster {} up in {} s: zookeepers {}, gateway {}:{}", name,
+        String.format("%.1f", (System.nanoTime() - t0) / 1e9), mac.getZooKeepers(), HOST,
+        server.port());
+  }
+
+  /** MAC returns once the processes registered; tables are usable once metadata is hosted. */
+  private static void waitUntilServing(AccumuloClient client) throws Exception {
+    try (Scanner s = client.createScanner("accumulo.metadata", Authorizations.EMPTY)) {
+      s.setTimeout(180, TimeUnit.SECONDS);
+      s.setBatchSize(1);
+      s.iterator().hasNext();
+    }
+  }
+
+  private void checkOpen() {
+    if (closed) {
+      throw new IllegalStateException("cluster " + name + " was stopped while starting");
+    }
+  }
+
+  Map<String,Object> describe() {
+    Map<String,Object> m = new LinkedHashMap<>();
+    m.put("name", name);
+    m.put("instance", mac.getInstanceName());
+    m.put("zookeepers", mac.getZooKeepers());
+    m.put("user", ROOT);
+    m.put("gateway_host", server.host());
+    m.put("gateway_port", server.port());
+    m.put("dir", dir.getAbsolutePath());
+    return m;
+  }
+
+  /**
+   * Stops whatever has started, gateway first so no call reaches a stopping cluster. The MAC
+   * processes are ended directly rather than through MAC's stop(): that one clears locks in the
+   * cluster's ZooKeeper (useful only to restart on the same directory, which MAC refuses anyway)
+   * and retries for minutes when ZooKeeper is already gone, as after a Ctrl-C in a terminal,
+   * which signals the child processes too.
+   */
+  @Override
+  public void close() {
+    closed = true;
+    if (server != null) {
+      server.close();
+    }
+    if (gateway != null) {
+      gateway.close();
+    }
+    if (client != null) {
+      client.close();
+    }
+    MiniAccumuloClusterImpl m = mac;
+    if (m != null) {
+      endProcesses(m);
+    }
+  }
+
+  /** SIGTERM to the Accumulo servers, then to ZooKeeper; SIGKILL for any that linger. */
+  private static void endProcesses(MiniAccumuloClusterImpl m) {
+    Map<ServerType,Collection<ProcessReference>> procs;
+    try {
+      procs = m.getProcesses();
+    } catch (RuntimeException e) {
+      return; // start-up failed half way; the launcher ends all its child processes anyway
+    }
+    List<Process> servers = new ArrayList<>();
+    for (ServerType t : new ServerType[] {ServerType.GARBAGE_COLLECTOR, ServerType.MANAGER,
+        ServerType.TABLET_SERVER}) {
+      procs.getOrDefault(t, List.of()).forEach(r -> servers.add(r.getProcess()));
+    }
+    List<Process> zooKeeper = new ArrayList<>();
+    procs.getOrDefault(ServerType.ZOOKEEPER, List.of()).forEach(r -> zooKeeper.add(r.getProcess()));
+    end(servers);
+    end(zooKeeper);
+  }
+
+  private static void end(List<Process> processes) {
+    processes.forEach(Process::destroy);
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(15);
+    for (Process p : processes) {
+      try {
+        if (!p.waitFor(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS)) {
+          p.destroyForcibly();
+        }
+      } catch (InterruptedException e) {
+        p.destroyForcibly();
+        Thread.currentThread().interrupt();
+      }
+    }
+  }
+}

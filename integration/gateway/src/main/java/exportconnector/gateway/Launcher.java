@@ -1,0 +1,283 @@
+package exportconnector.gateway;
+
+import java.io.File;
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Collectors;
+import java.util.stream.Stream;
+
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Starts N MiniAccumuloClusters, each with an in-process gateway, for tests and benchmarks.
+ *
+ * <pre>
+ * Launcher --clusters a,b [--dir DIR] [--idle-timeout-ms N] [--secret-file PATH] [--ignore-stdin]
+ * </pre>
+ *
+ * The root password comes from $ACCUMULO_ROOT_PASSWORD, the gateways' shared secret from
+ * $ACCUMULO_GATEWAY_SECRET or --secret-file. Data lives in DIR/NAME (default: a temporary
+ * directory, deleted at exit). When every cluster serves, one line goes to stdout:
+ * {@code READY {"clusters": [...]}}. Everything stops when stdin reaches EOF (unless
+ * --ignore-stdin) or on SIGTERM / SIGINT.
+ */
+public final class Launcher {
+  private static final Logger LOG = LoggerFactory.getLogger(Launcher.class);
+
+  private static final long STOP_TIMEOUT_S = 90;
+
+  private final List<EmbeddedCluster> clusters = new ArrayList<>();
+  private final Path tempDir; // null when the caller chose the directory
+  private boolean stopped;
+  private boolean clean;
+
+  private Launcher(List<String> names, Path base, boolean temporary) {
+    this.tempDir = temporary ? base : null;
+    for (String n : names) {
+      clusters.add(new EmbeddedCluster(n, base.resolve(n).toFile()));
+    }
+  }
+
+  public static void main(String[] argv) {
+    try {
+      EmbeddedCluster.prepareJvm();
+    } catch (Exception e) {
+      System.err.println("launcher: start-up failed: " + Errors.describe(e));
+      System.exit(1);
+    }
+    Launcher launcher;
+    String rootPassword;
+    SharedSecret secret;
+    long idle;
+    boolean ignoreStdin;
+    try {
+      Args a = new Args(argv, Set.of("clusters", "dir", "idle-timeout-ms", "secret-file"),
+          Set.of("ignore-stdin"));
+      List<String> names = clusterNames(a.require("clusters"));
+      idle = a.getLong("idle-timeout-ms", GatewayMain.DEFAULT_IDLE_TIMEOUT_MS);
+      if (idle <= 0) {
+        throw new IllegalArgumentException("--idle-timeout-ms must be positive");
+      }
+      ignoreStdin = a.flag("ignore-stdin");
+      rootPassword = Secrets.read("root password", "ACCUMULO_ROOT_PASSWORD", null, null);
+      secret = new SharedSecret(Secrets.read("gateway shared secret", "ACCUMULO_GATEWAY_SECRET",
+          a.get("secret-file", null), "secret-file"));
+      String dir = a.get("dir", null);
+      if (dir == null) {
+        launcher = new Launcher(names, Files.createTempDirectory("accumulo-clusters-"), true);
+      } else {
+        Path base = Path.of(dir).toAbsolutePath();
+        Files.createDirectories(base);
+        launcher = new Launcher(names, base, false);
+      }
+    } catch (IllegalArgumentException | IOException e) {
+      System.err.println("launcher: " + e.getMessage());
+      System.exit(2);
+      return;
+    }
+
+    // Normally stop() runs before exit (signal or stdin EOF); the hook is the fallback.
+    // It halts when done: MAC's own hook (running alongside) would retry for minutes against a
+    // stopped ZooKeeper.
+    Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+      boolean clean = launcher.stop();
+      System.err.flush();
+      Runtime.getRuntime().halt(clean ? 0 : 1);
+    }, "launcher-shutdown"));
+    Signals.onTermination(() -> launcher.exit(0));
+    try {
+      launcher.start(rootPassword, secret, idle);
+    } catch (Exception e) {
+      System.err.println("launcher: start-up failed: " + e.getMessage());
+      launcher.exit(1); // stops whatever did start
+    }
+    System.out.println("READY " + Json.write(launcher.describe()));
+    System.out.flush();
+
+    if (ignoreStdin) {
+      waitForever(); // until a signal
+    }
+    waitForEof(System.in);
+    LOG.info("stdin closed: stopping");
+    launcher.exit(0);
+  }
+
+  /**
+   * Stops everything, then ends the JVM without running shutdown hooks: all that needed doing is
+   * done, and MAC's own hooks would retry for minutes against a cluster whose ZooKeeper is gone.
+   */
+  private void exit(int status) {
+    stop();
+    System.out.flush();
+    System.err.flush();
+    Runtime.getRuntime().halt(status);
+  }
+
+  private static List<String> clusterNames(String list) {
+    Set<String> names = new LinkedHashSet<>();
+    for (String n : list.split(",")) {
+      n = n.trim();
+      if (!n.matches("[A-Za-z0-9][A-Za-z0-9_-]*")) {
+        throw new IllegalArgumentException("bad cluster name '" + n + "' (letters, digits, _ and -)");
+      }
+      if (!names.add(n)) {
+        throw new IllegalArgumentException("cluster name '" + n + "' given twice");
+      }
+    }
+    return new ArrayList<>(names);
+  }
+
+  /** Starts all clusters side by side: most of a start is waiting on child JVMs. */
+  private void start(String rootPassword, SharedSecret secret, long idle) throws Exception {
+    long t0 = System.nanoTime();
+    ExecutorService pool = Executors.newFixedThreadPool(clusters.size(), r -> {
+      Thread t = new Thread(r, "cluster-start");
+      t.setDaemon(true);
+      return t;
+    });
+    try {
+      List<Future<?>> started = new ArrayList<>();
+      for (EmbeddedCluster c : clusters) {
+        started.add(pool.submit(() -> {
+          c.start(rootPassword, secret, idle);
+          return null;
+        }));
+      }
+      for (int i = 0; i < clusters.size(); i++) {
+        try {
+          started.get(i).get();
+        } catch (ExecutionException e) {
+          Throwable cause = e.getCause();
+          throw new Exception("cluster " + clusters.get(i).name + ": " + Errors.describe(cause)
+              + " (logs in " + new File(clusters.get(i).dir, "logs") + ")", cause);
+        }
+      }
+    } finally {
+      pool.shutdown();
+    }
+    LOG.info("{} cluster(s) ready in {} s", clusters.size(),
+        String.format("%.1f", (System.nanoTime() - t0) / 1e9));
+  }
+
+  private Map<String,Object> describe() {
+    List<Object> list = new ArrayList<>();
+    for (EmbeddedCluster c : clusters) {
+      list.add(c.describe());
+    }
+    Map<String,Object> m = new LinkedHashMap<>();
+    m.put("clusters", list);
+    return m;
+  }
+
+  /**
+   * Stops every cluster (side by side), ends leftover child processes, then removes a temporary
+   * data directory. True if every cluster stopped in time.
+   */
+  private synchronized boolean stop() {
+    if (stopped) {
+      return clean;
+    }
+    stopped = true;
+    clean = true;
+    long t0 = System.nanoTime();
+    List<Thread> stopping = new ArrayList<>();
+    for (EmbeddedCluster c : clusters) {
+      Thread t = new Thread(c::close, "stop-" + c.name);
+      t.setDaemon(true);
+      t.start();
+      stopping.add(t);
+    }
+    // bounded: a stop that hangs must not keep the processes (or this JVM) around
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(STOP_TIMEOUT_S);
+    for (Thread t : stopping) {
+      try {
+        t.join(Math.max(1, TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime())));
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+      if (t.isAlive()) {
+        LOG.warn("{} did not finish within {} s", t.getName(), STOP_TIMEOUT_S);
+        clean = false;
+      }
+    }
+    reapChildren();
+    if (tempDir != null) {
+      deleteTree(tempDir);
+    }
+    LOG.info("stopped in {} s", String.format("%.1f", (System.nanoTime() - t0) / 1e9));
+    return clean;
+  }
+
+  /**
+   * Whatever MiniAccumuloCluster failed to stop (it can fail, e.g. inside a shutdown hook) is a
+   * child process of ours: end those, politely first.
+   */
+  private static void reapChildren() {
+    // twice: a cluster still starting (stop during start-up) may spawn one more process
+    for (int round = 0; round < 2; round++) {
+      List<ProcessHandle> left = ProcessHandle.current().descendants()
+          .filter(ProcessHandle::isAlive).collect(Collectors.toList());
+      if (!left.isEmpty()) {
+        LOG.warn("ending {} leftover child process(es)", left.size());
+        left.forEach(ProcessHandle::destroy);
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        for (ProcessHandle p : left) {
+          try {
+            p.onExit().get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+          } catch (Exception e) {
+            p.destroyForcibly();
+          }
+        }
+      }
+      try {
+        Thread.sleep(200);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        return;
+      }
+    }
+  }
+
+  private static void deleteTree(Path root) {
+    try (Stream<Path> paths = Files.walk(root)) {
+      paths.sorted(Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
+    } catch (IOException e) {
+      LOG.warn("could not delete {}: {}", root, e.getMessage());
+    }
+  }
+
+  private static void waitForever() {
+    try {
+      new CountDownLatch(1).await();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+  }
+
+  private static void waitForEof(InputStream in) {
+    byte[] buf = new byte[4096];
+    try {
+      while (in.read(buf) >= 0) {
+        // the harness holds stdin open for as long as it wants the clusters
+      }
+    } catch (IOException e) {
+      // a broken stdin means the parent is gone: stop as for EOF
+    }
+  }
+}
