@@ -49,3 +49,45 @@ def test_large_lists_and_sizes_use_long_forms():
     rows = {b"r" * 200: [ColumnUpdate(b"f", b"q%d" % i, b"", i, b"v" * 1000, False) for i in range(40)]}
     cells = {r: [column_update_to_thrift(u) for u in ups] for r, ups in rows.items()}
     assert ours("w", rows) == thriftpy2_bytes("w", cells)
+
+
+def thriftpy2_next_k_reply(result) -> bytes:
+    buf = TMemoryBuffer()
+    proto = TCompactProtocol(buf)
+    proto.write_message_begin("nextK", TMessageType.REPLY, 0)
+    proto.write_struct(proxy.AccumuloProxy.nextK_result(success=result))
+    proto.write_message_end()
+    return buf.getvalue()
+
+
+key = st.builds(proxy.Key, row=st.binary(max_size=200), colFamily=st.binary(max_size=20),
+                colQualifier=st.binary(max_size=300), colVisibility=st.binary(max_size=10),
+                timestamp=st.integers(-(2**63), 2**63 - 1))
+
+
+@settings(max_examples=200, deadline=None)
+@given(kvs=st.lists(st.builds(proxy.KeyValue, key=key, value=st.binary(max_size=500)), max_size=40),
+       more=st.booleans())
+def test_scan_reply_decoder_matches_thriftpy2(kvs, more):
+    from connector.accumulo.wire_scan import _read_binary, _varint, decode_scan_result
+
+    frame = thriftpy2_next_k_reply(proxy.ScanResult(results=kvs, more=more))
+    _, pos = _varint(frame, 2)
+    _, pos = _read_binary(frame, pos)
+    assert frame[pos:pos + 2] == b"\x0c\x00"
+    cells, got_more = decode_scan_result(frame, pos + 2)
+    assert got_more == more
+    assert [(c.row, c.cf, c.cq, c.cv, c.ts, c.value) for c in cells] == [
+        (kv.key.row, kv.key.colFamily, kv.key.colQualifier, kv.key.colVisibility, kv.key.timestamp, kv.value)
+        for kv in kvs]
+
+
+def test_next_k_request_matches_thriftpy2():
+    from connector.accumulo.wire_scan import encode_next_k
+
+    buf = TMemoryBuffer()
+    proto = TCompactProtocol(buf)
+    proto.write_message_begin("nextK", TMessageType.CALL, 0)
+    proto.write_struct(proxy.AccumuloProxy.nextK_args(scanner="abc-123", k=1000))
+    proto.write_message_end()
+    assert encode_next_k("abc-123", 1000)[4:] == buf.getvalue()

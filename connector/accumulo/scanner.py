@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 from ._idl import proxy
 from .cells import Cell, IteratorSetting, Key, Range, columns_to_thrift
-from .errors import ConnectionLostError, UnknownScannerError
+from .errors import ConnectionLostError, UnknownScannerError, translate
 from .mutation import BytesLike, to_bytes
 from .transport import is_transient
+from .wire_scan import next_k
 
 if TYPE_CHECKING:
     from .connection import Connection
@@ -25,9 +26,16 @@ def _auths(authorizations: Iterable[BytesLike] | None) -> set[bytes] | None:
     return {to_bytes(a, "authorization") for a in authorizations}
 
 
-def _cell(kv: Any) -> Cell:
-    k = kv.key
-    return Cell(k.row, k.colFamily, k.colQualifier, k.colVisibility, k.timestamp, kv.value)
+def _next_page(conn: Connection, scanner_id: str, k: int) -> tuple[list[Cell], bool]:
+    """One page of a scanner. Not retried: a lost reply would skip cells (the caller resumes instead)."""
+    client = conn._thread_client()
+    try:
+        return next_k(client, scanner_id, k)
+    except Exception as exc:
+        if is_transient(exc):
+            conn._drop_thread_client()
+            raise ConnectionLostError(f"nextK on {conn.host}:{conn.port}: {exc}") from exc
+        raise translate(exc) from exc
 
 
 def scan(conn: Connection, table: str, rng: Range | None, columns: Sequence[Any] | None,
@@ -46,12 +54,11 @@ def scan(conn: Connection, table: str, rng: Range | None, columns: Sequence[Any]
         scanner_id = conn.call("createScanner", table, options)
         try:
             while True:
-                result = conn.call("nextK", scanner_id, batch_size, secret=False, retry=False)
-                for kv in result.results:
-                    cell = _cell(kv)
+                cells, more = _next_page(conn, scanner_id, batch_size)
+                for cell in cells:
                     last = Key.of(cell)
                     yield cell
-                if not result.more:
+                if not more:
                     return
         except (ConnectionLostError, UnknownScannerError) as exc:
             # nextK is not safe to repeat (a lost reply skips cells): resume on a fresh scanner right
@@ -75,10 +82,9 @@ def batch_scan(conn: Connection, table: str, ranges: Sequence[Range], columns: S
     scanner_id = conn.call("createBatchScanner", table, options)
     try:
         while True:
-            result = conn.call("nextK", scanner_id, batch_size, secret=False, retry=False)
-            for kv in result.results:
-                yield _cell(kv)
-            if not result.more:
+            cells, more = _next_page(conn, scanner_id, batch_size)
+            yield from cells
+            if not more:
                 return
     finally:
         _close_quietly(conn, scanner_id)

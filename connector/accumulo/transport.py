@@ -78,7 +78,9 @@ def open_client(host: str, port: int, timeout: float) -> Any:
                    connect_timeout=int(min(timeout, 10.0) * 1000))
     transport = TFramedTransportFactory().get_transport(sock)
     transport.open()
-    return TClient(proxy.AccumuloProxy, TCompactProtocolFactory().get_protocol(transport))
+    client = TClient(proxy.AccumuloProxy, TCompactProtocolFactory().get_protocol(transport))
+    client._raw_socket = sock  # the scan fast path (wire_scan) talks on the same socket
+    return client
 
 
 def send_frame(client: Any, payload: bytes) -> None:
