@@ -72,15 +72,21 @@ class RetryPolicy:
 NO_RETRY = RetryPolicy(attempts=1)
 
 
-def open_client(host: str, port: int, timeout: float) -> Any:
+def open_client(host: str, port: int, timeout: float) -> GatewayClient:
     """A new Thrift client on its own socket (framed transport, compact protocol)."""
     sock = TSocket(host, port, socket_timeout=int(timeout * 1000),
                    connect_timeout=int(min(timeout, 10.0) * 1000))
     transport = TFramedTransportFactory().get_transport(sock)
     transport.open()
-    client = TClient(proxy.AccumuloProxy, TCompactProtocolFactory().get_protocol(transport))
-    client._raw_socket = sock  # the scan fast path (wire_scan) talks on the same socket
-    return client
+    return GatewayClient(proxy.AccumuloProxy, TCompactProtocolFactory().get_protocol(transport), sock)
+
+
+class GatewayClient(TClient):
+    """A thriftpy2 client that also keeps its socket, for the scan fast path (:mod:`.wire_scan`)."""
+
+    def __init__(self, service: Any, protocol: Any, raw_socket: TSocket) -> None:
+        super().__init__(service, protocol)
+        self.raw_socket = raw_socket
 
 
 def send_frame(client: Any, payload: bytes) -> None:

@@ -141,7 +141,7 @@ def _recv_exact(sock: Any, n: int) -> bytes:
 
 def next_k(client: Any, scanner_id: str, k: int) -> tuple[list[Cell], bool]:
     """Call ``nextK`` on ``client``'s socket and decode the reply; raises what the generic call raises."""
-    sock = client._raw_socket.sock
+    sock = client.raw_socket.sock
     sock.sendall(encode_next_k(scanner_id, k))
     (size,) = struct.unpack("!i", _recv_exact(sock, 4))
     frame = _recv_exact(sock, size)
