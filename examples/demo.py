@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from connector.clusters_config import CONFIG_ENV, write_clusters  # noqa: E402
 from connector.queue import ExportQueue, QueueConfig, queue_status  # noqa: E402
-from connector.spark import DrainJob, GatewayOptions, run_batch, spark_session  # noqa: E402
+from connector.spark import DrainJob, run_batch, spark_session  # noqa: E402
 from examples.inverted_count_index import (  # noqa: E402
     Producer,
     SequenceOracle,
@@ -28,10 +28,6 @@ from examples.inverted_count_index import (  # noqa: E402
     words,
 )
 from integration.harness import clusters  # noqa: E402
-
-
-def gateway_of(cluster) -> GatewayOptions:  # noqa: ANN001
-    return GatewayOptions(cluster.gateway_host, cluster.gateway_port, secret_file=cluster.secret_file)
 
 
 def main() -> int:
@@ -48,7 +44,7 @@ def main() -> int:
         a, b = running["a"], running["b"]
         print(f"clusters up in {time.monotonic() - t0:.0f}s", flush=True)
         config_file = running.state_dir / "clusters.toml"
-        write_clusters(config_file, {"A": gateway_of(a), "B": gateway_of(b)})
+        write_clusters(config_file, {"A": a.gateway_options(), "B": b.gateway_options()})
         os.environ[CONFIG_ENV] = str(config_file)
 
         queue = QueueConfig(table="exports", qid="cidx", num_buckets=opts.buckets)
@@ -74,7 +70,8 @@ def main() -> int:
         print(f"queued {added} entries ({depth} in the queue) in {produce_s:.1f}s", flush=True)
 
         spark = spark_session(app_name="accumulo-export demo")
-        job = DrainJob(source=gateway_of(a), dest=gateway_of(b), queue=queue, dest_table="count_index",
+        job = DrainJob(source=a.gateway_options(), dest=b.gateway_options(), queue=queue,
+                       dest_table="count_index",
                        translator="difference")
         t_drain = time.monotonic()
         report = run_batch(spark, job, progress=lambda r: print(

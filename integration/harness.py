@@ -98,6 +98,12 @@ class Cluster:
 
         return Connection(self.gateway_host, self.gateway_port, secret_file=self.secret_file, **kwargs)
 
+    def gateway_options(self):  # noqa: ANN201 - returns connector.spark.GatewayOptions
+        """Where this cluster's gateway is, for the Spark layer and the CLI (the secret stays in its file)."""
+        from connector.spark.options import GatewayOptions
+
+        return GatewayOptions(self.gateway_host, self.gateway_port, secret_file=self.secret_file)
+
     def java_env(self) -> dict[str, str]:
         """Environment for a Java program of the gateway module talking to this cluster directly."""
         env = dict(os.environ)
@@ -215,15 +221,16 @@ def clusters(names: Sequence[str] = ("a", "b"), data_dir: str | None = None,
 class StandaloneGateway:
     """A gateway in its own JVM against a running cluster, so tests can kill -9 and restart it."""
 
-    def __init__(self, cluster: Cluster, classpath: str, port: int = 0) -> None:
+    def __init__(self, cluster: Cluster, classpath: str, port: int = 0, idle_timeout_ms: int | None = None) -> None:
         self.cluster = cluster
         self.classpath = classpath
         self.port = port
+        self.extra_args = ["--idle-timeout-ms", str(idle_timeout_ms)] if idle_timeout_ms else []
         self.proc: subprocess.Popen | None = None
         self.log_file = Path(cluster.secret_file).parent / f"gateway-{cluster.name}-{os.getpid()}.log"
 
     def start(self, timeout: float = 60.0) -> int:
-        args = [*self.cluster.java_args(), "--host", "127.0.0.1", "--port", str(self.port)]
+        args = [*self.cluster.java_args(), "--host", "127.0.0.1", "--port", str(self.port), *self.extra_args]
         with open(self.log_file, "ab") as log:
             self.proc = subprocess.Popen(java_command(self.classpath, GATEWAY_MAIN, *args, heap="512m"),
                                          stdout=subprocess.PIPE, stderr=log, env=self.cluster.java_env(),

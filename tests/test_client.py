@@ -276,3 +276,35 @@ def test_scan_resumes_after_gateway_restart(accumulo, table):
 def test_unknown_writer_maps_to_typed_error(conn_a):
     with pytest.raises(UnknownWriterError):
         conn_a.call("flush", "no-such-writer", secret=False)
+
+
+def test_idle_writer_and_scanner_expire_and_the_client_recovers(accumulo, table):
+    """The gateway expires idle sessions; the writer replays its unflushed mutations on a new server-side
+    writer, and a scan resumes after its last cell on a new scanner."""
+    gw = StandaloneGateway(accumulo["a"], accumulo.classpath, idle_timeout_ms=1000)
+    port = gw.start()
+    conn = Connection("127.0.0.1", port, secret_file=accumulo["a"].secret_file)
+    try:
+        with conn.batch_writer(table) as writer:
+            writer.add_mutation(Mutation("before").put("f", "q", "1", timestamp=1))
+            writer.flush()
+            time.sleep(3)  # the server-side writer expires
+            writer.add_mutation(Mutation("after").put("f", "q", "2", timestamp=1))
+            writer.flush()
+        for i in range(30):
+            conn.write(table, [Mutation(b"z%02d" % i).put("f", "q", "v", timestamp=1)])
+        rows = []
+        for cell in conn.scan(table, batch_size=10):
+            rows.append(cell.row)
+            if len(rows) == 10:
+                time.sleep(3)  # the scanner expires between pages
+        assert rows == [b"after", b"before", *[b"z%02d" % i for i in range(30)]]
+        raw = conn.new_client()
+        scanner = raw.createScanner(conn.shared_secret, table, proxy.ScanOptions())
+        time.sleep(3)
+        with pytest.raises(proxy.UnknownScanner):
+            raw.nextK(scanner, 5)
+        raw.close()
+    finally:
+        conn.close()
+        gw.stop()

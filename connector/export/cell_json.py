@@ -5,16 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from connector.accumulo.mutation import to_bytes
+
 from .core import TranslationError
 
 
 def as_bytes(value: Any, what: str) -> bytes:
-    if isinstance(value, bytes):
-        return value
-    if isinstance(value, str):
-        return value.encode("utf-8")
-    if isinstance(value, bytearray | memoryview):
-        return bytes(value)
+    """Text or bytes as bytes; numbers as their decimal text (JSON values often are numbers)."""
+    if isinstance(value, bytes | str | bytearray | memoryview):
+        return to_bytes(value, what)
     if isinstance(value, bool) or value is None:
         raise TranslationError(f"{what} must be text or bytes, not {value!r}")
     if isinstance(value, int | float):

@@ -14,15 +14,14 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from connector.queue import QueueConfig, queue_status
+from connector.queue import DrainStats, QueueConfig, queue_status
 
-from .export_sink import ExportCommitMessage
 from .options import GatewayOptions, queue_options
 
 
@@ -59,26 +58,35 @@ class DrainJob:
 
 @dataclass
 class DrainReport:
+    """A drain run: the summed counters of its tasks, plus what only the driver knows."""
+
+    totals: DrainStats = field(default_factory=DrainStats)
     rounds: int = 0
-    entries: int = 0
-    exported: int = 0
-    deleted: int = 0
-    dead_lettered: int = 0
-    seconds: float = 0.0
+    seconds: float = 0.0  # wall time of the run (``totals.seconds`` sums the tasks' times)
     remaining: int = 0
     #: malformed rows outside every bucket range (left in place; see ``queue status``)
     unreachable: int = 0
     history: list[dict[str, Any]] = field(default_factory=list)
 
     @property
+    def entries(self) -> int:
+        return self.totals.entries
+
+    @property
+    def exported(self) -> int:
+        return self.totals.exported
+
+    @property
+    def deleted(self) -> int:
+        return self.totals.deleted
+
+    @property
+    def dead_lettered(self) -> int:
+        return self.totals.dead_lettered
+
+    @property
     def rate(self) -> float:
         return self.exported / self.seconds if self.seconds else 0.0
-
-    def add(self, m: ExportCommitMessage) -> None:
-        self.entries += m.entries
-        self.exported += m.exported
-        self.deleted += m.deleted
-        self.dead_lettered += m.dead_lettered
 
 
 ProgressFn = Callable[[DrainReport], None]
@@ -93,9 +101,9 @@ def _read_reports(report_dir: str) -> list[dict[str, Any]]:
     return out
 
 
-def _message(report: dict[str, Any]) -> ExportCommitMessage:
-    fields = ExportCommitMessage.__dataclass_fields__
-    return ExportCommitMessage(**{k: v for k, v in report.items() if k in fields})
+def _stats(report: dict[str, Any]) -> DrainStats:
+    names = {f.name for f in fields(DrainStats)}
+    return DrainStats(**{k: v for k, v in report.items() if k in names})
 
 
 def preflight(job: DrainJob) -> None:
@@ -131,10 +139,8 @@ def run_batch(spark: SparkSession, job: DrainJob, progress: ProgressFn | None = 
                 df = spark.read.format("export-queue").options(**job.source_options()).load()
                 df.write.format("accumulo-export").mode("append").options(**job.sink_options(report_dir)).save()
                 report.rounds += 1
-                round_total = ExportCommitMessage()
-                for r in _read_reports(report_dir):
-                    round_total = _sum(round_total, _message(r))
-                report.add(round_total)
+                round_total = sum((_stats(r) for r in _read_reports(report_dir)), DrainStats())
+                report.totals += round_total
                 report.seconds = time.monotonic() - started
                 report.history.append({"round": report.rounds, "exported": round_total.exported,
                                        "queue_before": status.entries})
@@ -157,12 +163,6 @@ def run_batch(spark: SparkSession, job: DrainJob, progress: ProgressFn | None = 
     return report
 
 
-def _sum(a: ExportCommitMessage, b: ExportCommitMessage) -> ExportCommitMessage:
-    from .export_sink import total
-
-    return total([a, b])
-
-
 def start_stream(spark: SparkSession, job: DrainJob, checkpoint: str, report_dir: str,
                  trigger_seconds: float = 1.0, available_now: bool = False,
                  max_entries_per_trigger: int | None = None) -> StreamingQuery:
@@ -183,5 +183,5 @@ def start_stream(spark: SparkSession, job: DrainJob, checkpoint: str, report_dir
 def collect_stream_reports(report_dir: str, report: DrainReport) -> None:
     """Fold the per-batch reports the stream's commits wrote into ``report``."""
     for r in _read_reports(report_dir):
-        report.add(_message(r))
+        report.totals += _stats(r)
         report.rounds += 1

@@ -40,15 +40,9 @@ DEFAULT_BUFFER = 1 << 20
 
 @dataclass
 class ExportCommitMessage(WriterCommitMessage):
-    """What one task did: counts only, so it is small and pickles anywhere."""
+    """What one task did: its drain counters only, so it is small and pickles anywhere."""
 
-    entries: int = 0
-    exported: int = 0
-    deleted: int = 0
-    dead_lettered: int = 0
-    batches: int = 0
-    bytes: int = 0
-    seconds: float = 0.0
+    stats: DrainStats
 
 
 @dataclass(frozen=True)
@@ -106,12 +100,6 @@ def _exporter(dest: GatewayOptions, table: str, translator: str, mode: str, crea
     return exporter
 
 
-def _stats_message(stats: DrainStats) -> ExportCommitMessage:
-    return ExportCommitMessage(entries=stats.entries, exported=stats.exported, deleted=stats.deleted,
-                               dead_lettered=stats.dead_lettered, batches=stats.batches, bytes=stats.bytes,
-                               seconds=stats.seconds)
-
-
 def write_partition(settings: SinkSettings, rows: Iterator[Any]) -> ExportCommitMessage:
     """Export one partition's rows; in drain mode, delete each batch's queue entries after its export."""
     exporter = settings.exporter()
@@ -120,13 +108,13 @@ def write_partition(settings: SinkSettings, rows: Iterator[Any]) -> ExportCommit
         processor = EntryProcessor(settings.source.shared(), settings.queue, exporter,
                                    buffer_bytes=settings.buffer_bytes, fail_fast=settings.fail_fast)
         entries = (QueueEntry(bytes(r["entry_row"]), int(r["entry_ts"]), bytes(r["value"] or b"")) for r in rows)
-        return _stats_message(processor.process(entries))
+        return ExportCommitMessage(processor.process(entries))
     return _export_plain_rows(exporter, settings.buffer_bytes, rows)
 
 
 def _export_plain_rows(exporter: AccumuloExporter, buffer_bytes: int, rows: Iterator[Any]) -> ExportCommitMessage:
     started = time.monotonic()
-    msg = ExportCommitMessage()
+    stats = DrainStats()
     batch: list[SequencedExport] = []
     size = 0
     for r in rows:
@@ -134,37 +122,30 @@ def _export_plain_rows(exporter: AccumuloExporter, buffer_bytes: int, rows: Iter
         if record.get("seq") is None:
             raise OptionError("rows written to accumulo-export need a non-null 'seq' column")
         seq = int(record.pop("seq"))
-        if "row" in record or not isinstance(record.get("value"), str | bytes | bytearray):
-            value: Any = record
-        else:
-            raw = record["value"]
-            value = json.loads(raw)
+        value: Any = record
+        if "row" not in record and isinstance(record.get("value"), str | bytes | bytearray):
+            value = json.loads(record["value"])
         batch.append(SequencedExport(record.get("key"), value, seq))
         size += len(repr(record))
-        msg.entries += 1
+        stats.entries += 1
         if size >= buffer_bytes:
             exporter.export(batch)
-            msg.exported += len(batch)
-            msg.batches += 1
+            stats.exported += len(batch)
+            stats.batches += 1
             batch, size = [], 0
     if batch:
         exporter.export(batch)
-        msg.exported += len(batch)
-        msg.batches += 1
-    msg.seconds = time.monotonic() - started
-    return msg
+        stats.exported += len(batch)
+        stats.batches += 1
+    stats.seconds = time.monotonic() - started
+    return ExportCommitMessage(stats)
 
 
-def total(messages: list[Any]) -> ExportCommitMessage:
-    out = ExportCommitMessage()
-    for m in messages:
-        if isinstance(m, ExportCommitMessage):
-            for field_name, value in asdict(m).items():
-                setattr(out, field_name, getattr(out, field_name) + value)
-    return out
+def total(messages: list[Any]) -> DrainStats:
+    return sum((m.stats for m in messages if isinstance(m, ExportCommitMessage)), DrainStats())
 
 
-def write_report(report_dir: str | None, summary: ExportCommitMessage, batch_id: int | None = None) -> None:
+def write_report(report_dir: str | None, summary: DrainStats, batch_id: int | None = None) -> None:
     if not report_dir:
         return
     os.makedirs(report_dir, exist_ok=True)

@@ -17,12 +17,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from connector.accumulo import Range  # noqa: E402
 from connector.queue import ExportQueue, QueueConfig  # noqa: E402
-from connector.spark import DrainJob, GatewayOptions, spark_session, start_stream  # noqa: E402
+from connector.spark import DrainJob, spark_session, start_stream  # noqa: E402
 from integration.harness import clusters  # noqa: E402
-
-
-def gw(c) -> GatewayOptions:  # noqa: ANN001
-    return GatewayOptions(c.gateway_host, c.gateway_port, secret_file=c.secret_file)
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -43,7 +39,7 @@ def main() -> None:
         conn_a = a.connect()
         ExportQueue(conn_a, queue).init()
         spark = spark_session(app_name="bench latency")
-        job = DrainJob(source=gw(a), dest=gw(b), queue=queue, dest_table="lat_dest")
+        job = DrainJob(source=a.gateway_options(), dest=b.gateway_options(), queue=queue, dest_table="lat_dest")
         tmp = tempfile.mkdtemp(prefix="latency-")
         query = start_stream(spark, job, f"{tmp}/ckpt", f"{tmp}/reports", trigger_seconds=opts.trigger)
         added_at: dict[int, float] = {}

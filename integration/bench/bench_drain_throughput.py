@@ -14,13 +14,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from connector.queue import ExportQueue, QueueConfig, queue_status  # noqa: E402
-from connector.spark import DrainJob, GatewayOptions, run_batch, spark_session  # noqa: E402
+from connector.spark import DrainJob, run_batch, spark_session  # noqa: E402
 from integration.bench.bench_client_write import java_write  # noqa: E402
 from integration.harness import clusters  # noqa: E402
-
-
-def gw(c) -> GatewayOptions:  # noqa: ANN001
-    return GatewayOptions(c.gateway_host, c.gateway_port, secret_file=c.secret_file)
 
 
 def main() -> None:
@@ -46,7 +42,7 @@ def main() -> None:
         assert queue_status(conn_a, queue).entries == opts.entries
 
         spark = spark_session(app_name="bench drain")
-        job = DrainJob(source=gw(a), dest=gw(b), queue=queue, dest_table="bench_drained",
+        job = DrainJob(source=a.gateway_options(), dest=b.gateway_options(), queue=queue, dest_table="bench_drained",
                        buckets_per_partition=max(1, opts.buckets // 8))
         started = time.perf_counter()
         report = run_batch(spark, job)
