@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import NamedTuple
 
 from ._idl import MAX_TIMESTAMP
@@ -33,6 +34,10 @@ class ColumnUpdate(NamedTuple):
     delete: bool
 
 
+_new_update = tuple.__new__  # builds a ColumnUpdate without NamedTuple's argument parsing
+_checked_visibility = lru_cache(maxsize=4096)(check_visibility)  # the same expressions recur
+
+
 class Mutation:
     """All changes to one row, sent together. Each put/delete may carry its own timestamp."""
 
@@ -55,7 +60,10 @@ class Mutation:
         timestamp: int | None = None,
     ) -> Mutation:
         """Set the cell (cf, cq, visibility) to ``value``, at ``timestamp`` if given."""
-        self._add(cf, cq, visibility, timestamp, to_bytes(value, "value"), False)
+        # the common case (bytes everywhere) is checked inline: this is the hot path of writing
+        if type(value) is not bytes:
+            value = to_bytes(value, "value")
+        self._add(cf, cq, visibility, timestamp, value, False)
         return self
 
     def delete(
@@ -71,18 +79,21 @@ class Mutation:
 
     def _add(self, cf: BytesLike, cq: BytesLike, cv: BytesLike, ts: int | None, value: bytes,
              delete: bool) -> None:
-        cf_b = to_bytes(cf, "column family")
-        cq_b = to_bytes(cq, "column qualifier")
-        cv_b = to_bytes(cv, "visibility")
-        if ts is not None and (not isinstance(ts, int) or isinstance(ts, bool) or not 0 <= ts <= MAX_TIMESTAMP):
+        if type(cf) is not bytes:
+            cf = to_bytes(cf, "column family")
+        if type(cq) is not bytes:
+            cq = to_bytes(cq, "column qualifier")
+        if type(cv) is not bytes:
+            cv = to_bytes(cv, "visibility")
+        if ts is not None and (type(ts) is not int or not 0 <= ts <= MAX_TIMESTAMP):
             raise InvalidMutationError(f"timestamp must be an int in [0, 2**63-1], got {ts!r}")
-        if cv_b:
+        if cv:
             try:
-                check_visibility(cv_b)
+                _checked_visibility(cv)
             except VisibilityError as exc:
                 raise InvalidMutationError(f"row {self.row!r}: {exc}") from None
-        self.updates.append(ColumnUpdate(cf_b, cq_b, cv_b, ts, value, delete))
-        self.size += len(cf_b) + len(cq_b) + len(cv_b) + len(value) + 16
+        self.updates.append(_new_update(ColumnUpdate, (cf, cq, cv, ts, value, delete)))
+        self.size += len(cf) + len(cq) + len(cv) + len(value) + 16
 
     def __repr__(self) -> str:
         return f"Mutation(row={self.row!r}, updates={len(self.updates)})"

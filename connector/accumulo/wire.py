@@ -47,19 +47,24 @@ _FIELD1_BINARY = bytes([(1 << 4) | _BINARY])  # field delta 1, binary
 
 def encode_column_update(u: ColumnUpdate) -> bytes:
     """One ColumnUpdate struct: cf(1), cq(2), cv(3), [timestamp(4)], value(5) or deleteCell(6), stop."""
-    parts = [_FIELD1_BINARY, _binary(u.cf), _FIELD1_BINARY, _binary(u.cq), _FIELD1_BINARY, _binary(u.cv)]
-    if u.timestamp is not None:
-        parts.append(_timestamp_field(u.timestamp))
-        last = 4
+    cf, cq, cv, ts, value, delete = u
+    n1, n2, n3 = len(cf), len(cq), len(cv)
+    small = _SMALL
+    if n1 < 0x80 and n2 < 0x80 and n3 < 0x80:
+        head = b"\x18" + small[n1] + cf + b"\x18" + small[n2] + cq + b"\x18" + small[n3] + cv
     else:
-        last = 3
-    if u.delete:
-        parts.append(bytes([((6 - last) << 4) | _BOOL_TRUE]))
+        head = b"\x18" + varint(n1) + cf + b"\x18" + varint(n2) + cq + b"\x18" + varint(n3) + cv
+    if ts is not None:
+        head += _timestamp_field(ts)
+        if delete:
+            return head + b"\x21\x00"  # deleteCell(6) = true, field delta 2
+        value_header = b"\x18"  # value(5), delta 1
     else:
-        parts.append(bytes([((5 - last) << 4) | _BINARY]))
-        parts.append(_binary(u.value))
-    parts.append(b"\x00")
-    return b"".join(parts)
+        if delete:
+            return head + b"\x31\x00"  # deleteCell(6) = true, field delta 3
+        value_header = b"\x28"  # value(5), delta 2
+    n = len(value)
+    return head + value_header + (small[n] if n < 0x80 else varint(n)) + value + b"\x00"
 
 
 def encode_row_entry(row: bytes, encoded_updates: list[bytes]) -> bytes:
