@@ -67,7 +67,8 @@ def main() -> int:
         produce_s = time.monotonic() - t_produce
         added = sum(p.added for p in producers)
         depth = queue_status(conn_a, queue).entries
-        print(f"queued {added} entries ({depth} in the queue) in {produce_s:.1f}s", flush=True)
+        print(f"{added} adds in {produce_s:.1f}s: {depth} distinct entries in the queue (the rest were "
+              f"deliberately repeated adds of the same entry)", flush=True)
 
         spark = spark_session(app_name="accumulo-export demo")
         job = DrainJob(source=a.gateway_options(), dest=b.gateway_options(), queue=queue,
@@ -85,7 +86,7 @@ def main() -> int:
         left = queue_status(conn_a, queue).entries
         verified = sorted(expected) == sorted(actual) and len(actual) == len(set(actual)) and left == 0
         print("\n=== demo report ===")
-        print(f"entries exported      {report.exported} (queued {added}, dead-lettered {report.dead_lettered})")
+        print(f"entries exported      {report.exported} of {depth} queued (dead-lettered {report.dead_lettered})")
         print(f"drain throughput      {report.exported / drain_s:,.0f} entries/s ({drain_s:.1f}s, "
               f"{report.rounds} Spark rounds)")
         print(f"latency               last add -> queue empty and B complete: {drain_s:.1f}s")

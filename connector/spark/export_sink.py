@@ -25,7 +25,15 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    WriterCommitMessage,
+)
 from pyspark.sql.types import StructType
 
 from connector.export import AccumuloExporter, DeleteMode, SequencedExport
@@ -100,25 +108,33 @@ def _exporter(dest: GatewayOptions, table: str, translator: str, mode: str, crea
     return exporter
 
 
-def write_partition(settings: SinkSettings, rows: Iterator[Any]) -> ExportCommitMessage:
-    """Export one partition's rows; in drain mode, delete each batch's queue entries after its export."""
+def write_partition(settings: SinkSettings, batches: Iterator[pa.RecordBatch]) -> ExportCommitMessage:
+    """Export one partition; in drain mode, delete each batch's queue entries after its export returned."""
     exporter = settings.exporter()
     if settings.queue is not None:
         assert settings.source is not None
         processor = EntryProcessor(settings.source.shared(), settings.queue, exporter,
                                    buffer_bytes=settings.buffer_bytes, fail_fast=settings.fail_fast)
-        entries = (QueueEntry(bytes(r["entry_row"]), int(r["entry_ts"]), bytes(r["value"] or b"")) for r in rows)
-        return ExportCommitMessage(processor.process(entries))
-    return _export_plain_rows(exporter, settings.buffer_bytes, rows)
+        return ExportCommitMessage(processor.process(_queue_entries(batches)))
+    return _export_plain_rows(exporter, settings.buffer_bytes, (r for b in batches for r in b.to_pylist()))
 
 
-def _export_plain_rows(exporter: AccumuloExporter, buffer_bytes: int, rows: Iterator[Any]) -> ExportCommitMessage:
+def _queue_entries(batches: Iterator[pa.RecordBatch]) -> Iterator[QueueEntry]:
+    for b in batches:
+        rows, stamps, values = (b.column(name).to_pylist() for name in ("entry_row", "entry_ts", "value"))
+        for row, ts, value in zip(rows, stamps, values, strict=True):
+            if row is None or ts is None:
+                raise OptionError("drain mode needs the entry_row and entry_ts columns of the export-queue source")
+            yield QueueEntry(row, ts, value or b"")
+
+
+def _export_plain_rows(exporter: AccumuloExporter, buffer_bytes: int,
+                       rows: Iterator[dict[str, Any]]) -> ExportCommitMessage:
     started = time.monotonic()
     stats = DrainStats()
     batch: list[SequencedExport] = []
     size = 0
-    for r in rows:
-        record = r.asDict()
+    for record in rows:
         if record.get("seq") is None:
             raise OptionError("rows written to accumulo-export need a non-null 'seq' column")
         seq = int(record.pop("seq"))
@@ -176,22 +192,24 @@ class AccumuloExportDataSource(DataSource):
         return ExportStreamWriter(SinkSettings.parse(as_dict(self.options)))
 
 
-class ExportWriter(DataSourceWriter):
+class ExportWriter(DataSourceArrowWriter):
+    """Receives Arrow record batches (cheaper than one Row object per entry)."""
+
     def __init__(self, settings: SinkSettings) -> None:
         self.settings = settings
 
-    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         return write_partition(self.settings, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         write_report(self.settings.report_dir, total(messages))
 
 
-class ExportStreamWriter(DataSourceStreamWriter):
+class ExportStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, settings: SinkSettings) -> None:
         self.settings = settings
 
-    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         return write_partition(self.settings, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:

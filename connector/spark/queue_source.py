@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
@@ -47,10 +48,19 @@ class BucketGroup(InputPartition):
         return self.value
 
 
-def read_group(gateway: GatewayOptions, config: QueueConfig, group: BucketGroup) -> Iterator[tuple]:
-    """Rows of the entries of a group of buckets, each bucket in key+seq order."""
+ARROW_SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("seq", pa.int64()),
+                          ("bucket", pa.int32()), ("entry_row", pa.binary()), ("entry_ts", pa.int64()),
+                          ("error", pa.string())])
+ARROW_BATCH_ROWS = 8192
+
+
+def read_group(gateway: GatewayOptions, config: QueueConfig, group: BucketGroup) -> Iterator[pa.RecordBatch]:
+    """The entries of a group of buckets, each bucket in key+seq order, as Arrow record batches (cheaper
+    to hand to Spark than one tuple per row)."""
     conn = gateway.shared()
     layout = config.layout
+    columns: list[list[Any]] = [[] for _ in ARROW_SCHEMA]
+    key, value, seq, bucket_col, row, ts, error = columns
     for bucket, limit in group.buckets:
         for i, entry in enumerate(read_bucket(conn, config, bucket)):
             if limit is not None and i >= limit:
@@ -58,9 +68,25 @@ def read_group(gateway: GatewayOptions, config: QueueConfig, group: BucketGroup)
             try:
                 parsed = layout.parse_row(entry.row)
             except MalformedEntryError as exc:
-                yield (None, entry.value, None, None, entry.row, entry.ts, exc.reason)
-                continue
-            yield (parsed.key_bytes, entry.value, parsed.seq, parsed.bucket, entry.row, entry.ts, None)
+                parsed, reason = None, exc.reason
+            key.append(parsed.key_bytes if parsed else None)
+            value.append(entry.value)
+            seq.append(parsed.seq if parsed else None)
+            bucket_col.append(parsed.bucket if parsed else None)
+            row.append(entry.row)
+            ts.append(entry.ts)
+            error.append(None if parsed else reason)
+            if len(row) >= ARROW_BATCH_ROWS:
+                yield _batch(columns)
+                for c in columns:
+                    c.clear()
+    if row:
+        yield _batch(columns)
+
+
+def _batch(columns: list[list[Any]]) -> pa.RecordBatch:
+    arrays = [pa.array(c, type=f.type) for c, f in zip(columns, ARROW_SCHEMA, strict=True)]
+    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
 
 
 def group_buckets(buckets: Sequence[tuple[int, int | None]], per_partition: int) -> list[BucketGroup]:
@@ -104,7 +130,7 @@ class QueueBatchReader(DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         return group_buckets([(b, None) for b in range(self.config.num_buckets)], self.per_partition)
 
-    def read(self, partition: InputPartition) -> Iterator[tuple]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, BucketGroup)
         return read_group(self.gateway, self.config, partition)
 
@@ -138,8 +164,14 @@ def _bucket_of_malformed(layout: Any, row: bytes) -> int | None:
     return bucket if 0 <= bucket < layout.num_buckets else None
 
 
+READ_ALL = "read_all"  # offset flag: read pending buckets whole (no read limit in force)
+
+
 class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Per-bucket offsets: {bucketHex: entries scheduled so far}. See the module docstring."""
+    """Per-bucket offsets: {bucketHex: entries scheduled so far, "read_all": flag}. With a read limit
+    (``max_entries_per_trigger``) or AvailableNow, a micro-batch reads at most the scheduled number of
+    entries from the head of each bucket: under sustained overload, entries with larger keys may then wait
+    several micro-batches. See the module docstring."""
 
     MAX_SCAN_KEYS = 500_000
 
@@ -154,7 +186,7 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self.config.layout.bucket_hex(bucket)
 
     def initialOffset(self) -> dict:
-        return {self._hex(b): 0 for b in range(self.config.num_buckets)}
+        return {**{self._hex(b): 0 for b in range(self.config.num_buckets)}, READ_ALL: False}
 
     def getDefaultReadLimit(self) -> ReadLimit:
         return ReadMaxRows(self.max_entries) if self.max_entries else ReadAllAvailable()
@@ -175,6 +207,11 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             share = max(1, limit.max_rows // len(counts))
             counts = {b: min(n, share) for b, n in counts.items()}
         end = dict(start)
+        # With no read limit, each pending bucket is read whole at read time. Cutting it at the count seen
+        # while planning would let entries added meanwhile with smaller keys (the bucket is in key order)
+        # push older entries to later batches, again and again under steady load.
+        if counts:  # with nothing pending the offset must stay equal to start (no empty micro-batch)
+            end[READ_ALL] = isinstance(limit, ReadAllAvailable) and self._target is None
         for bucket, n in counts.items():
             h = self._hex(bucket)
             end[h] = start.get(h, 0) + n
@@ -183,15 +220,16 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return end
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        todo = []
+        todo: list[tuple[int, int | None]] = []
+        read_all = bool(end.get(READ_ALL))
         for b in range(self.config.num_buckets):
             h = self._hex(b)
             n = end.get(h, 0) - start.get(h, 0)
             if n > 0:
-                todo.append((b, n))
+                todo.append((b, None if read_all else n))
         return group_buckets(todo, self.per_partition)
 
-    def read(self, partition: InputPartition) -> Iterator[tuple]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, BucketGroup)
         return read_group(self.gateway, self.config, partition)
 

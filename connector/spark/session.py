@@ -23,8 +23,14 @@ def spark_session(master: str | None = None, app_name: str = "accumulo-export") 
     # executors must run this interpreter, which has this package installed
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    master = master or os.environ.get("SPARK_MASTER", "local[2]")
+    builder = SparkSession.builder.master(master)
+    if master.startswith("local"):
+        # a local session talks only to itself: keep every socket on the loopback interface
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
     builder = (
-        SparkSession.builder.master(master or os.environ.get("SPARK_MASTER", "local[2]"))
+        builder
         .appName(app_name)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
