@@ -130,6 +130,7 @@ def run_batch(spark: SparkSession, job: DrainJob, progress: ProgressFn | None = 
     started = time.monotonic()
     try:
         src = job.source.connect()
+        empty_rounds = 0
         try:
             while report.rounds < max_rounds:
                 status = queue_status(src, job.queue)
@@ -147,12 +148,19 @@ def run_batch(spark: SparkSession, job: DrainJob, progress: ProgressFn | None = 
                 if progress:
                     progress(report)
                 if round_total.entries == 0:
+                    # another drain may have taken the entries meanwhile: look again before giving up
+                    status = queue_status(src, job.queue)
                     if status.entries == 0:
-                        # only rows outside every bucket range are left: no drain reaches them
+                        # done; only rows outside every bucket range may be left, which no drain reaches
                         report.unreachable = status.malformed
+                        report.remaining = 0
                         break
-                    raise DrainError(f"round {report.rounds} read nothing although the queue holds "
-                                     f"{status.entries} entries")
+                    empty_rounds += 1
+                    if empty_rounds >= 3:
+                        raise DrainError(f"{empty_rounds} rounds read nothing although the queue holds "
+                                         f"{status.entries} entries")
+                else:
+                    empty_rounds = 0
             else:
                 raise DrainError(f"queue not empty after {max_rounds} rounds")
         finally:
