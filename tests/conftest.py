@@ -50,3 +50,23 @@ def table(conn_a):
     conn_a.create_table(name)
     yield name
     conn_a.delete_table(name, missing_ok=True)
+
+
+def run_in_threads(work, threads: int) -> list[BaseException]:
+    """Run ``work(n)`` for n in range(threads) at once; return what they raised."""
+    import threading
+
+    errors: list[BaseException] = []
+
+    def guarded(n: int) -> None:
+        try:
+            work(n)
+        except BaseException as exc:  # noqa: BLE001 - collected for the test to assert on
+            errors.append(exc)
+
+    running = [threading.Thread(target=guarded, args=(n,)) for n in range(threads)]
+    for t in running:
+        t.start()
+    for t in running:
+        t.join()
+    return errors

@@ -26,7 +26,7 @@ from connector.accumulo import (
 from connector.accumulo._idl import proxy
 from integration.harness import StandaloneGateway
 
-from .conftest import unique_table
+from .conftest import run_in_threads, unique_table
 
 
 def cells_of(conn, table, rng=None):
@@ -187,22 +187,12 @@ def test_constraint_violation_raises_mutations_rejected_and_writer_survives(conn
 
 
 def test_connection_is_safe_across_threads(conn_a, table):
-    errors: list[BaseException] = []
-
     def work(n: int) -> None:
-        try:
-            for i in range(20):
-                conn_a.write(table, [Mutation(b"t%d-%02d" % (n, i)).put("f", "q", b"%d" % i, timestamp=1)])
-                assert conn_a.table_exists(table)
-        except BaseException as exc:  # noqa: BLE001
-            errors.append(exc)
+        for i in range(20):
+            conn_a.write(table, [Mutation(b"t%d-%02d" % (n, i)).put("f", "q", b"%d" % i, timestamp=1)])
+            assert conn_a.table_exists(table)
 
-    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    assert not run_in_threads(work, 4)
     assert sum(1 for _ in conn_a.scan(table)) == 80
 
 

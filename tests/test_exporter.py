@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import random
-import threading
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -20,7 +19,7 @@ from connector.export import (
     purge_tombstones,
 )
 
-from .conftest import unique_table
+from .conftest import run_in_threads, unique_table
 
 _ids = itertools.count()
 
@@ -159,21 +158,12 @@ def test_rejected_mutation_names_rows_and_exporter_stays_usable(accumulo):
 def test_thread_safe_export(dest):
     conn, table, exporter = dest
     p = f"thr{next(_ids)}:"
-    errors = []
 
     def work(n):
-        try:
-            for i in range(30):
-                exporter.export([update(100 + i, [], [cell(f"{p}{n}-{i}")])])
-        except Exception as exc:  # noqa: BLE001
-            errors.append(exc)
+        for i in range(30):
+            exporter.export([update(100 + i, [], [cell(f"{p}{n}-{i}")])])
 
-    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors and len(state(conn, table, p.encode())) == 120
+    assert not run_in_threads(work, 4) and len(state(conn, table, p.encode())) == 120
 
 
 @pytest.mark.parametrize("mode", [DeleteMode.DELETE, DeleteMode.TOMBSTONE])

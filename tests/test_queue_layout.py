@@ -402,3 +402,15 @@ def test_drain_stats_add_up():
     b = DrainStats(entries=3, exported=3, deleted=3, batches=2, bytes=5, seconds=0.25)
     assert a + b == DrainStats(5, 4, 5, 1, 3, 15, 0.75)
     assert sum([a, b]) == a + b
+
+
+def test_bucket_range_of_finds_the_bucket_even_for_malformed_rows():
+    from connector.queue import QueueLayout
+
+    layout = QueueLayout("q", 13)
+    good = layout.entry_row(b'"k1"', 5)
+    assert layout.bucket_range_of(good) == layout.parse_row(good).bucket
+    assert layout.bucket_range_of(layout.bucket_prefix(3) + b"x") == 3  # too short to parse, still bucket 3
+    assert layout.bucket_range_of(b"q:d:abc") is None  # bucket 13 of 13 does not exist
+    assert layout.bucket_range_of(b"q:3") is None
+    assert layout.bucket_range_of(b"other:3:abcdefghij") is None

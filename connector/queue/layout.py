@@ -161,6 +161,17 @@ class QueueLayout:
             raise MalformedEntryError(row, f"key hashes to bucket {actual}, but the row is in bucket {bucket}")
         return ParsedRow(bucket, key_bytes, seq)
 
+    def bucket_range_of(self, row: bytes) -> int | None:
+        """The bucket whose range holds ``row`` (even a malformed entry row), or None if no bucket's does.
+        A drain reads exactly the rows of its buckets' ranges, malformed or not."""
+        start = len(self._entry_prefix)
+        hex_part = row[start:start + self.hex_width]
+        if (not row.startswith(self._entry_prefix) or len(hex_part) != self.hex_width
+                or not set(hex_part) <= _HEX_DIGITS or row[start + self.hex_width:start + self.hex_width + 1] != b":"):
+            return None
+        bucket = int(hex_part, 16)
+        return bucket if bucket < self.num_buckets else None
+
     # --- dead letters -------------------------------------------------------------------------------
 
     @property

@@ -144,24 +144,12 @@ def pending_by_bucket(gateway: GatewayOptions, config: QueueConfig, max_keys: in
                                        iterators=[KEYS_ONLY], batch_size=10_000)):
         if i >= max_keys:
             return counts, True
-        try:
-            bucket: int | None = layout.parse_row(cell.row).bucket
-        except MalformedEntryError:
-            bucket = _bucket_of_malformed(layout, cell.row)
+        # malformed rows in a bucket's range count too: the sink gets to dead-letter them
+        bucket = layout.bucket_range_of(cell.row)
         if bucket is None:
             continue
         counts[bucket] = counts.get(bucket, 0) + 1
     return counts, False
-
-
-def _bucket_of_malformed(layout: Any, row: bytes) -> int | None:
-    # malformed rows still sit in a bucket's range; count them so the sink gets to dead-letter them
-    prefix_len = len(layout.qid) + 1
-    try:
-        bucket = int(row[prefix_len:prefix_len + layout.hex_width], 16)
-    except ValueError:
-        return None
-    return bucket if 0 <= bucket < layout.num_buckets else None
 
 
 READ_ALL = "read_all"  # offset flag: read pending buckets whole (no read limit in force)
