@@ -107,7 +107,7 @@ def test_bucket_hex_is_lowercase_and_padded():
 
 
 @pytest.mark.parametrize(("qid", "num_buckets"), [
-    ("", 4), ("a:b", 4), (":", 4), ("q", 0), ("q", -3), ("q", True), ("q", 2.0), (None, 4),
+    ("", 4), ("a:b", 4), (":", 4), ("a#dead", 4), ("q", 0), ("q", -3), ("q", True), ("q", 2.0), (None, 4),
 ])
 def test_layout_rejects_bad_arguments(qid, num_buckets):
     with pytest.raises(ValueError):
@@ -131,7 +131,7 @@ def test_entry_row_rejects_bad_seq(seq):
 
 
 @given(
-    qid=st.text(st.characters(blacklist_characters=":", blacklist_categories=("Cs",)), min_size=1, max_size=8),
+    qid=st.text(st.characters(blacklist_characters=":#", blacklist_categories=("Cs",)), min_size=1, max_size=8),
     num_buckets=st.integers(min_value=1, max_value=5000),
     key=st.binary(max_size=40),
     seq=st.integers(min_value=0, max_value=MAX_SEQ),

@@ -24,7 +24,7 @@ class QueueConfig:
     """One export queue.
 
     ``table``: the Accumulo table holding the queue (it may hold other queues and data too);
-    ``qid``: the queue id, the prefix of its rows (no ':'); ``num_buckets``: how many buckets entries are
+    ``qid``: the queue id, the prefix of its rows (no ':' or '#'); ``num_buckets``: how many buckets entries are
     spread over (the unit of parallel draining); ``buckets_per_tablet``: buckets sharing one tablet (None:
     chosen for about 8-16 tablets); ``key_serializer``/``value_serializer``: serializer names, see
     :func:`serializer_from_name`.

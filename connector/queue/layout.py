@@ -62,8 +62,9 @@ class QueueLayout:
     def __init__(self, qid: str, num_buckets: int) -> None:
         if not isinstance(qid, str) or not qid:
             raise ValueError("queue id must be a non-empty string")
-        if ":" in qid:
-            raise ValueError(f"queue id must not contain ':', got {qid!r}")
+        if ":" in qid or "#" in qid:
+            # ':' ends the id in entry rows, '#' in dead-letter rows: "a#dead" would read queue a's dead letters
+            raise ValueError(f"queue id must not contain ':' or '#', got {qid!r}")
         if not isinstance(num_buckets, int) or isinstance(num_buckets, bool) or num_buckets < 1:
             raise ValueError(f"num_buckets must be an int >= 1, got {num_buckets!r}")
         self.qid = qid
