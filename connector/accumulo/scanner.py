@@ -45,19 +45,19 @@ def scan(conn: Connection, table: str, rng: Range | None, columns: Sequence[Any]
     auths = _auths(authorizations)
     thrift_columns = columns_to_thrift(columns)
     thrift_iters = [i.to_thrift() for i in iterators] or None
-    last: Key | None = None
+    last: Cell | None = None  # the last cell yielded; turned into a Key only to resume (not per cell)
     failures = 0
     while True:
-        current = rng if last is None else rng.after(last)
+        current = rng if last is None else rng.after(Key.of(last))
         options = proxy.ScanOptions(authorizations=auths, range=current.to_thrift(), columns=thrift_columns,
                                     iterators=thrift_iters, bufferSize=batch_size)
         scanner_id = conn.call("createScanner", table, options)
         try:
             while True:
                 cells, more = _next_page(conn, scanner_id, batch_size)
-                for cell in cells:
-                    last = Key.of(cell)
-                    yield cell
+                yield from cells
+                if cells:
+                    last = cells[-1]
                 if not more:
                     return
         except (ConnectionLostError, UnknownScannerError) as exc:
