@@ -135,21 +135,22 @@ class QueueBatchReader(DataSourceReader):
         return read_group(self.gateway, self.config, partition)
 
 
-def pending_by_bucket(gateway: GatewayOptions, config: QueueConfig, max_keys: int) -> tuple[dict[int, int], bool]:
-    """Entries per non-empty bucket, from a keys-only scan; stops after ``max_keys`` keys (then True)."""
+def pending_by_bucket(gateway: GatewayOptions, config: QueueConfig, max_keys: int) -> dict[int, int]:
+    """Entries per non-empty bucket, from a keys-only scan. The scan stops after ``max_keys`` keys; the
+    buckets it did not reach then count as ``max_keys`` each (one full round of them may be scheduled)."""
     layout = config.layout
     conn = gateway.shared()
     counts: dict[int, int] = {}
     for i, cell in enumerate(conn.scan(config.table, layout.queue_range(), columns=[("e", "v")],
                                        iterators=[KEYS_ONLY], batch_size=10_000)):
         if i >= max_keys:
-            return counts, True
+            return {b: counts.get(b, max_keys) for b in range(config.num_buckets)}
         # malformed rows in a bucket's range count too: the sink gets to dead-letter them
         bucket = layout.bucket_range_of(cell.row)
         if bucket is None:
             continue
         counts[bucket] = counts.get(bucket, 0) + 1
-    return counts, False
+    return counts
 
 
 READ_ALL = "read_all"  # offset flag: read pending buckets whole (no read limit in force)
@@ -180,15 +181,10 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadMaxRows(self.max_entries) if self.max_entries else ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        counts, truncated = pending_by_bucket(self.gateway, self.config, self.MAX_SCAN_KEYS)
-        if truncated:  # buckets past the scan limit: allow one full round of them
-            counts = {b: counts.get(b, self.MAX_SCAN_KEYS) for b in range(self.config.num_buckets)}
-        self._available_now = counts
+        self._available_now = pending_by_bucket(self.gateway, self.config, self.MAX_SCAN_KEYS)
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        counts, truncated = pending_by_bucket(self.gateway, self.config, self.MAX_SCAN_KEYS)
-        if truncated:
-            counts = {b: counts.get(b, self.MAX_SCAN_KEYS) for b in range(self.config.num_buckets)}
+        counts = pending_by_bucket(self.gateway, self.config, self.MAX_SCAN_KEYS)
         if self._available_now is not None and self._target is None:
             self._target = {self._hex(b): start.get(self._hex(b), 0) + n for b, n in self._available_now.items()}
         if isinstance(limit, ReadMaxRows) and counts:
