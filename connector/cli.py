@@ -7,39 +7,97 @@ environment variables that file names, never from a flag.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
+import os
+import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import IO, TYPE_CHECKING, NoReturn
 
-from connector.accumulo import AccumuloError
+from connector.accumulo import AccumuloError, Connection, Mutation
 from connector.clusters_config import ConfigError, cluster
-from connector.queue import ExportQueue, QueueConfig, queue_status
+from connector.queue import ExportQueue, QueueConfig, QueueError, queue_status, read_stored_config, resolve_config
 from connector.spark.options import OptionError
 
+if TYPE_CHECKING:  # Spark and rich load only when a drain runs: queue commands start faster without them
+    from pyspark.sql import SparkSession
+    from rich.console import Console
+
+    from connector.spark import DrainJob
+
 log = logging.getLogger("accumulo-export")
+
+
+class UsageError(ValueError):
+    """A wrong argument or input: printed as one ``accumulo-export: error: ...`` line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line naming the problem (and where help is), not the usage text."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"accumulo-export: error: {message} (see '{self.prog} --help')\n")
+
+
+def _int_at_least(minimum: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+        return value
+
+    return parse
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {text}")
+    return value
 
 
 def _queue_args(p: argparse.ArgumentParser, cluster_flag: str = "--cluster") -> None:
     p.add_argument(cluster_flag, required=True, help="cluster name from the config file")
     p.add_argument("--table", required=True, help="the table holding the queue")
     p.add_argument("--queue", required=True, help="queue id (the row prefix)")
-    p.add_argument("--buckets", type=int, required=True, help="number of buckets of the queue")
-    p.add_argument("--key-serializer", default="json")
-    p.add_argument("--value-serializer", default="json")
+    p.add_argument("--buckets", type=_int_at_least(1),
+                   help="number of buckets (required by init; later commands read it from the queue)")
+    p.add_argument("--key-serializer", help="json (default at init), bytes or module:callable")
+    p.add_argument("--value-serializer", help="json (default at init), bytes or module:callable")
 
 
-def _config(args: argparse.Namespace) -> QueueConfig:
+def _stored_config(conn: Connection, args: argparse.Namespace, where: str) -> QueueConfig:
+    """The queue's configuration as ``init`` stored it, checked against the flags given."""
+    if not conn.table_exists(args.table):
+        raise UsageError(f"table {args.table!r} does not exist on {where} (create the queue with 'queue init')")
+    return resolve_config(conn, args.table, args.queue, num_buckets=args.buckets,
+                          key_serializer=args.key_serializer, value_serializer=args.value_serializer)
+
+
+def _init_config(conn: Connection, args: argparse.Namespace) -> QueueConfig:
+    """The configuration ``init`` stores: the flags, or for a queue initialised before, what it stored."""
+    if args.buckets is None:
+        if conn.table_exists(args.table) and read_stored_config(conn, args.table, args.queue) is not None:
+            return _stored_config(conn, args, "")
+        raise UsageError("queue init needs --buckets")
     return QueueConfig(table=args.table, qid=args.queue, num_buckets=args.buckets,
-                       buckets_per_tablet=getattr(args, "buckets_per_tablet", None),
-                       key_serializer=args.key_serializer, value_serializer=args.value_serializer)
+                       buckets_per_tablet=args.buckets_per_tablet,
+                       key_serializer=args.key_serializer or "json", value_serializer=args.value_serializer or "json")
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="accumulo-export", description=__doc__.splitlines()[0])
+    p = _Parser(prog="accumulo-export", description=__doc__.splitlines()[0])
     p.add_argument("-v", "--verbose", action="store_true")
     sub = p.add_subparsers(dest="command", required=True)
 
@@ -47,7 +105,7 @@ def parser() -> argparse.ArgumentParser:
         dest="queue_command", required=True)
     init = q.add_parser("init", help="create the queue table with its bucket split points")
     _queue_args(init)
-    init.add_argument("--buckets-per-tablet", type=int)
+    init.add_argument("--buckets-per-tablet", type=_int_at_least(1))
     add = q.add_parser("add", help='add JSON lines {"key": ..., "value": ..., "seq": N} from stdin')
     _queue_args(add)
     status = q.add_parser("status", help="entries, bytes and oldest seq per bucket")
@@ -60,11 +118,11 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--dest-table", required=True)
     d.add_argument("--translator", default="difference", help="difference, replicator, cells or module:callable")
     d.add_argument("--delete-mode", default="delete", choices=["delete", "tombstone"])
-    d.add_argument("--buffer-bytes", type=int, default=1 << 20, help="max bytes per exported batch")
+    d.add_argument("--buffer-bytes", type=_int_at_least(1), default=1 << 20, help="max bytes per exported batch")
     d.add_argument("--fail-fast", action="store_true", help="stop at a malformed entry instead of dead-lettering")
     d.add_argument("--stream", action="store_true", help="run continuously at --trigger-seconds")
-    d.add_argument("--trigger-seconds", type=float, default=1.0)
-    d.add_argument("--max-entries-per-trigger", type=int)
+    d.add_argument("--trigger-seconds", type=_positive_seconds, default=1.0)
+    d.add_argument("--max-entries-per-trigger", type=_int_at_least(1))
     d.add_argument("--checkpoint", help="streaming checkpoint folder (default: a temporary one)")
     d.add_argument("--master", help="Spark master (default local[2] or SPARK_MASTER)")
     return p
@@ -72,80 +130,151 @@ def parser() -> argparse.ArgumentParser:
 
 def cmd_queue(args: argparse.Namespace) -> int:
     gateway = cluster(args.cluster)
-    config = _config(args)
-    with gateway.connect() as conn:
-        if args.queue_command == "init":
-            ExportQueue(conn, config).init()
-            print(f"queue {config.qid} ready in {config.table}: {config.num_buckets} buckets, "
-                  f"{len(config.split_points())} split points")
-            return 0
-        if args.queue_command == "add":
-            items = _read_json_lines(sys.stdin)
-            with ExportQueue(conn, config) as queue:
-                n = queue.add_all(items)
-            print(f"added {n} entries to {config.qid}")
-            return 0
-        st = queue_status(conn, config)
-        if args.json:
-            print(json.dumps({"entries": st.entries, "bytes": st.bytes, "oldest_seq": st.oldest_seq,
-                              "buckets": {b.bucket: {"entries": b.entries, "bytes": b.bytes,
-                                                     "oldest_seq": b.oldest_seq}
-                                          for b in st.buckets if b.entries}}))
-        else:
-            print(f"queue {config.qid}: {st.entries} entries, {st.bytes} bytes, oldest seq {st.oldest_seq}")
-            for b in st.buckets:
-                if b.entries:
-                    print(f"  bucket {b.bucket:>5}: {b.entries:>9} entries {b.bytes:>12} bytes  oldest {b.oldest_seq}")
+    try:
+        with gateway.connect() as conn:
+            return _queue_command(conn, args, gateway.describe())
+    except AccumuloError as exc:
+        raise UsageError(f"{gateway.describe()}: {exc}") from None
+
+
+def _queue_command(conn: Connection, args: argparse.Namespace, where: str) -> int:
+    if args.queue_command == "init":
+        config = _init_config(conn, args)
+        ExportQueue(conn, config).init()
+        print(f"queue {config.qid} ready in {config.table}: {config.num_buckets} buckets, "
+              f"{len(config.split_points())} split points")
         return 0
+    config = _stored_config(conn, args, where)
+    if args.queue_command == "add":
+        with ExportQueue(conn, config) as queue:
+            mutations = _read_json_lines(sys.stdin.buffer, queue)
+            queue.add_mutations(mutations)
+        print(f"added {len(mutations)} entries to {config.qid}")
+        return 0
+    st = queue_status(conn, config)
+    if args.json:
+        print(json.dumps({"entries": st.entries, "bytes": st.bytes, "oldest_seq": st.oldest_seq,
+                          "buckets": {b.bucket: {"entries": b.entries, "bytes": b.bytes,
+                                                 "oldest_seq": b.oldest_seq}
+                                      for b in st.buckets if b.entries}}))
+    else:
+        print(f"queue {config.qid}: {st.entries} entries, {st.bytes} bytes, oldest seq {st.oldest_seq}")
+        for b in st.buckets:
+            if b.entries:
+                print(f"  bucket {b.bucket:>5}: {b.entries:>9} entries {b.bytes:>12} bytes  oldest {b.oldest_seq}")
+    return 0
 
 
-def _read_json_lines(stream: Any) -> list[tuple[Any, Any, int]]:
-    """Parse and check every line before anything is written: a bad line aborts the whole add."""
-    items = []
-    for n, line in enumerate(stream, 1):
+def _read_json_lines(stream: IO[bytes], queue: ExportQueue) -> list[Mutation]:
+    """Parse, check and serialize every line before anything is written: a bad line aborts the whole add."""
+    mutations = []
+    for n, raw in enumerate(stream, 1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise UsageError(f"stdin line {n}: not UTF-8 ({exc.reason} at byte {exc.start}); "
+                             "nothing was added") from None
         if not line.strip():
             continue
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise OptionError(f"stdin line {n}: not JSON ({exc.msg}); nothing was added") from None
+            raise UsageError(f"stdin line {n}: not JSON ({exc.msg}); nothing was added") from None
         if not isinstance(obj, dict) or not {"key", "value", "seq"} <= obj.keys():
-            raise OptionError(f'stdin line {n}: expected {{"key", "value", "seq"}}; nothing was added')
+            raise UsageError(f'stdin line {n}: expected {{"key", "value", "seq"}}; nothing was added')
         seq = obj["seq"]
         if not isinstance(seq, int) or isinstance(seq, bool) or not 0 <= seq < 1 << 63:
-            raise OptionError(f"stdin line {n}: seq must be an integer in [0, 2**63), got {seq!r}; "
-                              "nothing was added")
-        items.append((obj["key"], obj["value"], seq))
-    return items
+            raise UsageError(f"stdin line {n}: seq must be an integer in [0, 2**63), got {seq!r}; "
+                             "nothing was added")
+        try:
+            mutations.append(queue.mutation(obj["key"], obj["value"], seq))
+        except (TypeError, ValueError) as exc:  # what the serializers refuse (NaN in strict JSON, say)
+            raise UsageError(f"stdin line {n}: cannot serialize: {exc}; nothing was added") from None
+    return mutations
 
 
 def cmd_drain(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from connector.spark import DrainJob, run_batch, spark_session
-    from connector.spark.drain_job import DrainReport, collect_stream_reports, start_stream
+    from connector.spark import DrainJob, spark_session
+    from connector.spark.drain_job import DrainError, preflight
 
     console = Console(stderr=True)
     source, dest = cluster(args.source), cluster(args.dest)
-    job = DrainJob(source=source, dest=dest, queue=_config(args), dest_table=args.dest_table,
+    # everything a user can get wrong is checked here, before Spark starts (seconds) and fails in a task
+    with source.connect() as conn:
+        try:
+            queue = _stored_config(conn, args, f"the source {source.describe()}")
+        except AccumuloError as exc:
+            raise UsageError(f"source {source.describe()}: {exc}") from None
+    job = DrainJob(source=source, dest=dest, queue=queue, dest_table=args.dest_table,
                    translator=args.translator, delete_mode=args.delete_mode, buffer_bytes=args.buffer_bytes,
                    fail_fast=args.fail_fast)
-    spark = spark_session(args.master, "accumulo-export drain")
+    preflight(job)
+    with _spark_output(verbose=args.verbose) as spark_log:
+        try:
+            return _run_drain(args, job, console, spark_session(args.master, "accumulo-export drain"))
+        except DrainError as exc:
+            if spark_log:
+                spark_log.keep = True
+                raise DrainError(f"{exc} (Spark's log: {spark_log.path})") from None
+            raise
+
+
+@dataclass
+class _SparkLog:
+    path: str
+    keep: bool = False
+
+
+@contextlib.contextmanager
+def _spark_output(verbose: bool) -> Iterator[_SparkLog | None]:
+    """Send what the JVMs and Python workers print (start-up lines, task traces) to a log file instead of
+    the terminal, so the user sees our lines only; ``-v`` shows everything. The log is removed after a
+    run that succeeded."""
+    if verbose:
+        yield None
+        return
+    fd, path = tempfile.mkstemp(prefix="accumulo-export-spark-", suffix=".log")
+    log_file = _SparkLog(path)
+    sys.stderr.flush()
+    terminal = os.dup(2)
+    os.dup2(fd, 2)  # inherited by the JVM that Spark starts, and by everything it starts
+    os.close(fd)
+    python_stderr = sys.stderr
+    sys.stderr = os.fdopen(os.dup(terminal), "w", buffering=1)  # our own lines still reach the terminal
+    try:
+        yield log_file
+    finally:
+        sys.stderr.close()
+        sys.stderr = python_stderr
+        os.dup2(terminal, 2)
+        os.close(terminal)
+        if not log_file.keep:
+            os.unlink(path)
+
+
+def _run_drain(args: argparse.Namespace, job: DrainJob, console: Console, spark: SparkSession) -> int:
+    from connector.spark import run_batch
+    from connector.spark.drain_job import DrainReport, collect_stream_reports, start_stream, task_error
+
+    source = job.source
 
     def progress(r: DrainReport) -> None:
         console.print(f"round {r.rounds}: drained {r.exported} entries ({r.rate:,.0f}/s), "
                       f"{r.dead_lettered} dead-lettered; queue depth before round "
                       f"{r.history[-1]['queue_before'] if r.history else '?'}")
 
+    report_dir = tempfile.mkdtemp(prefix="drain-stream-") if args.stream else None
+    own_checkpoint = args.stream and not args.checkpoint
+    checkpoint = args.checkpoint or (tempfile.mkdtemp(prefix="drain-checkpoint-") if args.stream else "")
     try:
-        if not args.stream:
-            report = run_batch(spark, job, progress)
+        if report_dir is None:
+            report = run_batch(spark, job, progress, check=False)
         else:
             report = DrainReport()
-            report_dir = tempfile.mkdtemp(prefix="drain-stream-")
-            checkpoint = args.checkpoint or tempfile.mkdtemp(prefix="drain-checkpoint-")
             query = start_stream(spark, job, checkpoint, report_dir, args.trigger_seconds,
-                                 max_entries_per_trigger=args.max_entries_per_trigger)
+                                 max_entries_per_trigger=args.max_entries_per_trigger, check=False)
             started = time.monotonic()
             console.print(f"streaming drain started (checkpoint {checkpoint}); Ctrl-C stops it")
             try:
@@ -160,10 +289,14 @@ def cmd_drain(args: argparse.Namespace) -> int:
                 console.print("stopping ...")
                 query.stop()
             collect_stream_reports(report_dir, report)
-            if query.exception():
-                raise RuntimeError(str(query.exception()))
+            failure = query.exception()
+            if failure is not None:
+                raise task_error(failure) or RuntimeError(str(failure))
     finally:
         spark.stop()
+        for folder in (report_dir, checkpoint if own_checkpoint else None):
+            if folder:
+                shutil.rmtree(folder, ignore_errors=True)
     print(json.dumps({"rounds": report.rounds, "entries": report.entries, "exported": report.exported,
                       "deleted": report.deleted, "dead_lettered": report.dead_lettered,
                       "seconds": round(report.seconds, 2), "entries_per_s": round(report.rate, 1),
@@ -175,9 +308,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
+    from connector.spark.drain_job import DrainError
+
     try:
         return cmd_queue(args) if args.command == "queue" else cmd_drain(args)
-    except (ConfigError, OptionError, AccumuloError, ValueError) as exc:
+    except (ConfigError, OptionError, AccumuloError, QueueError, DrainError, ValueError) as exc:
         print(f"accumulo-export: error: {exc}", file=sys.stderr)
         return 2
 

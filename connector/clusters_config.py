@@ -7,6 +7,9 @@ overrides it. The embedded harness writes one for the clusters it starts. Exampl
     host = "127.0.0.1"
     port = 42424
     secret_file = "/etc/accumulo-export/a.secret"   # or: secret_env = "A_GATEWAY_SECRET"
+
+A cluster that names neither uses ACCUMULO_GATEWAY_SECRET_FILE or ACCUMULO_GATEWAY_SECRET; one that names a
+source that is missing is an error, never a fall-back to another secret.
 """
 
 from __future__ import annotations
@@ -44,8 +47,8 @@ def load_clusters(path: Path | None = None) -> dict[str, GatewayOptions]:
         if "port" not in entry:
             raise ConfigError(f"{path}: cluster {name!r} has no port")
         out[name] = GatewayOptions(host=str(entry.get("host", "127.0.0.1")), port=int(entry["port"]),
-                                   secret_file=entry.get("secret_file"),
-                                   secret_env=entry.get("secret_env", "ACCUMULO_GATEWAY_SECRET"))
+                                   secret_file=entry.get("secret_file"), secret_env=entry.get("secret_env"),
+                                   name=name)
     return out
 
 
@@ -61,7 +64,10 @@ def write_clusters(path: Path, clusters: dict[str, GatewayOptions]) -> None:
     lines = []
     for name, g in clusters.items():
         lines += [f"[clusters.{name}]", f'host = "{g.host}"', f"port = {g.port}"]
-        lines.append(f'secret_file = "{g.secret_file}"' if g.secret_file else f'secret_env = "{g.secret_env}"')
+        if g.secret_file:
+            lines.append(f'secret_file = "{g.secret_file}"')
+        elif g.secret_env:
+            lines.append(f'secret_env = "{g.secret_env}"')
         lines.append("")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import itertools
 import os
+import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
+
+from connector.clusters_config import CONFIG_ENV, write_clusters
+from connector.queue import ExportQueue, QueueConfig, queue_status
+from connector.spark import DrainJob
+from examples.inverted_count_index import Producer, SequenceOracle, actual_index, expected_index, split, words
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -70,3 +77,94 @@ def run_in_threads(work, threads: int) -> list[BaseException]:
     for t in running:
         t.join()
     return errors
+
+
+# --- the drain on real clusters A and B: shared by the end-to-end and bad-input tests ---------------------
+
+@pytest.fixture(scope="module")
+def spark():
+    from connector.spark import spark_session
+
+    session = spark_session("local[2]", "tests")
+    yield session
+    session.stop()
+
+
+class Scenario:
+    """A queue on A, a counts table (the truth) on A and an index table on B, all fresh."""
+
+    def __init__(self, accumulo, buckets: int = 13) -> None:
+        self.accumulo = accumulo
+        self.a, self.b = accumulo["a"], accumulo["b"]
+        self.conn_a, self.conn_b = self.a.connect(), self.b.connect()
+        self.queue = QueueConfig(table=unique_table("q"), qid="cidx", num_buckets=buckets)
+        self.counts = unique_table("counts")
+        self.index = unique_table("index")
+        ExportQueue(self.conn_a, self.queue).init()
+        self.conn_a.create_table(self.counts)
+        self.oracle = SequenceOracle()
+        self.state: dict[str, int] = {}  # the producers' view of the counts, kept across produce() calls
+
+    def job(self, **kw) -> DrainJob:
+        return DrainJob(source=kw.pop("source", self.a.gateway_options()),
+                        dest=kw.pop("dest", self.b.gateway_options()), queue=self.queue,
+                        dest_table=kw.pop("dest_table", self.index), **kw)
+
+    def produce(self, transactions: int, producers: int = 2, n_words: int = 300, seed: int = 0) -> int:
+        ps = [Producer(self.a.connect(), self.queue, self.counts, ws, self.oracle, seed=seed + i, counts=self.state)
+              for i, ws in enumerate(split(words(n_words), producers))]
+        threads = [threading.Thread(target=p.run, args=(transactions // producers,)) for p in ps]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for p in ps:
+            p.conn.close()
+        return sum(p.added for p in ps)
+
+    def depth(self) -> int:
+        return queue_status(self.conn_a, self.queue).entries
+
+    def verify(self) -> None:
+        expected = expected_index(self.conn_a, self.counts)
+        actual = actual_index(self.conn_b, self.index)
+        assert len(actual) == len(set(actual)), "duplicate index cells"
+        stale = set(actual) - expected
+        missing = expected - set(actual)
+        assert not stale and not missing, f"stale {sorted(stale)[:5]} missing {sorted(missing)[:5]}"
+        assert self.depth() == 0
+
+    def close(self) -> None:
+        self.conn_a.close()
+        self.conn_b.close()
+
+
+@pytest.fixture
+def scenario(accumulo):
+    s = Scenario(accumulo)
+    yield s
+    s.close()
+
+
+def run_cli(env: dict, *args: str, stdin: str | None = None, stdin_bytes: bytes | None = None,
+            timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run ``accumulo-export`` in a subprocess; stdout and stderr come back as text."""
+    data = stdin.encode() if stdin is not None else stdin_bytes
+    out = subprocess.run([sys.executable, "-m", "connector.cli", *args], input=data, capture_output=True,
+                         env=env, cwd=ROOT, timeout=timeout)
+    return subprocess.CompletedProcess(out.args, out.returncode, out.stdout.decode(errors="replace"),
+                                       out.stderr.decode(errors="replace"))
+
+
+@pytest.fixture
+def cli_env(accumulo, tmp_path):
+    config = tmp_path / "clusters.toml"
+    write_clusters(config, {"A": accumulo["a"].gateway_options(), "B": accumulo["b"].gateway_options()})
+    return dict(os.environ, **{CONFIG_ENV: str(config), "PYSPARK_PYTHON": sys.executable})
+
+
+def drain_args(s: Scenario) -> list[str]:
+    return ["drain", "--source", "A", "--dest", "B", "--table", s.queue.table, "--queue", s.queue.qid,
+            "--buckets", str(s.queue.num_buckets), "--dest-table", s.index, "--translator", "difference"]
+
+

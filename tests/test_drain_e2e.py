@@ -15,83 +15,16 @@ from pathlib import Path
 import pytest
 
 from connector.accumulo import Mutation
-from connector.clusters_config import CONFIG_ENV, write_clusters
-from connector.queue import ExportQueue, QueueConfig, queue_status
+from connector.queue import QueueConfig, queue_status
 from connector.spark import DrainError, DrainJob, GatewayOptions, run_batch, start_stream
 from connector.spark.drain_job import DrainReport, collect_stream_reports
-from examples.inverted_count_index import Producer, SequenceOracle, actual_index, expected_index, split, words
 from integration.harness import StandaloneGateway
 
-from .conftest import unique_table
+from .conftest import Scenario, drain_args, run_cli, unique_table
 
 pytestmark = pytest.mark.spark
 ROOT = Path(__file__).resolve().parent.parent
 
-
-
-@pytest.fixture(scope="module")
-def spark():
-    from connector.spark import spark_session
-
-    session = spark_session("local[2]", "tests")
-    yield session
-    session.stop()
-
-
-class Scenario:
-    """A queue on A, a counts table (the truth) on A and an index table on B, all fresh."""
-
-    def __init__(self, accumulo, buckets: int = 13) -> None:
-        self.accumulo = accumulo
-        self.a, self.b = accumulo["a"], accumulo["b"]
-        self.conn_a, self.conn_b = self.a.connect(), self.b.connect()
-        self.queue = QueueConfig(table=unique_table("q"), qid="cidx", num_buckets=buckets)
-        self.counts = unique_table("counts")
-        self.index = unique_table("index")
-        ExportQueue(self.conn_a, self.queue).init()
-        self.conn_a.create_table(self.counts)
-        self.oracle = SequenceOracle()
-        self.state: dict[str, int] = {}  # the producers' view of the counts, kept across produce() calls
-
-    def job(self, **kw) -> DrainJob:
-        return DrainJob(source=kw.pop("source", self.a.gateway_options()),
-                        dest=kw.pop("dest", self.b.gateway_options()), queue=self.queue,
-                        dest_table=kw.pop("dest_table", self.index), **kw)
-
-    def produce(self, transactions: int, producers: int = 2, n_words: int = 300, seed: int = 0) -> int:
-        ps = [Producer(self.a.connect(), self.queue, self.counts, ws, self.oracle, seed=seed + i, counts=self.state)
-              for i, ws in enumerate(split(words(n_words), producers))]
-        threads = [threading.Thread(target=p.run, args=(transactions // producers,)) for p in ps]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        for p in ps:
-            p.conn.close()
-        return sum(p.added for p in ps)
-
-    def depth(self) -> int:
-        return queue_status(self.conn_a, self.queue).entries
-
-    def verify(self) -> None:
-        expected = expected_index(self.conn_a, self.counts)
-        actual = actual_index(self.conn_b, self.index)
-        assert len(actual) == len(set(actual)), "duplicate index cells"
-        stale = set(actual) - expected
-        missing = expected - set(actual)
-        assert not stale and not missing, f"stale {sorted(stale)[:5]} missing {sorted(missing)[:5]}"
-        assert self.depth() == 0
-
-    def close(self) -> None:
-        self.conn_a.close()
-        self.conn_b.close()
-
-
-@pytest.fixture
-def scenario(accumulo):
-    s = Scenario(accumulo)
-    yield s
-    s.close()
 
 
 def test_inverted_count_index_end_to_end(spark, scenario):
@@ -146,35 +79,18 @@ def test_available_now_drains_and_a_restart_continues_from_the_checkpoint(spark,
     scenario.verify()
 
 
-def _cli(env: dict, *args: str, stdin: str | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "connector.cli", *args], input=stdin, text=True,
-                          capture_output=True, env=env, cwd=ROOT, timeout=timeout)
-
-
-@pytest.fixture
-def cli_env(accumulo, tmp_path):
-    config = tmp_path / "clusters.toml"
-    write_clusters(config, {"A": accumulo["a"].gateway_options(), "B": accumulo["b"].gateway_options()})
-    return dict(os.environ, **{CONFIG_ENV: str(config), "PYSPARK_PYTHON": sys.executable})
-
-
-def _drain_args(s: Scenario) -> list[str]:
-    return ["drain", "--source", "A", "--dest", "B", "--table", s.queue.table, "--queue", s.queue.qid,
-            "--buckets", str(s.queue.num_buckets), "--dest-table", s.index, "--translator", "difference"]
-
-
 def test_drain_killed_with_sigkill_and_rerun_is_exact(scenario, cli_env):
     scenario.produce(4000, producers=2, seed=5)
     rng = random.Random(42)
     for _attempt in range(2):
-        proc = subprocess.Popen([sys.executable, "-m", "connector.cli", *_drain_args(scenario),
+        proc = subprocess.Popen([sys.executable, "-m", "connector.cli", *drain_args(scenario),
                                  "--buffer-bytes", "4096"],
                                 env=cli_env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 start_new_session=True)
         time.sleep(rng.uniform(8, 20))
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-    done = _cli(cli_env, *_drain_args(scenario))
+    done = run_cli(cli_env, *drain_args(scenario))
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     assert summary["remaining"] == 0
@@ -233,7 +149,7 @@ def test_fail_fast_stops_with_clear_error_and_deletes_nothing_of_that_batch(scen
     scenario.produce(200, seed=17)
     _malformed_rows(scenario)
     before = scenario.depth() + 3
-    out = _cli(cli_env, *_drain_args(scenario), "--fail-fast", "--buffer-bytes", str(1 << 30))
+    out = run_cli(cli_env, *drain_args(scenario), "--fail-fast", "--buffer-bytes", str(1 << 30))
     assert out.returncode != 0
     assert "malformed" in (out.stderr + out.stdout).lower()
     # one batch per bucket group with a huge buffer: the failing groups kept all their entries
@@ -273,17 +189,17 @@ def test_secret_options_are_refused(spark, scenario):
 
 def test_cli_queue_add_status_and_bad_input(scenario, cli_env):
     q = ["--cluster", "A", "--table", unique_table("cliq"), "--queue", "jobs", "--buckets", "5"]
-    assert _cli(cli_env, "queue", "init", *q).returncode == 0
+    assert run_cli(cli_env, "queue", "init", *q).returncode == 0
     lines = "\n".join(json.dumps({"key": f"k{i}", "value": {"n": i}, "seq": 100 + i}) for i in range(20))
-    out = _cli(cli_env, "queue", "add", *q, stdin=lines)
+    out = run_cli(cli_env, "queue", "add", *q, stdin=lines)
     assert out.returncode == 0, out.stderr
-    status = json.loads(_cli(cli_env, "queue", "status", *q, "--json").stdout)
+    status = json.loads(run_cli(cli_env, "queue", "status", *q, "--json").stdout)
     assert status["entries"] == 20 and status["oldest_seq"] == 100
     bad = lines + '\n{"key": "x", "value": 1, "seq": -4}\n'
-    out = _cli(cli_env, "queue", "add", *q, stdin=bad)
+    out = run_cli(cli_env, "queue", "add", *q, stdin=bad)
     assert out.returncode == 2 and "line 21" in out.stderr and "nothing was added" in out.stderr
-    assert json.loads(_cli(cli_env, "queue", "status", *q, "--json").stdout)["entries"] == 20
-    out = _cli(cli_env, "queue", "status", "--cluster", "nope", *q[2:])
+    assert json.loads(run_cli(cli_env, "queue", "status", *q, "--json").stdout)["entries"] == 20
+    out = run_cli(cli_env, "queue", "status", "--cluster", "nope", *q[2:])
     assert out.returncode == 2 and "unknown cluster" in out.stderr
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from connector.accumulo import BatchWriter, Connection, Mutation, MutationsRejectedError
 
-from .core import CellChange, SequencedExport, Translator
+from .core import DATA_ERRORS, BatchTranslationError, CellChange, SequencedExport, Translator, translation_reason
 from .tombstones import TOMBSTONE, DeleteMode, install_tombstone_filter
 from .translators import translator_from_name
 
@@ -77,8 +77,20 @@ class AccumuloExporter:
         return list(by_row.values())
 
     def export(self, exports: Sequence[SequencedExport]) -> None:
-        """Write one batch and return when it is durable. Translation errors raise before anything is sent."""
-        mutations = [m for e in exports for m in self.mutations(e)]
+        """Write one batch and return when it is durable.
+
+        Every export is translated before anything is sent: if any cannot be (its translator raised
+        ``TranslationError`` or another data error), ``BatchTranslationError`` names all of them and nothing
+        of the batch is written."""
+        mutations: list[Mutation] = []
+        failures: dict[int, str] = {}
+        for i, export in enumerate(exports):
+            try:
+                mutations += self.mutations(export)
+            except DATA_ERRORS as exc:  # InvalidMutationError (a bad visibility, say) is a ValueError too
+                failures[i] = translation_reason(exc)
+        if failures:
+            raise BatchTranslationError(failures)
         with self._lock:
             writer = self._writer
             if writer is None:

@@ -29,7 +29,9 @@ class Exporter(Protocol):
 
     ``export`` must tolerate duplicates and any arrival order, return only once everything it wrote is
     durable, and raise on any failure (never hang, never swallow). The caller deletes the exported queue
-    entries only after ``export`` returned.
+    entries only after ``export`` returned. An export whose value cannot be translated is the entry's fault,
+    not the batch's: raise ``BatchTranslationError`` naming every such export, before writing anything, and
+    the drain dead-letters those entries and exports the rest again.
     """
 
     def export(self, exports: Sequence[SequencedExport]) -> None: ...
@@ -65,3 +67,31 @@ class Translator(Protocol):
 
 class TranslationError(ValueError):
     """An export's value does not have the shape its translator expects; the message says what is wrong."""
+
+
+class BatchTranslationError(TranslationError):
+    """Some exports of a batch could not be translated, so nothing of the batch was written.
+
+    ``failures`` maps the index of each failed export in the batch to its reason, so that a caller can set
+    those exports aside (the drain dead-letters them) and export the rest.
+    """
+
+    def __init__(self, failures: dict[int, str]) -> None:
+        first = min(failures)
+        more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
+        super().__init__(f"export {first} of the batch: {failures[first]}{more}")
+        self.failures = dict(failures)
+
+    def __reduce__(self) -> tuple[type, tuple[dict[int, str]]]:  # picklable across Spark workers
+        return (type(self), (self.failures,))
+
+
+#: What a translator raises for an export it cannot handle (the export's fault, so it is dead-lettered).
+#: Anything else (a lost connection inside a user translator, say) fails the whole batch, to be retried.
+DATA_ERRORS: tuple[type[Exception], ...] = (ValueError, TypeError, KeyError, IndexError, AttributeError)
+
+
+def translation_reason(exc: Exception) -> str:
+    """The reason recorded for an export that failed translation: a TranslationError's own message, or the
+    exception type and message of anything else a (user) translator raised."""
+    return str(exc) if isinstance(exc, TranslationError) else f"{type(exc).__name__}: {exc}"

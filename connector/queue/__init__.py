@@ -3,7 +3,8 @@ and then deletes exactly what it exported.
 
 Modules, one idea each: ``layout`` (rows, buckets, splits, dead letters), ``serializers`` (keys and values as
 bytes), ``config`` (one queue's settings), ``codec`` (exports to entries and back), ``producer`` (adding),
-``status`` (what waits), ``reader`` (reading entries), ``drain`` (exporting and deleting them)::
+``status`` (what waits), ``stored_config`` (what ``init`` recorded), ``reader`` (reading entries), ``drain``
+(exporting and deleting them)::
 
     config = QueueConfig(table="exports", qid="idx", num_buckets=64)
     with ExportQueue(conn_a, config) as queue:
@@ -15,16 +16,18 @@ bytes), ``config`` (one queue's settings), ``codec`` (exports to entries and bac
 from .codec import EntryCodec
 from .config import QueueConfig, default_buckets_per_tablet
 from .drain import DEFAULT_BUFFER_BYTES, DrainStats, EntryProcessor, drain_bucket, drain_queue
-from .errors import MalformedEntryError, QueueError
+from .errors import EntryTranslationError, MalformedEntryError, QueueError
 from .layout import ParsedRow, QueueLayout, bucket_of, hex_width, murmur3_32
 from .producer import ExportQueue
 from .reader import QueueEntry, read_bucket
 from .serializers import BytesSerializer, JsonSerializer, Serializer, serializer_from_name
 from .status import BucketStatus, QueueStatus, queue_status
+from .stored_config import QueueConfigError, check_config, read_stored_config, resolve_config, store_config
 
 __all__ = [
     "BucketStatus", "BytesSerializer", "DEFAULT_BUFFER_BYTES", "DrainStats", "EntryCodec", "EntryProcessor",
-    "ExportQueue", "JsonSerializer", "MalformedEntryError", "ParsedRow", "QueueConfig", "QueueEntry", "QueueError",
-    "QueueLayout", "QueueStatus", "Serializer", "bucket_of", "default_buckets_per_tablet", "drain_bucket",
-    "drain_queue", "hex_width", "murmur3_32", "queue_status", "read_bucket", "serializer_from_name",
+    "EntryTranslationError", "ExportQueue", "JsonSerializer", "MalformedEntryError", "ParsedRow", "QueueConfig",
+    "QueueConfigError", "QueueEntry", "QueueError", "QueueLayout", "QueueStatus", "Serializer", "bucket_of",
+    "check_config", "default_buckets_per_tablet", "drain_bucket", "drain_queue", "hex_width", "murmur3_32",
+    "queue_status", "read_bucket", "read_stored_config", "resolve_config", "store_config", "serializer_from_name",
 ]

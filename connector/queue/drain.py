@@ -1,7 +1,8 @@
 """Draining: export queue entries in bounded batches, then delete exactly what was exported.
 
-The order per batch is what makes a crash harmless (invariant 2): decode; dead-letter what cannot be decoded
-(flushed before its original is deleted); ``exporter.export(batch)``; only after it returned, delete each
+The order per batch is what makes a crash harmless (invariant 2): decode; ``exporter.export(batch)`` (if the
+exporter names exports it cannot translate, set their entries aside and export the rest); dead-letter what
+could not be decoded or translated (flushed before its original is deleted); only after that, delete each
 entry at its own timestamp and flush, before the next batch is exported. A crash anywhere leaves entries that
 are exported again later (at least once), never entries deleted but not exported. A delete at the entry's
 timestamp hides only the version that was read, so an entry re-added meanwhile (newer timestamp) survives.
@@ -21,11 +22,11 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from connector.accumulo import BatchWriter, Connection, Mutation
-from connector.export.core import Exporter, SequencedExport
+from connector.export.core import BatchTranslationError, Exporter, SequencedExport
 
 from .codec import EntryCodec
 from .config import QueueConfig
-from .errors import MalformedEntryError
+from .errors import EntryTranslationError, MalformedEntryError
 from .layout import DEAD_FAMILY, DEAD_REASON, DEAD_TS, DEAD_VALUE, ENTRY_FAMILY, ENTRY_QUALIFIER
 from .reader import QueueEntry, read_bucket
 
@@ -66,10 +67,12 @@ class EntryProcessor:
     """Exports queue entries through ``exporter`` and deletes them from the source table afterwards.
 
     Entries are grouped into batches of at most ``buffer_bytes`` (row + value bytes; an entry larger than
-    that goes alone). Malformed entries are moved to the queue's dead-letter range with the reason and
-    counted; with ``fail_fast=True`` the first one raises ``MalformedEntryError`` instead, before anything of
-    its batch is exported or deleted. An exception from the exporter propagates, and nothing of that batch
-    is deleted. ``writer_options`` go to the BatchWriter used for deletes and dead letters.
+    that goes alone). Malformed entries, and entries whose exports the exporter cannot translate
+    (``BatchTranslationError``), are moved to the queue's dead-letter range with the reason and counted; the
+    rest of their batch is exported as usual. With ``fail_fast=True`` the first one raises
+    ``MalformedEntryError`` or ``EntryTranslationError`` instead, and nothing of its batch is exported or
+    deleted. Any other exception from the exporter propagates, and nothing of that batch is deleted.
+    ``writer_options`` go to the BatchWriter used for deletes and dead letters.
     """
 
     def __init__(self, source_conn: Connection, config: QueueConfig, exporter: Exporter, *,
@@ -123,7 +126,7 @@ class EntryProcessor:
     def _process_batch(self, batch: list[QueueEntry], writer: BatchWriter, stats: DrainStats) -> None:
         exports: list[SequencedExport] = []
         exported_entries: list[QueueEntry] = []
-        malformed: list[tuple[QueueEntry, str]] = []
+        rejected: list[tuple[QueueEntry, str]] = []  # to dead-letter, with the reason
         for entry in batch:
             try:
                 exports.append(self._codec.decode(entry.row, entry.value))
@@ -131,28 +134,48 @@ class EntryProcessor:
             except MalformedEntryError as exc:
                 if self.fail_fast:
                     raise
-                malformed.append((entry, exc.reason))
+                rejected.append((entry, exc.reason))
         stats.entries += len(batch)
         stats.bytes += sum(e.size for e in batch)
 
-        if malformed:
-            for entry, reason in malformed:
+        if exports:
+            try:
+                self.exporter.export(exports)
+            except BatchTranslationError as exc:
+                # the entries the translator rejects are theirs to blame, not the batch's: set them aside
+                failed = self._untranslatable(exc, exports, exported_entries)
+                rejected += failed
+                keep = [i for i in range(len(exports)) if i not in exc.failures]
+                exports = [exports[i] for i in keep]
+                exported_entries = [exported_entries[i] for i in keep]
+                if exports:
+                    self.exporter.export(exports)
+            if exports:
+                stats.exported += len(exports)
+                stats.batches += 1
+
+        if rejected:
+            for entry, reason in rejected:
                 writer.add_mutation(self._dead_letter(entry, reason))
                 log.warning("queue %s: dead-lettering %r: %s", self.config.qid, entry.row, reason)
             writer.flush()  # the dead letter must be durable before its original is deleted
-            stats.dead_lettered += len(malformed)
+            stats.dead_lettered += len(rejected)
 
-        if exports:
-            self.exporter.export(exports)
-            stats.exported += len(exports)
-            stats.batches += 1
-
-        done = exported_entries + [entry for entry, _ in malformed]
+        done = exported_entries + [entry for entry, _ in rejected]
         for entry in done:
             # at the entry's own timestamp: hides the version we read, not a newer re-add of the same row
             writer.add_mutation(Mutation(entry.row).delete(ENTRY_FAMILY, ENTRY_QUALIFIER, timestamp=entry.ts))
         writer.flush()  # before the next batch is exported
         stats.deleted += len(done)
+
+    def _untranslatable(self, exc: BatchTranslationError, exports: list[SequencedExport],
+                        entries: list[QueueEntry]) -> list[tuple[QueueEntry, str]]:
+        """The entries whose exports ``exc`` names, with their reasons; with fail-fast, stop at the first."""
+        if self.fail_fast:
+            first = min(exc.failures)
+            export = exports[first]
+            raise EntryTranslationError(entries[first].row, export.key, export.seq, exc.failures[first]) from None
+        return [(entries[i], f"untranslatable: {reason}") for i, reason in sorted(exc.failures.items())]
 
     def _dead_letter(self, entry: QueueEntry, reason: str) -> Mutation:
         return (Mutation(self.config.layout.dead_letter_row(entry.row))

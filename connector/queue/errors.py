@@ -17,3 +17,17 @@ class MalformedEntryError(QueueError, ValueError):
 
     def __reduce__(self) -> tuple[type, tuple[bytes, str]]:  # picklable across Spark workers
         return (type(self), (self.row, self.reason))
+
+
+class EntryTranslationError(QueueError, ValueError):
+    """Fail-fast stopped at an entry its translator rejects; nothing of that entry's batch was deleted.
+
+    ``row``, ``key`` and ``seq`` name the entry, ``reason`` is the translator's message."""
+
+    def __init__(self, row: bytes, key: object, seq: int, reason: str) -> None:
+        super().__init__(f"entry {row!r} (key {key!r}, seq {seq}) cannot be translated: {reason}; "
+                         "fail-fast: nothing of its batch was deleted")
+        self.row, self.key, self.seq, self.reason = row, key, seq, reason
+
+    def __reduce__(self) -> tuple[type, tuple[bytes, object, int, str]]:
+        return (type(self), (self.row, self.key, self.seq, self.reason))

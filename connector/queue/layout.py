@@ -4,9 +4,11 @@ Compatible with the Fluo Recipes export queue::
 
     entry row    <qid>:<bucketHex>:<serialized key><seq, 8 bytes big-endian>    column e:v, value = serialized value
     dead letter  <qid>#dead:<original row>                                      columns d:reason, d:value, d:ts
+    config       <qid>#config                                                   column c:queue, value = JSON
 
-Entry rows sort between the split points ``<qid>#`` and ``<qid>:~``; dead letters sort between ``<qid>#`` and
-``<qid>:``, so they never fall into a bucket's range.
+Entry rows sort between the split points ``<qid>#`` and ``<qid>:~``; dead letters and the config row sort
+between ``<qid>#`` and ``<qid>:``, so they never fall into a bucket's range. The config row holds what every
+reader and writer of the queue must agree on (buckets, serializers), written once by ``init``.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ DEAD_FAMILY = b"d"
 DEAD_REASON = b"reason"
 DEAD_VALUE = b"value"
 DEAD_TS = b"ts"
+CONFIG_FAMILY = b"c"
+CONFIG_QUALIFIER = b"queue"
 _HEX_DIGITS = frozenset(b"0123456789abcdef")
 
 
@@ -172,6 +176,13 @@ class QueueLayout:
             return None
         bucket = int(hex_part, 16)
         return bucket if bucket < self.num_buckets else None
+
+    # --- configuration ------------------------------------------------------------------------------
+
+    @property
+    def config_row(self) -> bytes:
+        """``<qid>#config``, the row holding the queue's stored configuration."""
+        return self._qid_bytes + b"#config"
 
     # --- dead letters -------------------------------------------------------------------------------
 

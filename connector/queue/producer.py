@@ -12,6 +12,7 @@ from .codec import EntryCodec
 from .config import QueueConfig
 from .layout import ENTRY_FAMILY, ENTRY_QUALIFIER
 from .status import QueueStatus, queue_status
+from .stored_config import check_config, store_config
 
 ExportItem = SequencedExport | tuple[Any, Any, int]
 
@@ -32,15 +33,21 @@ class ExportQueue:
         self._codec = EntryCodec(config)
         self._writer_options = dict(writer_options or {})
         self._writer: BatchWriter | None = None
+        self._checked = False  # against the stored configuration, before the first write
 
     def __repr__(self) -> str:
         return f"ExportQueue(table={self.config.table!r}, qid={self.config.qid!r})"
 
-    def init(self) -> None:
-        """Create the table (versioning on) if it does not exist, and add the queue's split points.
-        Safe to run again, and on a table that already holds other data."""
+    def init(self) -> bool:
+        """Create the table (versioning on) if it does not exist, store the queue's configuration (buckets,
+        serializers) in its own rows, and add its split points. Safe to run again with the same configuration,
+        and on a table that already holds other data; refused (``QueueConfigError``, nothing changed) when the
+        queue was initialised with a different one. Returns True if this call stored the configuration."""
         self.connection.create_table(self.config.table, versioning=True, exist_ok=True)
+        stored = store_config(self.connection, self.config)
         self.connection.add_splits(self.config.table, self.config.split_points())
+        self._checked = True
+        return stored
 
     def mutation(self, key: Any, value: Any, seq: int) -> Mutation:
         """The mutation adding one entry, for callers that send it with their own writes."""
@@ -67,6 +74,11 @@ class ExportQueue:
             count += 1
         return count
 
+    def add_mutations(self, mutations: Iterable[Mutation]) -> None:
+        """Queue entries made by ``mutation()`` (durable after ``flush()``): serialize everything first, then
+        send, so that a value the serializer refuses stops the caller before anything was written."""
+        self._writer_for().add_mutations(mutations)
+
     def flush(self) -> None:
         """Make everything added so far durable."""
         if self._writer is not None:
@@ -91,6 +103,10 @@ class ExportQueue:
             writer.__exit__(exc_type, exc, tb)  # on error: drop what was not sent, keep the block's exception
 
     def _writer_for(self) -> BatchWriter:
+        if not self._checked:
+            # rows written with the wrong bucket count would land where no drain of this queue looks
+            check_config(self.connection, self.config)
+            self._checked = True
         if self._writer is None:
             self._writer = self.connection.batch_writer(self.config.table, **self._writer_options)
         return self._writer

@@ -10,6 +10,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -20,7 +21,9 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from connector.queue import DrainStats, QueueConfig, queue_status
+from connector.accumulo import AccumuloError
+from connector.export import translator_from_name
+from connector.queue import DrainStats, QueueConfig, QueueConfigError, check_config, queue_status
 
 from .options import GatewayOptions, queue_options
 
@@ -107,24 +110,49 @@ def _stats(report: dict[str, Any]) -> DrainStats:
 
 
 def preflight(job: DrainJob) -> None:
-    """Fail early and clearly (wrong secret, missing table) before any Spark task runs or deletes."""
-    src = job.source.connect()
+    """Check, before Spark runs anything, what would otherwise fail inside a task: the translator, both
+    clusters' secrets, the queue table and the queue's stored configuration. Raises ``DrainError`` with one
+    line naming the cluster and the problem."""
     try:
-        if not src.table_exists(job.queue.table):
-            raise DrainError(f"queue table {job.queue.table!r} does not exist on the source cluster")
-    finally:
-        src.close()
-    dst = job.dest.connect()
-    try:
-        dst.list_tables()  # authenticates
-    finally:
-        dst.close()
+        translator_from_name(job.translator)
+    except ValueError as exc:
+        raise DrainError(str(exc)) from None
+    for role, gateway in (("source", job.source), ("destination", job.dest)):
+        try:
+            with gateway.connect() as conn:
+                if role == "destination":
+                    conn.list_tables()  # authenticates
+                elif not conn.table_exists(job.queue.table):
+                    raise DrainError(f"queue table {job.queue.table!r} does not exist on the source "
+                                     f"{gateway.describe()}")
+                else:
+                    check_config(conn, job.queue)
+        except (AccumuloError, QueueConfigError) as exc:
+            raise DrainError(f"{role} {gateway.describe()}: {exc}") from None
+
+
+#: our errors that a Spark task may raise; their one-line message is what the user needs, not the trace
+_TASK_ERROR = re.compile(r"^(?:connector\.[\w.]+\.)?(\w+(?:Error|Exception)): (.+)$", re.MULTILINE)
+_OURS = {"EntryTranslationError", "MalformedEntryError", "ExportRejectedError", "OptionError", "QueueConfigError",
+         "MutationsRejectedError", "AccumuloSecurityError", "TableNotFoundError", "ConnectionLostError",
+         "InvalidMutationError", "TranslationError", "BatchTranslationError"}
+
+
+def task_error(exc: BaseException) -> DrainError | None:
+    """The error of ours that failed a Spark job, as a one-line ``DrainError`` (None if it is not ours)."""
+    found = [m for m in _TASK_ERROR.finditer(str(exc)) if m.group(1) in _OURS]
+    if not found:
+        return None
+    return DrainError(found[-1].group(2).strip())
 
 
 def run_batch(spark: SparkSession, job: DrainJob, progress: ProgressFn | None = None,
-              max_rounds: int = 1000) -> DrainReport:
-    """Drain until the queue is empty. Each round is one Spark job over all buckets."""
-    preflight(job)
+              max_rounds: int = 1000, *, check: bool = True) -> DrainReport:
+    """Drain until the queue is empty. Each round is one Spark job over all buckets. ``check=False`` skips
+    :func:`preflight` for a caller that ran it already. A task's failure raises ``DrainError`` with its
+    message when the error is one of ours (a fail-fast stop, a rejected export, ...)."""
+    if check:
+        preflight(job)
     report = DrainReport()
     report_dir = tempfile.mkdtemp(prefix="drain-report-")
     started = time.monotonic()
@@ -138,7 +166,13 @@ def run_batch(spark: SparkSession, job: DrainJob, progress: ProgressFn | None = 
                 if status.empty:
                     break
                 df = spark.read.format("export-queue").options(**job.source_options()).load()
-                df.write.format("accumulo-export").mode("append").options(**job.sink_options(report_dir)).save()
+                try:
+                    df.write.format("accumulo-export").mode("append").options(**job.sink_options(report_dir)).save()
+                except Exception as exc:
+                    ours = task_error(exc)
+                    if ours is None:
+                        raise
+                    raise ours from exc
                 report.rounds += 1
                 round_total = sum((_stats(r) for r in _read_reports(report_dir)), DrainStats())
                 report.totals += round_total
@@ -173,9 +207,10 @@ def run_batch(spark: SparkSession, job: DrainJob, progress: ProgressFn | None = 
 
 def start_stream(spark: SparkSession, job: DrainJob, checkpoint: str, report_dir: str,
                  trigger_seconds: float = 1.0, available_now: bool = False,
-                 max_entries_per_trigger: int | None = None) -> StreamingQuery:
+                 max_entries_per_trigger: int | None = None, *, check: bool = True) -> StreamingQuery:
     """Start the streaming drain; the caller awaits or stops the returned query."""
-    preflight(job)
+    if check:
+        preflight(job)
     reader = spark.readStream.format("export-queue").options(**job.source_options())
     if max_entries_per_trigger:
         reader = reader.option("max_entries_per_trigger", str(max_entries_per_trigger))

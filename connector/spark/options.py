@@ -1,8 +1,9 @@
 """Data source options: where the gateways are and which queue, parsed in one place.
 
 Spark shows data source options in plans and UIs, so a secret is never an option: options name a secret
-*file* (``<prefix>secret_file``) or an environment variable (``<prefix>secret_env``, default
-ACCUMULO_GATEWAY_SECRET) that executors read themselves.
+*file* (``<prefix>secret_file``) or an environment variable (``<prefix>secret_env``) that executors read
+themselves. With neither, the client's defaults apply (ACCUMULO_GATEWAY_SECRET_FILE, then
+ACCUMULO_GATEWAY_SECRET). A named source that is missing is an error naming it, never a fallback.
 """
 
 from __future__ import annotations
@@ -10,10 +11,10 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from connector.accumulo import SECRET_ENV, Connection
+from connector.accumulo import SECRET_ENV, SECRET_FILE_ENV, AccumuloSecurityError, Connection
 from connector.queue import QueueConfig
 
 _FORBIDDEN = ("secret", "shared_secret", "sharedsecret", "password")
@@ -69,12 +70,17 @@ def refuse_secrets(options: Mapping[str, str]) -> None:
 
 @dataclass(frozen=True)
 class GatewayOptions:
-    """How to reach one cluster's gateway. Holds the secret's *location*, never the secret."""
+    """How to reach one cluster's gateway. Holds the secret's *location*, never the secret.
+
+    ``secret_file`` or ``secret_env`` names where the secret is; with neither, the client's defaults
+    (ACCUMULO_GATEWAY_SECRET_FILE, then ACCUMULO_GATEWAY_SECRET). ``name`` (the cluster's name in the CLI's
+    config) only makes messages clearer."""
 
     host: str
     port: int
     secret_file: str | None = None
-    secret_env: str = SECRET_ENV
+    secret_env: str | None = None
+    name: str = field(default="", compare=False)
 
     @classmethod
     def parse(cls, options: Mapping[str, str], prefix: str) -> GatewayOptions:
@@ -83,19 +89,44 @@ class GatewayOptions:
             host=_get(options, f"{prefix}host", "127.0.0.1"),
             port=int_option(options, f"{prefix}port", minimum=1),
             secret_file=options.get(f"{prefix}secret_file") or None,
-            secret_env=options.get(f"{prefix}secret_env") or SECRET_ENV,
+            secret_env=options.get(f"{prefix}secret_env") or None,
+            name=options.get(f"{prefix}name") or "",
         )
 
     def to_options(self, prefix: str) -> dict[str, str]:
-        out = {f"{prefix}host": self.host, f"{prefix}port": str(self.port), f"{prefix}secret_env": self.secret_env}
-        if self.secret_file:
-            out[f"{prefix}secret_file"] = self.secret_file
+        out = {f"{prefix}host": self.host, f"{prefix}port": str(self.port)}
+        for key, value in (("secret_file", self.secret_file), ("secret_env", self.secret_env), ("name", self.name)):
+            if value:
+                out[f"{prefix}{key}"] = value
         return out
+
+    def describe(self) -> str:
+        """How messages name this cluster: by its name when it has one, else by its gateway address."""
+        return f"cluster {self.name!r}" if self.name else f"gateway {self.host}:{self.port}"
+
+    def secret(self) -> str | None:
+        """The secret when it comes from ``secret_env`` (None: the connection reads ``secret_file`` or the
+        defaults itself). Raises ``OptionError`` naming the missing source; never falls back to another one."""
+        if self.secret_file:
+            return None
+        if self.secret_env:
+            value = os.environ.get(self.secret_env)
+            if not value:
+                raise OptionError(f"{self.describe()}: its secret_env names the environment variable "
+                                  f"{self.secret_env}, which is not set")
+            return value
+        if not (os.environ.get(SECRET_FILE_ENV) or os.environ.get(SECRET_ENV)):
+            raise OptionError(f"{self.describe()} names no secret: give it a secret_file or secret_env, "
+                              f"or set {SECRET_FILE_ENV} or {SECRET_ENV}")
+        return None
 
     def connect(self) -> Connection:
         """A new connection (the caller closes it)."""
-        secret = None if self.secret_file else os.environ.get(self.secret_env)
-        return Connection(self.host, self.port, secret, secret_file=self.secret_file)
+        secret = self.secret()
+        try:
+            return Connection(self.host, self.port, secret, secret_file=self.secret_file)
+        except AccumuloSecurityError as exc:  # an unreadable or empty secret file
+            raise OptionError(f"{self.describe()}: {exc}") from None
 
     def shared(self) -> Connection:
         """A connection cached for this Python process: Spark reuses its Python workers across tasks."""
