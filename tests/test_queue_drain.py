@@ -91,7 +91,9 @@ def test_init_on_an_existing_table_keeps_its_data(conn_a, table):
     conn_a.write(table, [Mutation("other").put("f", "q", "keep")])
     ExportQueue(conn_a, config_for(table)).init()
     assert conn_a.list_splits(table) == [b"q#", b"q:4", b"q:8", b"q:c", b"q:~"]
-    assert [c.value for c in conn_a.scan(table)] == [b"keep"]
+    # the other data is untouched; init adds only the queue's configuration row
+    assert [(c.row, c.value) for c in conn_a.scan(table) if c.row != b"q#config"] == [(b"other", b"keep")]
+    assert [c.row for c in conn_a.scan(table)] == [b"other", b"q#config"]
 
 
 def test_add_add_all_and_status(conn_a, table):
@@ -105,7 +107,7 @@ def test_add_add_all_and_status(conn_a, table):
     with ExportQueue(conn_a, cfg) as queue:
         status = queue.status()
 
-    rows = rows_of(conn_a, table)
+    rows = {row: cells for row, cells in rows_of(conn_a, table).items() if row != cfg.layout.config_row}
     assert len(rows) == 4
     for cells in rows.values():
         assert [(c.cf, c.cq) for c in cells] == [(b"e", b"v")]

@@ -15,7 +15,7 @@ bytes), ``config`` (one queue's settings), ``codec`` (exports to entries and bac
 
 from .codec import EntryCodec
 from .config import QueueConfig, default_buckets_per_tablet
-from .drain import DEFAULT_BUFFER_BYTES, DrainStats, EntryProcessor, drain_bucket, drain_queue
+from .drain import DEFAULT_BUFFER_BYTES, DrainStats, EntryProcessor, drain_bucket, drain_buckets, drain_queue
 from .errors import EntryTranslationError, MalformedEntryError, QueueError
 from .layout import ParsedRow, QueueLayout, bucket_of, hex_width, murmur3_32
 from .producer import ExportQueue
@@ -28,6 +28,7 @@ __all__ = [
     "BucketStatus", "BytesSerializer", "DEFAULT_BUFFER_BYTES", "DrainStats", "EntryCodec", "EntryProcessor",
     "EntryTranslationError", "ExportQueue", "JsonSerializer", "MalformedEntryError", "ParsedRow", "QueueConfig",
     "QueueConfigError", "QueueEntry", "QueueError", "QueueLayout", "QueueStatus", "Serializer", "bucket_of",
-    "check_config", "default_buckets_per_tablet", "drain_bucket", "drain_queue", "hex_width", "murmur3_32",
-    "queue_status", "read_bucket", "read_stored_config", "resolve_config", "store_config", "serializer_from_name",
+    "check_config", "default_buckets_per_tablet", "drain_bucket", "drain_buckets", "drain_queue", "hex_width",
+    "murmur3_32", "queue_status", "read_bucket", "read_stored_config", "resolve_config", "store_config",
+    "serializer_from_name",
 ]

@@ -30,8 +30,8 @@ from .errors import EntryTranslationError, MalformedEntryError
 from .layout import DEAD_FAMILY, DEAD_REASON, DEAD_TS, DEAD_VALUE, ENTRY_FAMILY, ENTRY_QUALIFIER
 from .reader import QueueEntry, read_bucket
 
-__all__ = ["DEFAULT_BUFFER_BYTES", "DrainStats", "EntryProcessor", "QueueEntry", "drain_bucket", "drain_queue",
-           "read_bucket"]
+__all__ = ["DEFAULT_BUFFER_BYTES", "DrainStats", "EntryProcessor", "QueueEntry", "drain_bucket", "drain_buckets",
+           "drain_queue", "read_bucket"]
 
 log = logging.getLogger(__name__)
 
@@ -191,6 +191,15 @@ def drain_bucket(source_conn: Connection, config: QueueConfig, bucket: int, expo
     processor = EntryProcessor(source_conn, config, exporter, buffer_bytes=buffer_bytes, fail_fast=fail_fast,
                                writer_options=writer_options)
     return processor.process(read_bucket(source_conn, config, bucket, batch_size))
+
+
+def drain_buckets(source_conn: Connection, config: QueueConfig, buckets: Iterable[int], exporter: Exporter, *,
+                  buffer_bytes: int = DEFAULT_BUFFER_BYTES, fail_fast: bool = False, batch_size: int = 1000,
+                  writer_options: Mapping[str, Any] | None = None) -> DrainStats:
+    """Export and delete what a group of buckets holds now (one scan of each, in turn); returns the totals."""
+    processor = EntryProcessor(source_conn, config, exporter, buffer_bytes=buffer_bytes, fail_fast=fail_fast,
+                               writer_options=writer_options)
+    return processor.process(entry for b in buckets for entry in read_bucket(source_conn, config, b, batch_size))
 
 
 def drain_queue(source_conn: Connection, config: QueueConfig, exporter: Exporter, *,

@@ -1,8 +1,11 @@
 """The drain job: export-queue (cluster A) → Exporter → destination table (cluster B), with Spark.
 
-Batch mode runs rounds (one Spark job each, one task per bucket group) until the queue is empty. Streaming
-mode runs a structured streaming query at a trigger interval (or AvailableNow). Both use the
-``export-queue`` source and the ``accumulo-export`` sink, which deletes each entry after its export.
+Batch mode runs rounds until the queue is empty. A round is one Spark job with one task per group of
+non-empty buckets; each task drains its buckets itself, in Python (read, export, delete: see
+:mod:`connector.queue.drain`), and returns one row of counters. Spark carries bucket groups in and
+statistics out, never entries, so the JVM does no per-entry work. Streaming mode runs a structured
+streaming query at a trigger interval (or AvailableNow) over the ``export-queue`` source and the
+``accumulo-export`` sink, which deletes each entry after its export.
 """
 
 from __future__ import annotations
@@ -11,20 +14,20 @@ import glob
 import json
 import os
 import re
-import shutil
-import tempfile
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from connector.accumulo import AccumuloError
 from connector.export import translator_from_name
-from connector.queue import DrainStats, QueueConfig, QueueConfigError, check_config, queue_status
+from connector.queue import DrainStats, QueueConfig, QueueConfigError, check_config, drain_buckets, queue_status
 
+from .export_sink import shared_exporter
 from .options import GatewayOptions, queue_options
 
 
@@ -146,61 +149,91 @@ def task_error(exc: BaseException) -> DrainError | None:
     return DrainError(found[-1].group(2).strip())
 
 
+STATS_SCHEMA = pa.schema([(f.name, pa.float64() if f.name == "seconds" else pa.int64()) for f in fields(DrainStats)])
+STATS_DDL = ", ".join(f"{f.name} {'double' if f.type == pa.float64() else 'long'}" for f in STATS_SCHEMA)
+
+
+@dataclass(frozen=True)
+class GroupDrainer:
+    """The function of a batch round's tasks (pickled to the executors): for each bucket group id in its
+    input, drain those buckets and yield one row of ``DrainStats``."""
+
+    job: DrainJob
+    groups: tuple[tuple[int, ...], ...]
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        job = self.job
+        exporter = shared_exporter(job.dest, job.dest_table, job.translator, job.delete_mode, True)
+        for batch in batches:
+            for group_id in batch.column(0).to_pylist():
+                stats = drain_buckets(job.source.shared(), job.queue, self.groups[group_id], exporter,
+                                      buffer_bytes=job.buffer_bytes, fail_fast=job.fail_fast)
+                yield pa.RecordBatch.from_pylist([asdict(stats)], schema=STATS_SCHEMA)
+
+
+def bucket_groups(buckets: list[int], per_group: int) -> tuple[tuple[int, ...], ...]:
+    """Consecutive buckets in groups of ``per_group`` (neighbours share tablets, so a task reads few)."""
+    return tuple(tuple(buckets[i:i + per_group]) for i in range(0, len(buckets), per_group))
+
+
+def drain_round(spark: SparkSession, job: DrainJob, buckets: list[int]) -> DrainStats:
+    """One Spark job draining ``buckets``: one task per bucket group; returns the summed counters. A task's
+    failure raises ``DrainError`` with its message when the error is one of ours."""
+    groups = bucket_groups(buckets, job.buckets_per_partition or job.queue.tablet_buckets)
+    ids = spark.range(len(groups), numPartitions=len(groups))
+    try:
+        rows = ids.mapInArrow(GroupDrainer(job, groups), STATS_DDL).collect()
+    except Exception as exc:
+        ours = task_error(exc)
+        if ours is None:
+            raise
+        raise ours from exc
+    return sum((DrainStats(**row.asDict()) for row in rows), DrainStats())
+
+
 def run_batch(spark: SparkSession, job: DrainJob, progress: ProgressFn | None = None,
               max_rounds: int = 1000, *, check: bool = True) -> DrainReport:
-    """Drain until the queue is empty. Each round is one Spark job over all buckets. ``check=False`` skips
-    :func:`preflight` for a caller that ran it already. A task's failure raises ``DrainError`` with its
-    message when the error is one of ours (a fail-fast stop, a rejected export, ...)."""
+    """Drain until the queue is empty: rounds of :func:`drain_round` over the buckets that hold entries.
+    ``check=False`` skips :func:`preflight` for a caller that ran it already."""
     if check:
         preflight(job)
     report = DrainReport()
-    report_dir = tempfile.mkdtemp(prefix="drain-report-")
     started = time.monotonic()
-    try:
-        src = job.source.connect()
-        empty_rounds = 0
-        try:
-            while report.rounds < max_rounds:
+    empty_rounds = 0
+    with job.source.connect() as src:
+        while report.rounds < max_rounds:
+            status = queue_status(src, job.queue)
+            report.remaining = status.entries
+            if status.empty:
+                break
+            # a malformed row inside a bucket's range is that bucket's to dead-letter, but status does not say
+            # which bucket holds it: then every bucket is visited
+            everything = status.malformed or not status.buckets
+            pending = list(range(job.queue.num_buckets)) if everything else [b.bucket for b in status.buckets]
+            round_total = drain_round(spark, job, pending)
+            report.rounds += 1
+            report.totals += round_total
+            report.seconds = time.monotonic() - started
+            report.history.append({"round": report.rounds, "exported": round_total.exported,
+                                   "queue_before": status.entries})
+            if progress:
+                progress(report)
+            if round_total.entries == 0:
+                # another drain may have taken the entries meanwhile: look again before giving up
                 status = queue_status(src, job.queue)
-                report.remaining = status.entries
-                if status.empty:
+                if status.entries == 0:
+                    # done; only rows outside every bucket range may be left, which no drain reaches
+                    report.unreachable = status.malformed
+                    report.remaining = 0
                     break
-                df = spark.read.format("export-queue").options(**job.source_options()).load()
-                try:
-                    df.write.format("accumulo-export").mode("append").options(**job.sink_options(report_dir)).save()
-                except Exception as exc:
-                    ours = task_error(exc)
-                    if ours is None:
-                        raise
-                    raise ours from exc
-                report.rounds += 1
-                round_total = sum((_stats(r) for r in _read_reports(report_dir)), DrainStats())
-                report.totals += round_total
-                report.seconds = time.monotonic() - started
-                report.history.append({"round": report.rounds, "exported": round_total.exported,
-                                       "queue_before": status.entries})
-                if progress:
-                    progress(report)
-                if round_total.entries == 0:
-                    # another drain may have taken the entries meanwhile: look again before giving up
-                    status = queue_status(src, job.queue)
-                    if status.entries == 0:
-                        # done; only rows outside every bucket range may be left, which no drain reaches
-                        report.unreachable = status.malformed
-                        report.remaining = 0
-                        break
-                    empty_rounds += 1
-                    if empty_rounds >= 3:
-                        raise DrainError(f"{empty_rounds} rounds read nothing although the queue holds "
-                                         f"{status.entries} entries")
-                else:
-                    empty_rounds = 0
+                empty_rounds += 1
+                if empty_rounds >= 3:
+                    raise DrainError(f"{empty_rounds} rounds read nothing although the queue holds "
+                                     f"{status.entries} entries")
             else:
-                raise DrainError(f"queue not empty after {max_rounds} rounds")
-        finally:
-            src.close()
-    finally:
-        shutil.rmtree(report_dir, ignore_errors=True)
+                empty_rounds = 0
+        else:
+            raise DrainError(f"queue not empty after {max_rounds} rounds")
     report.seconds = time.monotonic() - started
     return report
 

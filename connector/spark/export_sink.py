@@ -88,7 +88,7 @@ class SinkSettings:
         )
 
     def exporter(self) -> AccumuloExporter:
-        return _exporter(self.dest, self.table, self.translator, self.delete_mode, self.create_table)
+        return shared_exporter(self.dest, self.table, self.translator, self.delete_mode, self.create_table)
 
 
 def _missing(name: str) -> str:
@@ -98,7 +98,7 @@ def _missing(name: str) -> str:
 _exporters: dict[tuple, AccumuloExporter] = {}
 
 
-def _exporter(dest: GatewayOptions, table: str, translator: str, mode: str, create: bool) -> AccumuloExporter:
+def shared_exporter(dest: GatewayOptions, table: str, translator: str, mode: str, create: bool) -> AccumuloExporter:
     # one exporter (one open writer) per Python worker and destination, reused across tasks
     key = (dest, table, translator, mode, create)
     exporter = _exporters.get(key)
