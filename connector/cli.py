@@ -4,6 +4,7 @@ Clusters are named in a config file (see :mod:`connector.clusters_config`); secr
 environment variables that file names, never from a flag.
 """
 
+
 from __future__ import annotations
 
 import argparse
@@ -17,11 +18,21 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, NoReturn
+from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 from connector.accumulo import AccumuloError, Connection, Mutation
 from connector.clusters_config import ConfigError, cluster
-from connector.queue import ExportQueue, QueueConfig, QueueError, queue_status, read_stored_config, resolve_config
+from connector.queue import (
+    ExportQueue,
+    QueueConfig,
+    QueueError,
+    count_entries,
+    dead_letters,
+    queue_status,
+    read_stored_config,
+    requeue_dead_letters,
+    resolve_config,
+)
 from connector.spark.options import OptionError
 
 if TYPE_CHECKING:  # Spark and rich load only when a drain runs: queue commands start faster without them
@@ -29,8 +40,33 @@ if TYPE_CHECKING:  # Spark and rich load only when a drain runs: queue commands 
     from rich.console import Console
 
     from connector.spark import DrainJob
+    from connector.spark.drain_job import DrainReport
 
 log = logging.getLogger("accumulo-export")
+PROGRESS_SECONDS = 2  # seconds between progress reports
+
+DESCRIPTION = "Export committed queue entries from cluster A into Accumulo tables on cluster B, with Spark."
+EPILOG = """clusters:
+  --cluster/--source/--dest name clusters of a TOML file: ~/.config/accumulo-export/clusters.toml, or the
+  file that ACCUMULO_EXPORT_CONFIG names (`make cluster` writes one for the embedded clusters):
+      [clusters.A]
+      host = "a-gateway-host"
+      port = 42424
+      secret_file = "/etc/accumulo-export/a.secret"   # or: secret_env = "A_SECRET"
+  Secrets come only from that file or variable (or ACCUMULO_GATEWAY_SECRET_FILE / ACCUMULO_GATEWAY_SECRET
+  when a cluster names neither), never from a flag, and are never printed.
+
+examples:
+  accumulo-export queue init   --cluster A --table exports --queue idx --buckets 64
+  accumulo-export queue add    --cluster A --table exports --queue idx < updates.jsonl
+  accumulo-export queue status --cluster A --table exports --queue idx
+  accumulo-export drain --source A --dest B --table exports --queue idx --dest-table index
+  accumulo-export drain --source A --dest B --table exports --queue idx --dest-table index --stream
+  accumulo-export queue dead-letters --cluster A --table exports --queue idx [--requeue]
+
+Exit status: 0 done, 2 a usage or input error (one line on stderr), 130 interrupted. -v shows Spark's own
+output and tracebacks.
+"""
 
 
 class UsageError(ValueError):
@@ -42,6 +78,16 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"accumulo-export: error: {message} (see '{self.prog} --help')\n")
+
+
+class _Help(argparse.HelpFormatter):
+    """Shows an option's default where it has a real one (not None, not a flag's False)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if action.default not in (None, False, argparse.SUPPRESS) and "default" not in text:
+            text += " (default: %(default)s)"
+        return text
 
 
 def _int_at_least(minimum: int) -> Callable[[str], int]:
@@ -97,34 +143,62 @@ def _init_config(conn: Connection, args: argparse.Namespace) -> QueueConfig:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="accumulo-export", description=__doc__.splitlines()[0])
-    p.add_argument("-v", "--verbose", action="store_true")
-    sub = p.add_subparsers(dest="command", required=True)
+    fmt = _Help
+    p = _Parser(prog="accumulo-export", description=DESCRIPTION, epilog=EPILOG,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("-v", "--verbose", action="store_true", help="show Spark's output, debug logs and tracebacks")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{queue,drain}")
 
-    q = sub.add_parser("queue", help="create, fill and inspect an export queue").add_subparsers(
+    q = sub.add_parser("queue", help="create, fill and inspect an export queue",
+                       description="Create, fill and inspect an export queue on one cluster.").add_subparsers(
         dest="queue_command", required=True)
-    init = q.add_parser("init", help="create the queue table with its bucket split points")
+    init = q.add_parser("init", formatter_class=fmt, help="create the queue (table, split points, stored config)",
+                        description="Create the queue table if missing, store the queue's configuration "
+                                    "(buckets, serializers) in it and add the bucket split points. Running it "
+                                    "again with the same configuration is harmless; a different one is refused.")
     _queue_args(init)
-    init.add_argument("--buckets-per-tablet", type=_int_at_least(1))
-    add = q.add_parser("add", help='add JSON lines {"key": ..., "value": ..., "seq": N} from stdin')
+    init.add_argument("--buckets-per-tablet", type=_int_at_least(1),
+                      help="buckets sharing one tablet (default: about 8-16 tablets)")
+    add = q.add_parser("add", formatter_class=fmt, help="add JSON lines from stdin, all or nothing",
+                       description='Add JSON lines {"key": ..., "value": ..., "seq": N} from stdin. Every line '
+                                   "is checked and serialized before the first is written: a bad line adds "
+                                   "nothing and names its line number.")
     _queue_args(add)
-    status = q.add_parser("status", help="entries, bytes and oldest seq per bucket")
+    status = q.add_parser("status", formatter_class=fmt, help="entries, bytes and oldest seq per bucket",
+                          description="What waits in the queue: entries, bytes and the oldest seq per bucket, "
+                                      "malformed rows and dead letters.")
     _queue_args(status)
     status.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    dead = q.add_parser("dead-letters", formatter_class=fmt, help="list dead letters, or re-queue them",
+                        description="List the entries a drain set aside (undecodable or untranslatable), with "
+                                    "their reasons; with --requeue, put them back in the queue (after fixing "
+                                    "the cause) so the next drain exports them.")
+    _queue_args(dead)
+    dead.add_argument("--requeue", action="store_true", help="write them back as queue entries and remove them")
+    dead.add_argument("--json", action="store_true", help="print JSON lines instead of text")
 
-    d = sub.add_parser("drain", help="export the queue's entries into a destination table with Spark")
+    d = sub.add_parser("drain", formatter_class=fmt, help="export the queue into a destination table with Spark",
+                       description="Export the queue's entries into a table on the destination cluster (created "
+                                   "when missing), each cell at timestamp = seq, and delete each entry after "
+                                   "its export is durable. Batch mode runs until the queue is empty; --stream "
+                                   "runs until Ctrl-C.")
     _queue_args(d, "--source")
-    d.add_argument("--dest", required=True, help="destination cluster name")
-    d.add_argument("--dest-table", required=True)
-    d.add_argument("--translator", default="difference", help="difference, replicator, cells or module:callable")
-    d.add_argument("--delete-mode", default="delete", choices=["delete", "tombstone"])
-    d.add_argument("--buffer-bytes", type=_int_at_least(1), default=1 << 20, help="max bytes per exported batch")
-    d.add_argument("--fail-fast", action="store_true", help="stop at a malformed entry instead of dead-lettering")
-    d.add_argument("--stream", action="store_true", help="run continuously at --trigger-seconds")
-    d.add_argument("--trigger-seconds", type=_positive_seconds, default=1.0)
-    d.add_argument("--max-entries-per-trigger", type=_int_at_least(1))
-    d.add_argument("--checkpoint", help="streaming checkpoint folder (default: a temporary one)")
-    d.add_argument("--master", help="Spark master (default local[2] or SPARK_MASTER)")
+    d.add_argument("--dest", required=True, help="destination cluster name from the config file")
+    d.add_argument("--dest-table", required=True, help="destination table (created when missing)")
+    d.add_argument("--translator", default="difference", metavar="{difference,replicator,cells,module:callable}",
+                   help="turns each export into cell changes")
+    d.add_argument("--delete-mode", default="delete", choices=["delete", "tombstone"],
+                   help="tombstone: deletes as tombstone puts, immune to the compaction hazard (README)")
+    d.add_argument("--buffer-bytes", type=_int_at_least(1), default=1 << 20,
+                   help="max bytes (row + value) of entries per exported batch")
+    d.add_argument("--fail-fast", action="store_true",
+                   help="stop at the first malformed or untranslatable entry instead of dead-lettering it")
+    d.add_argument("--stream", action="store_true", help="keep draining new entries until Ctrl-C")
+    d.add_argument("--trigger-seconds", type=_positive_seconds, default=1.0, help="--stream: micro-batch interval")
+    d.add_argument("--max-entries-per-trigger", type=_int_at_least(1),
+                   help="--stream: at most this many entries per micro-batch (default: all pending)")
+    d.add_argument("--checkpoint", help="--stream: checkpoint folder, kept (default: a temporary one, removed)")
+    d.add_argument("--master", help="Spark master (default: SPARK_MASTER or local[2])")
     return p
 
 
@@ -151,6 +225,8 @@ def _queue_command(conn: Connection, args: argparse.Namespace, where: str) -> in
             queue.add_mutations(mutations)
         print(f"added {len(mutations)} entries to {config.qid}")
         return 0
+    if args.queue_command == "dead-letters":
+        return _dead_letters(conn, config, args)
     st = queue_status(conn, config)
     if args.json:
         print(json.dumps({"entries": st.entries, "bytes": st.bytes, "oldest_seq": st.oldest_seq,
@@ -162,6 +238,24 @@ def _queue_command(conn: Connection, args: argparse.Namespace, where: str) -> in
         for b in st.buckets:
             if b.entries:
                 print(f"  bucket {b.bucket:>5}: {b.entries:>9} entries {b.bytes:>12} bytes  oldest {b.oldest_seq}")
+    return 0
+
+
+def _dead_letters(conn: Connection, config: QueueConfig, args: argparse.Namespace) -> int:
+    if args.requeue:
+        n = requeue_dead_letters(conn, config)
+        print(f"re-queued {n} dead letters into {config.qid}; the next drain exports them")
+        return 0
+    n = 0
+    for d in dead_letters(conn, config):
+        n += 1
+        if args.json:
+            print(json.dumps({"row": d.row.decode("utf-8", "backslashreplace"), "ts": d.ts, "reason": d.reason,
+                              "value": d.value.decode("utf-8", "backslashreplace")}))
+        else:
+            print(f"{d.row!r} (ts {d.ts}): {d.reason}")
+    if not args.json:
+        print(f"{n} dead letters in {config.qid}" + ("; re-queue them with --requeue after a fix" if n else ""))
     return 0
 
 
@@ -254,54 +348,87 @@ def _spark_output(verbose: bool) -> Iterator[_SparkLog | None]:
             os.unlink(path)
 
 
+class _ProgressView:
+    """Live drain progress: a rich bar on a terminal, plain unwrapped lines otherwise. The rate is that of the
+    last interval, not the average since the start."""
+
+    def __init__(self, console: Console, stream: bool) -> None:
+        self.console, self.stream = console, stream
+        self._last = (time.monotonic(), 0)
+        self._bar: Any = None
+        if console.is_terminal and not stream:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self._bar = Progress(TextColumn("draining"), BarColumn(), MofNCompleteColumn(),
+                                 TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=console)
+            self._task = self._bar.add_task("drain", total=None, info="")
+            self._bar.start()
+
+    def __call__(self, report: DrainReport, depth: int | None = None) -> None:
+        now, exported = time.monotonic(), report.exported
+        then, before = self._last
+        rate = (exported - before) / (now - then) if now > then else 0.0
+        self._last = (now, exported)
+        depth = report.queue_depth if depth is None else depth
+        what = "micro-batches" if self.stream else "rounds"
+        info = (f"{rate:,.0f}/s, queue depth {depth:,}, dead-lettered {report.dead_lettered:,}, "
+                f"{what} {report.rounds}")
+        if self._bar is not None:
+            self._bar.update(self._task, completed=report.deleted, total=report.deleted + depth, info=info)
+        else:  # print, not console.print: a log file must get whole lines, not text wrapped at 80 columns
+            print(f"drained {exported:,} entries, {info}", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+
 def _run_drain(args: argparse.Namespace, job: DrainJob, console: Console, spark: SparkSession) -> int:
     from connector.spark import run_batch
     from connector.spark.drain_job import DrainReport, collect_stream_reports, start_stream, task_error
 
-    source = job.source
-
-    def progress(r: DrainReport) -> None:
-        console.print(f"round {r.rounds}: drained {r.exported} entries ({r.rate:,.0f}/s), "
-                      f"{r.dead_lettered} dead-lettered; queue depth before round "
-                      f"{r.history[-1]['queue_before'] if r.history else '?'}")
-
+    view = _ProgressView(console, args.stream)
     report_dir = tempfile.mkdtemp(prefix="drain-stream-") if args.stream else None
     own_checkpoint = args.stream and not args.checkpoint
     checkpoint = args.checkpoint or (tempfile.mkdtemp(prefix="drain-checkpoint-") if args.stream else "")
+    interrupted = False
     try:
         if report_dir is None:
-            report = run_batch(spark, job, progress, check=False)
+            report = run_batch(spark, job, view, check=False)
         else:
             report = DrainReport()
             query = start_stream(spark, job, checkpoint, report_dir, args.trigger_seconds,
                                  max_entries_per_trigger=args.max_entries_per_trigger, check=False)
             started = time.monotonic()
-            console.print(f"streaming drain started (checkpoint {checkpoint}); Ctrl-C stops it")
+            kept = f" (checkpoint {checkpoint})" if args.checkpoint else ""
+            print(f"streaming drain started{kept}; Ctrl-C stops it", file=sys.stderr, flush=True)
             try:
-                while query.isActive:
-                    query.awaitTermination(5)
-                    collect_stream_reports(report_dir, report)
-                    report.seconds = time.monotonic() - started
-                    with source.connect() as conn:
-                        depth = queue_status(conn, job.queue).entries
-                    console.print(f"drained {report.exported} entries ({report.rate:,.0f}/s), queue depth {depth}")
+                with job.source.connect() as conn:
+                    while query.isActive:
+                        query.awaitTermination(PROGRESS_SECONDS)
+                        collect_stream_reports(report_dir, report)
+                        report.seconds = time.monotonic() - started
+                        view(report, count_entries(conn, job.queue))
             except KeyboardInterrupt:
-                console.print("stopping ...")
+                interrupted = True
+                print("stopping after the running micro-batch ...", file=sys.stderr, flush=True)
                 query.stop()
             collect_stream_reports(report_dir, report)
-            failure = query.exception()
+            failure = None if interrupted else query.exception()
             if failure is not None:
                 raise task_error(failure) or RuntimeError(str(failure))
     finally:
+        view.close()
         spark.stop()
         for folder in (report_dir, checkpoint if own_checkpoint else None):
             if folder:
                 shutil.rmtree(folder, ignore_errors=True)
-    print(json.dumps({"rounds": report.rounds, "entries": report.entries, "exported": report.exported,
-                      "deleted": report.deleted, "dead_lettered": report.dead_lettered,
-                      "seconds": round(report.seconds, 2), "entries_per_s": round(report.rate, 1),
-                      "remaining": report.remaining}))
-    return 0
+    summary = {"micro_batches" if args.stream else "rounds": report.rounds, "entries": report.entries,
+               "exported": report.exported, "deleted": report.deleted, "dead_lettered": report.dead_lettered,
+               "seconds": round(report.seconds, 2), "entries_per_s": round(report.rate, 1),
+               "remaining": report.remaining}
+    print(json.dumps(summary))
+    return 130 if interrupted else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -313,8 +440,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return cmd_queue(args) if args.command == "queue" else cmd_drain(args)
     except (ConfigError, OptionError, AccumuloError, QueueError, DrainError, ValueError) as exc:
+        if args.verbose:
+            log.exception("failed")
         print(f"accumulo-export: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("accumulo-export: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # the reader went away (`queue status | head`): not an error; stop Python complaining at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

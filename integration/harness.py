@@ -71,8 +71,10 @@ def build_gateway(force: bool = False) -> str:
     return f"{target / 'classes'}{os.pathsep}{cp_file.read_text().strip()}"
 
 
-def java_command(classpath: str, main: str, *args: str, heap: str = "1g") -> list[str]:
-    return ["java", f"-Xmx{heap}", "-XX:+UseSerialGC", "-cp", classpath, main, *args]
+def java_command(classpath: str, main: str, *args: str, heap: str = "1g", tmpdir: Path | None = None) -> list[str]:
+    """``tmpdir``: the JVM's java.io.tmpdir, so what it leaves there (Accumulo's VFS cache) goes with it."""
+    options = [f"-Djava.io.tmpdir={tmpdir}"] if tmpdir else []
+    return ["java", f"-Xmx{heap}", "-XX:+UseSerialGC", *options, "-cp", classpath, main, *args]
 
 
 # --- running clusters ----------------------------------------------------------------------------------
@@ -201,7 +203,9 @@ def clusters(names: Sequence[str] = ("a", "b"), data_dir: str | None = None,
     env = dict(os.environ, ACCUMULO_ROOT_PASSWORD=password_file.read_text())
     env.pop("ACCUMULO_GATEWAY_SECRET", None)
     with open(log_file, "wb") as log:
-        proc = subprocess.Popen(java_command(classpath, LAUNCHER, *args), stdin=subprocess.PIPE,
+        jvm_tmp = state_dir / "tmp"  # the clusters' data and temporary files: removed with the state folder
+        jvm_tmp.mkdir()
+        proc = subprocess.Popen(java_command(classpath, LAUNCHER, *args, tmpdir=jvm_tmp), stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=log, env=env, text=True, cwd=state_dir)
     try:
         ready = wait_for_ready(proc, start_timeout, log_file, "the cluster launcher")
@@ -259,12 +263,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dir", help="keep cluster data under this folder (default: a temporary one)")
     opts = parser.parse_args(argv)
     started = time.monotonic()
+
+    def stop(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt  # SIGTERM cleans up like Ctrl-C: clusters stopped, state folder removed
+
+    signal.signal(signal.SIGTERM, stop)
     try:
         with clusters(opts.clusters.split(","), data_dir=opts.dir) as running:
+            from connector.clusters_config import CONFIG_ENV, write_clusters
+
+            config = running.state_dir / "clusters.toml"
+            write_clusters(config, {c.name.upper(): c.gateway_options() for c in running})
             print(f"clusters ready in {time.monotonic() - started:.0f}s; Ctrl-C stops them", flush=True)
             for c in running:
-                print(f"  {c.name}: gateway {c.gateway_host}:{c.gateway_port}  instance {c.instance}  "
+                print(f"  {c.name.upper()}: gateway {c.gateway_host}:{c.gateway_port}  instance {c.instance}  "
                       f"zookeepers {c.zookeepers}  secret file {c.secret_file}", flush=True)
+            print(f"point the CLI at them (clusters {', '.join(c.name.upper() for c in running)}):\n"
+                  f"  export {CONFIG_ENV}={config}", flush=True)
             with contextlib.suppress(KeyboardInterrupt):
                 while True:
                     time.sleep(3600)

@@ -4,7 +4,7 @@ and then deletes exactly what it exported.
 Modules, one idea each: ``layout`` (rows, buckets, splits, dead letters), ``serializers`` (keys and values as
 bytes), ``config`` (one queue's settings), ``codec`` (exports to entries and back), ``producer`` (adding),
 ``status`` (what waits), ``stored_config`` (what ``init`` recorded), ``reader`` (reading entries), ``drain``
-(exporting and deleting them)::
+(exporting and deleting them), ``dead_letters`` (what a drain set aside)::
 
     config = QueueConfig(table="exports", qid="idx", num_buckets=64)
     with ExportQueue(conn_a, config) as queue:
@@ -15,20 +15,31 @@ bytes), ``config`` (one queue's settings), ``codec`` (exports to entries and bac
 
 from .codec import EntryCodec
 from .config import QueueConfig, default_buckets_per_tablet
-from .drain import DEFAULT_BUFFER_BYTES, DrainStats, EntryProcessor, drain_bucket, drain_buckets, drain_queue
+from .dead_letters import DeadLetter, dead_letters, requeue_dead_letters
+from .drain import (
+    DEFAULT_BUFFER_BYTES,
+    DrainStats,
+    EntryProcessor,
+    clear_progress,
+    drain_bucket,
+    drain_buckets,
+    drain_queue,
+    read_progress,
+)
 from .errors import EntryTranslationError, MalformedEntryError, QueueError
 from .layout import ParsedRow, QueueLayout, bucket_of, hex_width, murmur3_32
 from .producer import ExportQueue
 from .reader import QueueEntry, read_bucket
 from .serializers import BytesSerializer, JsonSerializer, Serializer, serializer_from_name
-from .status import BucketStatus, QueueStatus, queue_status
+from .status import KEYS_ONLY, BucketStatus, QueueStatus, count_entries, queue_status
 from .stored_config import QueueConfigError, check_config, read_stored_config, resolve_config, store_config
 
 __all__ = [
-    "BucketStatus", "BytesSerializer", "DEFAULT_BUFFER_BYTES", "DrainStats", "EntryCodec", "EntryProcessor",
+    "BucketStatus", "DeadLetter", "dead_letters", "requeue_dead_letters", "KEYS_ONLY", "count_entries",
+    "BytesSerializer", "DEFAULT_BUFFER_BYTES", "DrainStats", "EntryCodec", "EntryProcessor",
     "EntryTranslationError", "ExportQueue", "JsonSerializer", "MalformedEntryError", "ParsedRow", "QueueConfig",
     "QueueConfigError", "QueueEntry", "QueueError", "QueueLayout", "QueueStatus", "Serializer", "bucket_of",
-    "check_config", "default_buckets_per_tablet", "drain_bucket", "drain_buckets", "drain_queue", "hex_width",
-    "murmur3_32", "queue_status", "read_bucket", "read_stored_config", "resolve_config", "store_config",
-    "serializer_from_name",
+    "check_config", "default_buckets_per_tablet", "drain_bucket", "drain_buckets", "clear_progress",
+    "read_progress", "drain_queue", "hex_width", "murmur3_32", "queue_status", "read_bucket", "read_stored_config",
+    "resolve_config", "store_config", "serializer_from_name",
 ]

@@ -15,23 +15,33 @@ can feed the processor with entries read by its data source.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from connector.accumulo import BatchWriter, Connection, Mutation
+from connector.accumulo import BatchWriter, Connection, Mutation, Range
 from connector.export.core import BatchTranslationError, Exporter, SequencedExport
 
 from .codec import EntryCodec
 from .config import QueueConfig
 from .errors import EntryTranslationError, MalformedEntryError
-from .layout import DEAD_FAMILY, DEAD_REASON, DEAD_TS, DEAD_VALUE, ENTRY_FAMILY, ENTRY_QUALIFIER
+from .layout import (
+    DEAD_FAMILY,
+    DEAD_REASON,
+    DEAD_TS,
+    DEAD_VALUE,
+    ENTRY_FAMILY,
+    ENTRY_QUALIFIER,
+    PROGRESS_FAMILY,
+    PROGRESS_QUALIFIER,
+)
 from .reader import QueueEntry, read_bucket
 
 __all__ = ["DEFAULT_BUFFER_BYTES", "DrainStats", "EntryProcessor", "QueueEntry", "drain_bucket", "drain_buckets",
-           "drain_queue", "read_bucket"]
+           "drain_queue", "read_bucket", "read_progress", "clear_progress"]
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +87,7 @@ class EntryProcessor:
 
     def __init__(self, source_conn: Connection, config: QueueConfig, exporter: Exporter, *,
                  buffer_bytes: int = DEFAULT_BUFFER_BYTES, fail_fast: bool = False,
-                 writer_options: Mapping[str, Any] | None = None) -> None:
+                 writer_options: Mapping[str, Any] | None = None, progress_row: bytes | None = None) -> None:
         if not isinstance(buffer_bytes, int) or buffer_bytes < 1:
             raise ValueError(f"buffer_bytes must be an int >= 1, got {buffer_bytes!r}")
         if not callable(getattr(exporter, "export", None)):
@@ -89,6 +99,7 @@ class EntryProcessor:
         self.fail_fast = fail_fast
         self._codec = EntryCodec(config)
         self._writer_options = dict(writer_options or {})
+        self.progress_row = progress_row
 
     def process(self, entries: Iterable[QueueEntry]) -> DrainStats:
         """Export and then delete ``entries`` (consumed lazily, batch by batch); returns what was done."""
@@ -165,8 +176,11 @@ class EntryProcessor:
         for entry in done:
             # at the entry's own timestamp: hides the version we read, not a newer re-add of the same row
             writer.add_mutation(Mutation(entry.row).delete(ENTRY_FAMILY, ENTRY_QUALIFIER, timestamp=entry.ts))
-        writer.flush()  # before the next batch is exported
         stats.deleted += len(done)
+        if self.progress_row is not None:  # rides on the flush below: live progress costs no round trip
+            writer.add_mutation(Mutation(self.progress_row).put(PROGRESS_FAMILY, PROGRESS_QUALIFIER,
+                                                                json.dumps(asdict(stats)).encode()))
+        writer.flush()  # before the next batch is exported
 
     def _untranslatable(self, exc: BatchTranslationError, exports: list[SequencedExport],
                         entries: list[QueueEntry]) -> list[tuple[QueueEntry, str]]:
@@ -195,11 +209,28 @@ def drain_bucket(source_conn: Connection, config: QueueConfig, bucket: int, expo
 
 def drain_buckets(source_conn: Connection, config: QueueConfig, buckets: Iterable[int], exporter: Exporter, *,
                   buffer_bytes: int = DEFAULT_BUFFER_BYTES, fail_fast: bool = False, batch_size: int = 1000,
-                  writer_options: Mapping[str, Any] | None = None) -> DrainStats:
-    """Export and delete what a group of buckets holds now (one scan of each, in turn); returns the totals."""
+                  writer_options: Mapping[str, Any] | None = None, progress_row: bytes | None = None) -> DrainStats:
+    """Export and delete what a group of buckets holds now (one scan of each, in turn); returns the totals.
+    With ``progress_row``, the running totals are kept there after each batch (see :func:`read_progress`)."""
     processor = EntryProcessor(source_conn, config, exporter, buffer_bytes=buffer_bytes, fail_fast=fail_fast,
-                               writer_options=writer_options)
+                               writer_options=writer_options, progress_row=progress_row)
     return processor.process(entry for b in buckets for entry in read_bucket(source_conn, config, b, batch_size))
+
+
+def read_progress(conn: Connection, config: QueueConfig, run_id: str) -> DrainStats:
+    """The running totals the tasks of drain run ``run_id`` have kept so far (summed over its tasks)."""
+    total = DrainStats()
+    names = {f.name for f in fields(DrainStats)}
+    for cell in conn.scan(config.table, Range.prefix(config.layout.progress_prefix(run_id))):
+        total += DrainStats(**{k: v for k, v in json.loads(cell.value).items() if k in names})
+    return total
+
+
+def clear_progress(conn: Connection, config: QueueConfig, run_id: str) -> None:
+    """Remove the progress rows of drain run ``run_id``."""
+    rows = [cell.row for cell in conn.scan(config.table, Range.prefix(config.layout.progress_prefix(run_id)))]
+    if rows:
+        conn.write(config.table, [Mutation(row).delete(PROGRESS_FAMILY, PROGRESS_QUALIFIER) for row in rows])
 
 
 def drain_queue(source_conn: Connection, config: QueueConfig, exporter: Exporter, *,

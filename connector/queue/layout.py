@@ -5,10 +5,13 @@ Compatible with the Fluo Recipes export queue::
     entry row    <qid>:<bucketHex>:<serialized key><seq, 8 bytes big-endian>    column e:v, value = serialized value
     dead letter  <qid>#dead:<original row>                                      columns d:reason, d:value, d:ts
     config       <qid>#config                                                   column c:queue, value = JSON
+    progress     <qid>#progress:<run id>:<task>                                 column p:stats, value = JSON
 
 Entry rows sort between the split points ``<qid>#`` and ``<qid>:~``; dead letters and the config row sort
 between ``<qid>#`` and ``<qid>:``, so they never fall into a bucket's range. The config row holds what every
-reader and writer of the queue must agree on (buckets, serializers), written once by ``init``.
+reader and writer of the queue must agree on (buckets, serializers), written once by ``init``. A drain's tasks
+write their running counters to progress rows (with the deletes they flush anyway), so the driver can show
+live progress wherever the tasks run; the driver removes its run's rows when the run ends.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ DEAD_VALUE = b"value"
 DEAD_TS = b"ts"
 CONFIG_FAMILY = b"c"
 CONFIG_QUALIFIER = b"queue"
+PROGRESS_FAMILY = b"p"
+PROGRESS_QUALIFIER = b"stats"
 _HEX_DIGITS = frozenset(b"0123456789abcdef")
 
 
@@ -183,6 +188,14 @@ class QueueLayout:
     def config_row(self) -> bytes:
         """``<qid>#config``, the row holding the queue's stored configuration."""
         return self._qid_bytes + b"#config"
+
+    def progress_prefix(self, run_id: str) -> bytes:
+        """``<qid>#progress:<run id>:``, the prefix of the progress rows of one drain run."""
+        return self._qid_bytes + b"#progress:" + run_id.encode("ascii") + b":"
+
+    def progress_row(self, run_id: str, task: int) -> bytes:
+        """The row where task ``task`` of drain run ``run_id`` keeps its running counters."""
+        return self.progress_prefix(run_id) + str(task).encode("ascii")
 
     # --- dead letters -------------------------------------------------------------------------------
 

@@ -10,11 +10,15 @@ streaming query at a trigger interval (or AvailableNow) over the ``export-queue`
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
+import logging
 import os
 import re
+import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
@@ -25,10 +29,21 @@ from pyspark.sql.streaming import StreamingQuery
 
 from connector.accumulo import AccumuloError
 from connector.export import translator_from_name
-from connector.queue import DrainStats, QueueConfig, QueueConfigError, check_config, drain_buckets, queue_status
+from connector.queue import (
+    DrainStats,
+    QueueConfig,
+    QueueConfigError,
+    check_config,
+    clear_progress,
+    drain_buckets,
+    queue_status,
+    read_progress,
+)
 
 from .export_sink import shared_exporter
 from .options import GatewayOptions, queue_options
+
+log = logging.getLogger(__name__)
 
 
 class DrainError(RuntimeError):
@@ -73,22 +88,32 @@ class DrainReport:
     #: malformed rows outside every bucket range (left in place; see ``queue status``)
     unreachable: int = 0
     history: list[dict[str, Any]] = field(default_factory=list)
+    #: the counters of the round still running, as its tasks last reported them
+    live: DrainStats = field(default_factory=DrainStats)
+    #: entries in the queue when the running (or last) round started
+    depth_before_round: int = 0
 
     @property
     def entries(self) -> int:
-        return self.totals.entries
+        return self.totals.entries + self.live.entries
 
     @property
     def exported(self) -> int:
-        return self.totals.exported
+        return self.totals.exported + self.live.exported
 
     @property
     def deleted(self) -> int:
-        return self.totals.deleted
+        return self.totals.deleted + self.live.deleted
 
     @property
     def dead_lettered(self) -> int:
-        return self.totals.dead_lettered
+        return self.totals.dead_lettered + self.live.dead_lettered
+
+    @property
+    def queue_depth(self) -> int:
+        """Entries left: the depth when the round started, less what the round deleted so far (entries added
+        meanwhile show up at the next round)."""
+        return max(0, self.depth_before_round - self.live.deleted)
 
     @property
     def rate(self) -> float:
@@ -160,6 +185,7 @@ class GroupDrainer:
 
     job: DrainJob
     groups: tuple[tuple[int, ...], ...]
+    run_id: str
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         job = self.job
@@ -167,7 +193,8 @@ class GroupDrainer:
         for batch in batches:
             for group_id in batch.column(0).to_pylist():
                 stats = drain_buckets(job.source.shared(), job.queue, self.groups[group_id], exporter,
-                                      buffer_bytes=job.buffer_bytes, fail_fast=job.fail_fast)
+                                      buffer_bytes=job.buffer_bytes, fail_fast=job.fail_fast,
+                                      progress_row=job.queue.layout.progress_row(self.run_id, group_id))
                 yield pa.RecordBatch.from_pylist([asdict(stats)], schema=STATS_SCHEMA)
 
 
@@ -176,13 +203,14 @@ def bucket_groups(buckets: list[int], per_group: int) -> tuple[tuple[int, ...], 
     return tuple(tuple(buckets[i:i + per_group]) for i in range(0, len(buckets), per_group))
 
 
-def drain_round(spark: SparkSession, job: DrainJob, buckets: list[int]) -> DrainStats:
-    """One Spark job draining ``buckets``: one task per bucket group; returns the summed counters. A task's
+def drain_round(spark: SparkSession, job: DrainJob, buckets: list[int], run_id: str) -> DrainStats:
+    """One Spark job draining ``buckets``: one task per bucket group; returns the summed counters. The tasks
+    keep their running counters in the progress rows of ``run_id`` (see :func:`read_progress`). A task's
     failure raises ``DrainError`` with its message when the error is one of ours."""
     groups = bucket_groups(buckets, job.buckets_per_partition or job.queue.tablet_buckets)
     ids = spark.range(len(groups), numPartitions=len(groups))
     try:
-        rows = ids.mapInArrow(GroupDrainer(job, groups), STATS_DDL).collect()
+        rows = ids.mapInArrow(GroupDrainer(job, groups, run_id), STATS_DDL).collect()
     except Exception as exc:
         ours = task_error(exc)
         if ours is None:
@@ -192,9 +220,12 @@ def drain_round(spark: SparkSession, job: DrainJob, buckets: list[int]) -> Drain
 
 
 def run_batch(spark: SparkSession, job: DrainJob, progress: ProgressFn | None = None,
-              max_rounds: int = 1000, *, check: bool = True) -> DrainReport:
+              max_rounds: int = 1000, *, check: bool = True, progress_seconds: float = 2.0) -> DrainReport:
     """Drain until the queue is empty: rounds of :func:`drain_round` over the buckets that hold entries.
-    ``check=False`` skips :func:`preflight` for a caller that ran it already."""
+
+    ``progress(report)`` is called after each round and, while a round runs, every ``progress_seconds``
+    with the counters its tasks reported so far (``report.live``). ``check=False`` skips :func:`preflight`
+    for a caller that ran it already."""
     if check:
         preflight(job)
     report = DrainReport()
@@ -203,14 +234,16 @@ def run_batch(spark: SparkSession, job: DrainJob, progress: ProgressFn | None = 
     with job.source.connect() as src:
         while report.rounds < max_rounds:
             status = queue_status(src, job.queue)
-            report.remaining = status.entries
+            report.remaining = report.depth_before_round = status.entries
             if status.empty:
                 break
             # a malformed row inside a bucket's range is that bucket's to dead-letter, but status does not say
             # which bucket holds it: then every bucket is visited
             everything = status.malformed or not status.buckets
             pending = list(range(job.queue.num_buckets)) if everything else [b.bucket for b in status.buckets]
-            round_total = drain_round(spark, job, pending)
+            run_id = uuid.uuid4().hex
+            with _watching(job, run_id, report, started, progress, progress_seconds):
+                round_total = drain_round(spark, job, pending, run_id)
             report.rounds += 1
             report.totals += round_total
             report.seconds = time.monotonic() - started
@@ -236,6 +269,39 @@ def run_batch(spark: SparkSession, job: DrainJob, progress: ProgressFn | None = 
             raise DrainError(f"queue not empty after {max_rounds} rounds")
     report.seconds = time.monotonic() - started
     return report
+
+
+@contextlib.contextmanager
+def _watching(job: DrainJob, run_id: str, report: DrainReport, started: float, progress: ProgressFn | None,
+              every: float) -> Iterator[None]:
+    """While the block runs, fold the round's progress rows into ``report.live`` and call ``progress`` every
+    ``every`` seconds; afterwards remove the rows and reset ``report.live``."""
+    stop = threading.Event()
+
+    def watch() -> None:
+        with job.source.connect() as conn:
+            while not stop.wait(every):
+                try:
+                    report.live = read_progress(conn, job.queue, run_id)
+                except AccumuloError as exc:  # progress is best effort: the drain itself reports failures
+                    log.debug("progress of run %s unreadable: %s", run_id, exc)
+                    continue
+                report.seconds = time.monotonic() - started
+                if progress and not stop.is_set():
+                    progress(report)
+
+    watcher = threading.Thread(target=watch, name=f"drain-progress-{run_id[:8]}", daemon=True)
+    if progress:
+        watcher.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        if watcher.is_alive():
+            watcher.join()
+        report.live = DrainStats()
+        with contextlib.suppress(AccumuloError), job.source.connect() as conn:
+            clear_progress(conn, job.queue, run_id)
 
 
 def start_stream(spark: SparkSession, job: DrainJob, checkpoint: str, report_dir: str,

@@ -27,14 +27,12 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from connector.accumulo import IteratorSetting
-from connector.queue import MalformedEntryError, QueueConfig, read_bucket
+from connector.queue import KEYS_ONLY, MalformedEntryError, QueueConfig, read_bucket
 
 from .options import GatewayOptions, as_dict, int_option, queue_config
 
 SCHEMA = ("key binary, value binary, seq long, bucket int, entry_row binary, entry_ts long, error string")
 SOURCE_PREFIX = "source."
-KEYS_ONLY = IteratorSetting(50, "keysOnly", "org.apache.accumulo.core.iterators.SortedKeyIterator")
 
 
 class BucketGroup(InputPartition):

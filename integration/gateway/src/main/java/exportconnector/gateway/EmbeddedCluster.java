@@ -72,6 +72,8 @@ final class EmbeddedCluster implements AutoCloseable {
         .setNumTservers(1)
         .setMemory(ServerType.TABLET_SERVER, 768, MemoryUnit.MEGABYTE)
         .setSiteConfig(siteConfig());
+    // the server processes' temporary files (Accumulo's VFS cache) go beside the cluster's folder, with it
+    config.setSystemProperties(Map.of("java.io.tmpdir", tmpDir().getPath()));
     mac = new QuickStartCluster(config);
     mac.start();
     checkOpen();
@@ -84,6 +86,14 @@ final class EmbeddedCluster implements AutoCloseable {
     LOG.info("cluster {} up in {} s: zookeepers {}, gateway {}:{}", name,
         String.format("%.1f", (System.nanoTime() - t0) / 1e9), mac.getZooKeepers(), HOST,
         server.port());
+  }
+
+  private File tmpDir() throws java.io.IOException {
+    File tmp = new File(dir.getAbsoluteFile().getParentFile(), dir.getName() + "-tmp"); // MAC wants dir empty
+    if (!tmp.isDirectory() && !tmp.mkdirs()) {
+      throw new java.io.IOException("cannot create " + tmp);
+    }
+    return tmp;
   }
 
   /** MAC returns once the processes registered; tables are usable once metadata is hosted. */
