@@ -93,7 +93,12 @@ pub fn decode_next_k_reply(frame: &[u8]) -> Result<(RecordBatch, bool), Fallback
     if mtype != REPLY || r.byte()? != STRUCT || r.byte()? != 0 {
         return Err(Fallback);
     }
-    decode_scan_result(&mut r)
+    let decoded = decode_scan_result(&mut r)?;
+    // the nextK_result struct ends here; a missing stop byte means a truncated frame
+    if r.byte()? != 0 {
+        return Err(Fallback);
+    }
+    Ok(decoded)
 }
 
 fn decode_scan_result(r: &mut Reader) -> Result<(RecordBatch, bool), Fallback> {
