@@ -100,7 +100,7 @@ pub fn float_repr(x: f64) -> String {
 }
 
 /// Python refuses to convert ints of more than this many digits to text (`sys.int_info`).
-const INT_MAX_STR_DIGITS: usize = 4300;
+pub const INT_MAX_STR_DIGITS: usize = 4300;
 
 /// A JSON number as Python's `str()` of what `json.loads` makes of it (int or float); `None` where
 /// Python would refuse (an int too long to print).

@@ -65,12 +65,32 @@ impl Kind {
 
 /// Translate one export value (JSON bytes as the queue's JSON serializer wrote them).
 pub fn translate(kind: Kind, value: &[u8]) -> Result<Vec<Change>> {
+    if has_long_digit_run(value) {
+        return Err(EntryError::Fallback);
+    }
     let value: Value = serde_json::from_slice(value).map_err(|_| EntryError::Fallback)?;
     match kind {
         Kind::Difference => difference::translate(&value),
         Kind::Replicator => replicator::translate(&value),
         Kind::Cells => cells::translate(&value),
     }
+}
+
+/// Python's `json.loads` refuses ints of more than 4300 digits wherever they are, even in fields no
+/// translator reads; serde_json accepts them. A run of that many digits (even inside a string, a
+/// harmless false alarm) sends the entry to Python.
+fn has_long_digit_run(b: &[u8]) -> bool {
+    if b.len() <= crate::pyrepr::INT_MAX_STR_DIGITS {
+        return false;
+    }
+    let mut run = 0usize;
+    for &c in b {
+        run = if c.is_ascii_digit() { run + 1 } else { 0 };
+        if run > crate::pyrepr::INT_MAX_STR_DIGITS {
+            return true;
+        }
+    }
+    false
 }
 
 /// `cell_json.as_bytes`: text as UTF-8, numbers as their decimal text; `what` names the field.
