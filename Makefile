@@ -4,6 +4,10 @@ VENV      := .venv
 VPY       := $(VENV)/bin/python
 STAMP     := $(VENV)/.installed
 PYTEST_ARGS ?=
+# the Rust core: a change to it re-runs the editable install, which rebuilds the extension (release)
+CRATE     := connector/_native
+NATIVE_SRC := $(wildcard $(CRATE)/Cargo.toml $(CRATE)/Cargo.lock $(CRATE)/src/*.rs $(CRATE)/src/*/*.rs)
+CARGO_ENV := PYO3_PYTHON=$(abspath $(VPY))
 
 .PHONY: deps build lint test demo cluster bench clean
 
@@ -17,7 +21,8 @@ deps: $(STAMP) /usr/bin/thrift
 	@command -v java >/dev/null 2>&1 || { echo "Java 17 is required (java not on PATH)"; exit 1; }
 	@command -v mvn >/dev/null 2>&1 || { echo "Maven is required (mvn not on PATH)"; exit 1; }
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(NATIVE_SRC)
+	@command -v cargo >/dev/null 2>&1 || { echo "cargo (Rust) is required to build connector._native"; exit 1; }
 	test -x $(VPY) || $(PY) -m venv $(VENV)
 	$(VPY) -m pip install -q --upgrade pip
 	$(VPY) -m pip install -q -e '.[dev]'
@@ -29,6 +34,8 @@ build: deps
 lint: deps
 	$(VPY) -m ruff check connector integration tests examples
 	$(VPY) -m mypy
+	cargo fmt --manifest-path $(CRATE)/Cargo.toml --check
+	$(CARGO_ENV) cargo clippy --manifest-path $(CRATE)/Cargo.toml --release -q -- -D warnings
 
 test: build lint
 	$(VPY) -m pytest -q -ra $(PYTEST_ARGS)
@@ -43,4 +50,4 @@ bench: build
 	@for b in integration/bench/bench_*.py; do echo "== $$b"; $(VPY) $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) integration/gateway/target .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) integration/gateway/target $(CRATE)/target connector/_native*.so .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,357 @@
+//! `connector._native`: the columnar hot paths of the connector as pure functions on Arrow arrays
+//! and bytes. No sockets, retries or configuration here; `connector/columnar.py` is the typed
+//! Python face of this module, and the only caller.
+//!
+//! One module per concern: [`wire`] (update frames), [`scan`] (nextK replies), [`queue_rows`] and
+//! [`murmur`] (queue rows and buckets), [`translate`] (built-in translators), [`arrow_ffi`] (Arrow
+//! exchange with pyarrow via the PyCapsule interface), [`pyrepr`] (Python-identical messages).
+//! This file only binds them to Python and maps errors.
+
+pub mod arrow_ffi;
+pub mod murmur;
+pub mod pyrepr;
+pub mod queue_rows;
+pub mod scan;
+pub mod translate;
+pub mod wire;
+
+use std::sync::Arc;
+
+use arrow_array::builder::{
+    BinaryBuilder, BooleanBuilder, Int32Builder, Int64Builder, StringBuilder,
+};
+use arrow_array::{Array, ArrayRef, Int32Array, RecordBatch};
+use arrow_schema::{DataType, Field, Schema};
+use pyo3::create_exception;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+use arrow_ffi::{boolean, import_array, import_batch, int64, ArrowExport, Bytes};
+
+create_exception!(
+    _native,
+    RowTooLargeError,
+    PyValueError,
+    "One row's cells do not fit in a single update frame."
+);
+
+fn value_error(msg: String) -> PyErr {
+    PyValueError::new_err(msg)
+}
+
+/// Cells of a batch with columns row, cf, cq, cv, ts, value and optional delete, checked.
+fn cells_of(cols: &arrow_ffi::Columns) -> PyResult<Vec<wire::Cell<'_>>> {
+    let bytes = |name: &str| -> PyResult<Bytes<'_>> { Bytes::new(cols.require(name)?, name) };
+    let (row, cf, cq, cv, value) = (
+        bytes("row")?,
+        bytes("cf")?,
+        bytes("cq")?,
+        bytes("cv")?,
+        bytes("value")?,
+    );
+    let ts = int64(cols.require("ts")?, "ts")?;
+    let delete = cols
+        .get("delete")
+        .map(|d| boolean(d, "delete"))
+        .transpose()?;
+    let len = cols.len;
+    let mut cells = Vec::with_capacity(len);
+    for i in 0..len {
+        let r = row.get(i).unwrap_or_default();
+        if r.is_empty() {
+            return Err(value_error(format!("cell {i}: row must not be empty")));
+        }
+        let (Some(f), Some(q)) = (cf.get(i), cq.get(i)) else {
+            return Err(value_error(format!(
+                "cell {i} (row {}): cf and cq must not be null",
+                pyrepr::bytes_repr(r)
+            )));
+        };
+        let t = (!ts.is_null(i)).then(|| ts.value(i));
+        if let Some(t) = t.filter(|t| *t < 0) {
+            return Err(value_error(format!(
+                "cell {i} (row {}): timestamp must be in [0, 2**63-1], got {t}",
+                pyrepr::bytes_repr(r)
+            )));
+        }
+        let v = value.get(i);
+        let is_delete = match delete {
+            Some(d) => !d.is_null(i) && d.value(i),
+            None => v.is_none(),
+        };
+        if !is_delete && v.is_none() {
+            return Err(value_error(format!(
+                "cell {i} (row {}): a put needs a value (null value, delete false)",
+                pyrepr::bytes_repr(r)
+            )));
+        }
+        cells.push(wire::Cell {
+            row: r,
+            cf: f,
+            cq: q,
+            cv: cv.get(i).unwrap_or_default(),
+            ts: t,
+            value: if is_delete { None } else { v },
+        });
+    }
+    Ok(cells)
+}
+
+/// Encode a batch of cell changes (row, cf, cq, cv, ts, value, [delete]) into `update` message
+/// bodies of at most `max_frame_bytes` each; cells of one row share one map entry and one frame.
+#[pyfunction]
+fn encode_update_frames<'py>(
+    py: Python<'py>,
+    writer_id: &str,
+    cells: &Bound<'py, PyAny>,
+    max_frame_bytes: usize,
+) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+    let cols = import_batch(cells)?;
+    let cells = cells_of(&cols)?;
+    let plan = wire::plan_frames(writer_id.as_bytes(), &cells, max_frame_bytes)
+        .map_err(|e| RowTooLargeError::new_err(e.0))?;
+    let sizes: Vec<usize> = plan.frame_sizes().collect();
+    let mut out = Vec::with_capacity(sizes.len());
+    let mut buf = Vec::new();
+    for (k, n) in sizes.into_iter().enumerate() {
+        buf.clear();
+        buf.reserve(n);
+        plan.write_frame(k, &cells, &mut buf);
+        out.push(PyBytes::new(py, &buf));
+    }
+    Ok(out)
+}
+
+/// Decode a `nextK` reply message into (batch row, cf, cq, cv, ts, value; more), or None when the
+/// reply is not a plain ScanResult (an exception, an unknown field): decode those with thriftpy2.
+#[pyfunction]
+fn decode_next_k_reply(py: Python<'_>, frame: &[u8]) -> Option<(ArrowExport, bool)> {
+    py.detach(|| scan::decode_next_k_reply(frame))
+        .ok()
+        .map(|(batch, more)| (ArrowExport::batch(batch), more))
+}
+
+/// Take entry rows apart: batch (bucket int32, key binary, seq int64, error utf8); a malformed
+/// row has nulls and its reason in `error`.
+#[pyfunction]
+fn parse_entry_rows(
+    py: Python<'_>,
+    rows: &Bound<'_, PyAny>,
+    qid: &str,
+    num_buckets: u32,
+) -> PyResult<ArrowExport> {
+    let layout = queue_rows::Layout::new(qid, num_buckets).map_err(value_error)?;
+    let array = import_array(rows)?;
+    let rows = Bytes::new(&array, "rows")?;
+    let n = array.len();
+    let mut bucket = Int32Builder::with_capacity(n);
+    let mut key = BinaryBuilder::with_capacity(n, 0);
+    let mut seq = Int64Builder::with_capacity(n);
+    let mut error = StringBuilder::new();
+    py.detach(|| {
+        for i in 0..n {
+            let row = rows.get(i).unwrap_or_default();
+            match queue_rows::parse_row(&layout, row) {
+                Ok(p) => {
+                    bucket.append_value(p.bucket as i32);
+                    key.append_value(&row[p.key]);
+                    seq.append_value(p.seq);
+                    error.append_null();
+                }
+                Err(reason) => {
+                    bucket.append_null();
+                    key.append_null();
+                    seq.append_null();
+                    error.append_value(reason);
+                }
+            }
+        }
+    });
+    let schema = Schema::new(vec![
+        Field::new("bucket", DataType::Int32, true),
+        Field::new("key", DataType::Binary, true),
+        Field::new("seq", DataType::Int64, true),
+        Field::new("error", DataType::Utf8, true),
+    ]);
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(bucket.finish()),
+        Arc::new(key.finish()),
+        Arc::new(seq.finish()),
+        Arc::new(error.finish()),
+    ];
+    batch(schema, columns)
+}
+
+fn batch(schema: Schema, columns: Vec<ArrayRef>) -> PyResult<ArrowExport> {
+    RecordBatch::try_new(Arc::new(schema), columns)
+        .map(ArrowExport::batch)
+        .map_err(|e| value_error(format!("internal error building a batch: {e}")))
+}
+
+/// Signed murmur3_32 (seed 0) of each key.
+#[pyfunction]
+fn murmur3_32(py: Python<'_>, keys: &Bound<'_, PyAny>) -> PyResult<ArrowExport> {
+    let array = import_array(keys)?;
+    let keys = Bytes::new(&array, "keys")?;
+    let out: Int32Array = py.detach(|| {
+        (0..array.len())
+            .map(|i| keys.get(i).map(murmur::murmur3_32))
+            .collect()
+    });
+    Ok(ArrowExport::array(Arc::new(out)))
+}
+
+/// The bucket of each key: `abs(murmur3_32(key)) % num_buckets`.
+#[pyfunction]
+fn buckets_of(py: Python<'_>, keys: &Bound<'_, PyAny>, num_buckets: u32) -> PyResult<ArrowExport> {
+    if num_buckets == 0 || num_buckets > i32::MAX as u32 {
+        return Err(value_error(format!(
+            "num_buckets must be in [1, 2**31-1], got {num_buckets}"
+        )));
+    }
+    let array = import_array(keys)?;
+    let keys = Bytes::new(&array, "keys")?;
+    let out: Int32Array = py.detach(|| {
+        (0..array.len())
+            .map(|i| {
+                keys.get(i)
+                    .map(|k| murmur::bucket_of(k, num_buckets) as i32)
+            })
+            .collect()
+    });
+    Ok(ArrowExport::array(Arc::new(out)))
+}
+
+fn update_schema() -> Schema {
+    Schema::new(vec![
+        Field::new("row", DataType::Binary, false),
+        Field::new("cf", DataType::Binary, false),
+        Field::new("cq", DataType::Binary, false),
+        Field::new("cv", DataType::Binary, false),
+        Field::new("ts", DataType::Int64, true),
+        Field::new("value", DataType::Binary, true),
+        Field::new("delete", DataType::Boolean, false),
+    ])
+}
+
+/// The deletes of queue entries: each row's `e:v` at the entry's own timestamp.
+#[pyfunction]
+fn entry_deletes(rows: &Bound<'_, PyAny>, ts: &Bound<'_, PyAny>) -> PyResult<ArrowExport> {
+    let row_array = import_array(rows)?;
+    let ts_array = import_array(ts)?;
+    let rows = Bytes::new(&row_array, "rows")?;
+    let ts = int64(&ts_array, "ts")?;
+    let n = row_array.len();
+    if ts.len() != n || ts.null_count() > 0 || rows_have_nulls(&row_array) {
+        return Err(value_error(format!(
+            "need one non-null ts per non-null row: {n} rows, {} ts ({} null)",
+            ts.len(),
+            ts.null_count()
+        )));
+    }
+    let mut row = BinaryBuilder::with_capacity(n, 0);
+    for i in 0..n {
+        row.append_value(rows.value(i));
+    }
+    let constant = |b: &[u8]| -> ArrayRef {
+        let mut c = BinaryBuilder::with_capacity(n, n * b.len());
+        (0..n).for_each(|_| c.append_value(b));
+        Arc::new(c.finish())
+    };
+    let mut value = BinaryBuilder::with_capacity(n, 0);
+    let mut delete = BooleanBuilder::with_capacity(n);
+    for _ in 0..n {
+        value.append_null();
+        delete.append_value(true);
+    }
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(row.finish()),
+        constant(b"e"),
+        constant(b"v"),
+        constant(b""),
+        Arc::new(ts.clone()),
+        Arc::new(value.finish()),
+        Arc::new(delete.finish()),
+    ];
+    batch(update_schema(), columns)
+}
+
+fn rows_have_nulls(a: &ArrayRef) -> bool {
+    a.null_count() > 0
+}
+
+/// Translate export values (JSON) with a built-in translator. Returns (batch entry int32, row, cf,
+/// cq, cv, value (null: delete); errors [(entry, message)]; fallback [entry]) where fallback
+/// entries must be translated by the Python translator.
+#[pyfunction(name = "translate")]
+#[allow(clippy::type_complexity)]
+fn translate_values(
+    py: Python<'_>,
+    translator: &str,
+    values: &Bound<'_, PyAny>,
+) -> PyResult<(ArrowExport, Vec<(usize, String)>, Vec<usize>)> {
+    let kind = translate::Kind::from_name(translator).ok_or_else(|| {
+        value_error(format!(
+            "no native translator {translator:?}: use difference, replicator or cells"
+        ))
+    })?;
+    let array = import_array(values)?;
+    let values = Bytes::new(&array, "values")?;
+    let n = array.len();
+    let mut entry = Int32Builder::with_capacity(n);
+    let mut parts: [BinaryBuilder; 4] = std::array::from_fn(|_| BinaryBuilder::new());
+    let mut value = BinaryBuilder::new();
+    let mut errors = Vec::new();
+    let mut fallback = Vec::new();
+    py.detach(|| {
+        for i in 0..n {
+            match translate::translate(kind, values.get(i).unwrap_or_default()) {
+                Ok(changes) => {
+                    for c in changes {
+                        entry.append_value(i as i32);
+                        let (r, f, q, v) = &c.key;
+                        for (b, part) in parts.iter_mut().zip([r, f, q, v]) {
+                            b.append_value(part);
+                        }
+                        value.append_option(c.value);
+                    }
+                }
+                Err(translate::EntryError::Translation(msg)) => errors.push((i, msg)),
+                Err(translate::EntryError::Fallback) => fallback.push(i),
+            }
+        }
+    });
+    let [row, cf, cq, cv] = &mut parts;
+    let schema = Schema::new(vec![
+        Field::new("entry", DataType::Int32, false),
+        Field::new("row", DataType::Binary, false),
+        Field::new("cf", DataType::Binary, false),
+        Field::new("cq", DataType::Binary, false),
+        Field::new("cv", DataType::Binary, false),
+        Field::new("value", DataType::Binary, true),
+    ]);
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(entry.finish()),
+        Arc::new(row.finish()),
+        Arc::new(cf.finish()),
+        Arc::new(cq.finish()),
+        Arc::new(cv.finish()),
+        Arc::new(value.finish()),
+    ];
+    Ok((batch(schema, columns)?, errors, fallback))
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<ArrowExport>()?;
+    m.add("RowTooLargeError", m.py().get_type::<RowTooLargeError>())?;
+    m.add_function(wrap_pyfunction!(encode_update_frames, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_next_k_reply, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_entry_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(murmur3_32, m)?)?;
+    m.add_function(wrap_pyfunction!(buckets_of, m)?)?;
+    m.add_function(wrap_pyfunction!(entry_deletes, m)?)?;
+    m.add_function(wrap_pyfunction!(translate_values, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,247 @@
+//! The built-in translators (`difference`, `replicator`, `cells`) on JSON export values, with the
+//! error messages of the Python translators in connector/export (message for message).
+//!
+//! Each export translates on its own: an error belongs to its entry and the batch goes on. Where
+//! the result cannot be decided here exactly as Python would (bytes that serde_json refuses but
+//! `json.loads` may accept, such as NaN; an error message that must show non-ASCII text, whose
+//! `repr` depends on Python's Unicode tables), the entry is marked [`EntryError::Fallback`] and the
+//! Python wrapper translates that entry the Python way.
+
+mod cells;
+mod difference;
+mod replicator;
+
+use std::borrow::Cow;
+
+use serde_json::Value;
+
+use crate::pyrepr::{json_repr, number_str, truthy};
+
+pub type CellKey = (Vec<u8>, Vec<u8>, Vec<u8>, Vec<u8>);
+
+/// A destination cell change: `value` None is a delete. The exporter stamps ts = seq.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    pub key: CellKey,
+    pub value: Option<Vec<u8>>,
+}
+
+#[derive(Debug, PartialEq)]
+pub enum EntryError {
+    /// A `TranslationError` with this message.
+    Translation(String),
+    /// Decide this entry in Python.
+    Fallback,
+}
+
+pub type Result<T> = std::result::Result<T, EntryError>;
+
+fn error<T>(msg: String) -> Result<T> {
+    Err(EntryError::Translation(msg))
+}
+
+/// `repr(value)`, or hand the entry to Python when only Python can print it.
+fn repr(v: &Value) -> Result<String> {
+    json_repr(v).ok_or(EntryError::Fallback)
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Difference,
+    Replicator,
+    Cells,
+}
+
+impl Kind {
+    pub fn from_name(name: &str) -> Option<Kind> {
+        match name {
+            "difference" => Some(Kind::Difference),
+            "replicator" => Some(Kind::Replicator),
+            "cells" => Some(Kind::Cells),
+            _ => None,
+        }
+    }
+}
+
+/// Translate one export value (JSON bytes as the queue's JSON serializer wrote them).
+pub fn translate(kind: Kind, value: &[u8]) -> Result<Vec<Change>> {
+    if has_long_digit_run(value) {
+        return Err(EntryError::Fallback);
+    }
+    let value: Value = serde_json::from_slice(value).map_err(|_| EntryError::Fallback)?;
+    match kind {
+        Kind::Difference => difference::translate(&value),
+        Kind::Replicator => replicator::translate(&value),
+        Kind::Cells => cells::translate(&value),
+    }
+}
+
+/// Python's `json.loads` refuses ints of more than 4300 digits wherever they are, even in fields no
+/// translator reads; serde_json accepts them. A run of that many digits (even inside a string, a
+/// harmless false alarm) sends the entry to Python.
+fn has_long_digit_run(b: &[u8]) -> bool {
+    if b.len() <= crate::pyrepr::INT_MAX_STR_DIGITS {
+        return false;
+    }
+    let mut run = 0usize;
+    for &c in b {
+        run = if c.is_ascii_digit() { run + 1 } else { 0 };
+        if run > crate::pyrepr::INT_MAX_STR_DIGITS {
+            return true;
+        }
+    }
+    false
+}
+
+/// `cell_json.as_bytes`: text as UTF-8, numbers as their decimal text; `what` names the field.
+fn as_bytes<'v>(v: &'v Value, what: &str) -> Result<Cow<'v, [u8]>> {
+    match v {
+        Value::String(s) => Ok(Cow::Borrowed(s.as_bytes())),
+        Value::Number(n) => match number_str(n.as_str()) {
+            Some(text) => Ok(Cow::Owned(text.into_bytes())),
+            None => Err(EntryError::Fallback),
+        },
+        Value::Bool(_) | Value::Null => {
+            error(format!("{what} must be text or bytes, not {}", repr(v)?))
+        }
+        Value::Array(_) => error(format!("{what} must be text or bytes, not list")),
+        Value::Object(_) => error(format!("{what} must be text or bytes, not dict")),
+    }
+}
+
+/// `cell_json.cell_key`: (row, cf, cq, cv) of a cell object.
+fn cell_key(cell: &Value, place: &str) -> Result<CellKey> {
+    let Value::Object(map) = cell else {
+        return error(format!(
+            "{place}: a cell must be an object with row, cf, cq, value; got {}",
+            repr(cell)?
+        ));
+    };
+    let (Some(row), Some(cf), Some(cq)) = (map.get("row"), map.get("cf"), map.get("cq")) else {
+        let missing: Vec<&str> = ["row", "cf", "cq"]
+            .into_iter()
+            .filter(|k| !map.contains_key(*k))
+            .collect();
+        return error(format!(
+            "{place}: cell {} lacks {}",
+            repr(cell)?,
+            missing.join(", ")
+        ));
+    };
+    let wrap = |e: EntryError| match e {
+        EntryError::Translation(msg) => EntryError::Translation(format!("{place}: {msg}")),
+        other => other,
+    };
+    let row = as_bytes(row, "row").map_err(wrap)?.into_owned();
+    let cf = as_bytes(cf, "cf").map_err(wrap)?.into_owned();
+    let cq = as_bytes(cq, "cq").map_err(wrap)?.into_owned();
+    // Python: `cell.get("cv") or b""`, so any falsy cv (null, "", 0, [], {}) is no visibility
+    let cv = match map.get("cv") {
+        Some(v) if truthy(v) => as_bytes(v, "cv").map_err(wrap)?.into_owned(),
+        _ => Vec::new(),
+    };
+    if row.is_empty() {
+        return error(format!("{place}: cell has an empty row"));
+    }
+    Ok((row, cf, cq, cv))
+}
+
+/// `cell_json.cell_value`.
+fn cell_value(cell: &Value, place: &str) -> Result<Vec<u8>> {
+    match cell.get("value") {
+        None => error(format!("{place}: cell {} lacks value", repr(cell)?)),
+        Some(v) => Ok(as_bytes(v, &format!("{place}: value"))?.into_owned()),
+    }
+}
+
+/// Keep the last change per cell, in the order of those last changes (what the exporter's
+/// same-cell collapse does: never a put and a delete on one cell at one ts).
+fn last_per_cell(changes: Vec<Change>) -> Vec<Change> {
+    let mut last: rustc_hash::FxHashMap<&CellKey, usize> = rustc_hash::FxHashMap::default();
+    for (i, c) in changes.iter().enumerate() {
+        last.insert(&c.key, i);
+    }
+    if last.len() == changes.len() {
+        return changes;
+    }
+    let keep: Vec<bool> = {
+        let mut keep = vec![false; changes.len()];
+        for &i in last.values() {
+            keep[i] = true;
+        }
+        keep
+    };
+    changes
+        .into_iter()
+        .zip(keep)
+        .filter_map(|(c, k)| k.then_some(c))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(kind: Kind, json: &str) -> Result<Vec<Change>> {
+        translate(kind, json.as_bytes())
+    }
+
+    fn msg(r: Result<Vec<Change>>) -> String {
+        match r {
+            Err(EntryError::Translation(m)) => m,
+            other => panic!("expected a translation error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn difference_messages() {
+        assert_eq!(
+            msg(t(Kind::Difference, "5")),
+            "difference update must be {'old': [...], 'new': [...]}, got 5"
+        );
+        assert_eq!(
+            msg(t(Kind::Difference, r#"{"x":1,"old":[],"b":2}"#)),
+            "difference update has unknown fields ['b', 'x']; expected old, new"
+        );
+        assert_eq!(
+            msg(t(Kind::Difference, r#"{"new":[{"row":"r","cf":"f"}]}"#)),
+            "new[0]: cell {'row': 'r', 'cf': 'f'} lacks cq"
+        );
+        assert_eq!(
+            msg(t(
+                Kind::Difference,
+                r#"{"new":[{"row":true,"cf":"f","cq":"q"}]}"#
+            )),
+            "new[0]: row must be text or bytes, not True"
+        );
+        assert_eq!(
+            msg(t(Kind::Difference, r#"{"old":{"a":1}}"#)),
+            "old must be a list of cells, not dict"
+        );
+        assert_eq!(t(Kind::Difference, "NaN"), Err(EntryError::Fallback));
+    }
+
+    #[test]
+    fn difference_puts_changed_and_deletes_vanished() {
+        let out = t(
+            Kind::Difference,
+            r#"{"old":[{"row":"a","cf":"f","cq":"q","value":"1"},{"row":"b","cf":"f","cq":"q","value":1}],
+                "new":[{"row":"b","cf":"f","cq":"q","value":"1"},{"row":"c","cf":"f","cq":"q","cv":0,"value":2.50}]}"#,
+        )
+        .unwrap();
+        let k = |r: &str| (r.as_bytes().to_vec(), b"f".to_vec(), b"q".to_vec(), vec![]);
+        assert_eq!(
+            out,
+            vec![
+                Change {
+                    key: k("a"),
+                    value: None
+                },
+                Change {
+                    key: k("c"),
+                    value: Some(b"2.5".to_vec())
+                },
+            ]
+        );
+    }
+}
