@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ._idl import proxy
+from .errors import InvalidMutationError
 from .mutation import ColumnUpdate, Mutation
 
 
@@ -27,3 +28,19 @@ def cells_map(mutations: Iterable[Mutation]) -> dict[bytes, list[Any]]:
     for m in mutations:
         out.setdefault(m.row, []).extend(column_update_to_thrift(u) for u in m.updates)
     return out
+
+
+def check_sendable(mutations: Iterable[Mutation]) -> int:
+    """Refuse what a server could fail to convert, before anything is sent; return the bytes to send.
+
+    Upstream's proxy converts an ``update`` call row by row and, at the first row it cannot convert, logs
+    the error and drops that row and the rest (an ``updateAndFlush`` keeps the rows before it). Cells
+    are checked when a :class:`Mutation` is built (visibility, timestamp, types); what remains is a
+    mutation without updates, which Accumulo's BatchWriter refuses.
+    """
+    size = 0
+    for m in mutations:
+        if not m.updates:
+            raise InvalidMutationError(f"mutation for row {m.row!r} has no updates")
+        size += m.size
+    return size
