@@ -87,12 +87,15 @@ def small_frame_conn(accumulo, small_frame_gateway):
 def test_a_chunk_plus_a_large_mutation_never_exceeds_the_frame_limit(small_frame_conn, table):
     conn = small_frame_conn
     with conn.batch_writer(table) as writer:  # default 4 MiB chunks
-        for i in range(1000):  # ~3.9 MiB: just under one chunk
+        for i in range(1040):  # just under one chunk
             writer.add_mutation(Mutation(b"s%04d" % i).put("f", "q", b"x" * 4000, timestamp=1))
-        writer.add_mutation(Mutation("large").put("f", "q", b"y" * (12 * MiB + 300 * 1024), timestamp=1))
+        large = Mutation("large")
+        for j in range(13):  # 13 MiB: with the chunk before it, over the 16 MiB frame limit
+            large.put("f", b"q%02d" % j, b"y" * MiB, timestamp=1)
+        writer.add_mutation(large)
         writer.flush()
     rows = rows_of(conn, table)
-    assert len(rows) == 1001 and rows[0] == b"large"
+    assert len(rows) == 1041 and rows[0] == b"large"
 
 
 def test_chunk_bytes_over_the_frame_limit_is_clamped(small_frame_conn, table):
@@ -111,11 +114,15 @@ def test_a_mutation_too_large_for_one_frame_is_refused_before_sending(small_fram
         huge = Mutation("huge").put("f", "q", b"h" * (15 * MiB + 512 * 1024), timestamp=1)
         with pytest.raises(InvalidMutationError, match="max_frame_bytes"):
             writer.add_mutation(huge)
+        # upstream refuses one value longer than its frame limit minus the frame: 8 MiB of 16 MiB
+        with pytest.raises(InvalidMutationError, match="largest value"):
+            writer.add_mutation(Mutation("eight").put("f", "q", b"e" * (8 * MiB), timestamp=1))
+        writer.add_mutation(Mutation("seven").put("f", "q", b"s" * (7 * MiB), timestamp=1))
         writer.add_mutation(Mutation("small2").put("f", "q", "v", timestamp=1))
-    assert rows_of(conn, table) == [b"small", b"small2"]
+    assert rows_of(conn, table) == [b"seven", b"small", b"small2"]
     with pytest.raises(InvalidMutationError, match="max_frame_bytes"):
         conn.write(table, [huge])
-    assert rows_of(conn, table) == [b"small", b"small2"]
+    assert rows_of(conn, table) == [b"seven", b"small", b"small2"]
 
 
 def test_frame_limit_is_configurable_and_checked_against_the_server(small_frame_conn, table):

@@ -11,7 +11,7 @@ from ._idl import proxy
 from .cells import IteratorSetting
 from .conversion import column_update_to_thrift
 from .errors import InvalidMutationError
-from .frames import CALL_OVERHEAD_BYTES
+from .frames import CALL_OVERHEAD_BYTES, largest_binary
 from .mutation import BytesLike, Mutation, to_bytes
 from .visibility import VisibilityError, check_visibility
 
@@ -83,7 +83,7 @@ class ConditionalWriter:
     def write_all(self, mutations: Iterable[ConditionalMutation]) -> dict[bytes, str]:
         """Apply conditional mutations (one per row); returns {row: status name}."""
         updates: dict[bytes, Any] = {}
-        size = 0
+        size = largest = 0
         for m in mutations:
             if m.row in updates:
                 raise InvalidMutationError(f"two conditional mutations for row {m.row!r} in one call")
@@ -92,11 +92,12 @@ class ConditionalWriter:
             if not m.updates:
                 raise InvalidMutationError(f"conditional mutation for row {m.row!r} has no updates")
             size += m.size + sum(len(c.to_thrift().value or b"") + 64 for c in m.conditions)
+            largest = max(largest, largest_binary(m.row, m.updates, m.size))
             updates[m.row] = proxy.ConditionalUpdates(
                 conditions=[c.to_thrift() for c in m.conditions],
                 updates=[column_update_to_thrift(u) for u in m.updates],
             )
-        if size + CALL_OVERHEAD_BYTES > self.connection.max_frame_bytes:
+        if size + largest + CALL_OVERHEAD_BYTES > self.connection.max_frame_bytes:
             raise InvalidMutationError(f"conditional mutations of about {size} bytes do not fit in one frame "
                                        f"(max_frame_bytes={self.connection.max_frame_bytes}); send fewer at once")
         result = self.connection.call("updateRowsConditionally", self._id, updates, secret=False, retry=False)

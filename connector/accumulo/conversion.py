@@ -7,6 +7,7 @@ from typing import Any
 
 from ._idl import proxy
 from .errors import InvalidMutationError
+from .frames import largest_binary
 from .mutation import ColumnUpdate, Mutation
 
 
@@ -36,11 +37,14 @@ def check_sendable(mutations: Iterable[Mutation]) -> int:
     Upstream's proxy converts an ``update`` call row by row and, at the first row it cannot convert, logs
     the error and drops that row and the rest (an ``updateAndFlush`` keeps the rows before it). Cells
     are checked when a :class:`Mutation` is built (visibility, timestamp, types); what remains is a
-    mutation without updates, which Accumulo's BatchWriter refuses.
+    mutation without updates, which Accumulo's BatchWriter refuses. The result counts the frame rule of
+    :mod:`.frames` (bytes plus the largest binary).
     """
     size = 0
+    largest = 0
     for m in mutations:
         if not m.updates:
             raise InvalidMutationError(f"mutation for row {m.row!r} has no updates")
         size += m.size
-    return size
+        largest = max(largest, largest_binary(m.row, m.updates, m.size))
+    return size + largest

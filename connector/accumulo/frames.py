@@ -2,16 +2,25 @@
 
 A Thrift server closes the connection when a frame is longer than its limit: upstream accumulo-proxy's
 ``maxFrameSize`` defaults to 16M, libthrift's own default is 16,384,000 bytes, our gateway's is 64 MiB
-(``--max-frame-bytes``). The client sees only a dropped connection, so it must never send such a frame:
-it cuts ``update`` calls into frames of at most ``max_frame_bytes`` and refuses, before sending, a
-mutation or a one-call write that cannot fit. The default, 15 MiB, is below every server default.
+(``--max-frame-bytes``). Upstream's proxy (libthrift 0.17, non-blocking server) also refuses a frame in
+which one binary (a value, row or column) is longer than its limit minus the frame's own size: measured
+with maxFrameSize=16M, one 7.99 MiB value passes and 8.01 MiB does not; four 3 MiB values in one frame
+pass and five do not, while 15.9 MiB of 4 KB cells pass. The client sees only a dropped connection, so
+it must never send such a frame.
 
-Any encoder of ``update`` frames (the per-mutation path in :mod:`.writer`, a columnar encoder) keeps the
-row entries of one frame within :func:`update_entries_budget` and sizes each entry with
+The rule, for every frame: ``frame bytes + its largest binary <= max_frame_bytes``. The client cuts
+``update`` calls into frames that keep it, and refuses before sending a mutation, or a one-call write,
+that cannot. The default, 15 MiB, keeps below every server default (so one value can be ~7.5 MiB).
+
+Any encoder of ``update`` frames (the per-mutation path in :mod:`.writer`, a columnar encoder) keeps
+``entries + largest binary <= update_entries_budget(max_frame_bytes)`` and sizes each entry with
 :func:`row_entry_bytes`.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
 
 from .errors import AccumuloError
 
@@ -57,3 +66,11 @@ def row_entry_bytes(row_len: int, n_updates: int, updates_bytes: int) -> int:
     same row merged into one are never larger than the two counted apart."""
     list_header = 1 if n_updates < 15 else 1 + _varint_len(n_updates)
     return _varint_len(row_len) + row_len + list_header + updates_bytes
+
+
+def largest_binary(row: bytes, updates: Sequence[Sequence[Any]], size_bound: int) -> int:
+    """The longest binary of a mutation (row, family, qualifier, visibility or value). ``size_bound``
+    (the mutation's size) bounds it: small mutations skip the exact count."""
+    if size_bound <= 1 << 16:
+        return size_bound
+    return max(len(row), *(max(len(u[0]), len(u[1]), len(u[2]), len(u[4])) for u in updates))

@@ -100,8 +100,9 @@ def scan(conn: Connection, table: str, rng: Range | None, columns: Sequence[Any]
 def batch_scan(conn: Connection, table: str, ranges: Sequence[Range], columns: Sequence[Any] | None,
                authorizations: Iterable[BytesLike] | None, iterators: Sequence[IteratorSetting],
                threads: int, batch_size: int) -> Iterator[Cell]:
+    # no ranges means everything; upstream's proxy refuses an empty list, so send the whole range
     options = proxy.BatchScanOptions(authorizations=_auths(authorizations),
-                                     ranges=[r.to_thrift() for r in ranges],
+                                     ranges=[r.to_thrift() for r in ranges or [Range()]],
                                      columns=columns_to_thrift(columns),
                                      iterators=[i.to_thrift() for i in iterators] or None, threads=threads)
     scanner_id = conn.call("createBatchScanner", table, options)

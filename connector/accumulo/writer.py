@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._idl import proxy
 from .errors import ConnectionLostError, InvalidMutationError, MutationsRejectedError, translate
-from .frames import check_max_frame_bytes, check_writer_id, row_entry_bytes, update_entries_budget
+from .frames import check_max_frame_bytes, check_writer_id, largest_binary, row_entry_bytes, update_entries_budget
 from .mutation import Mutation
 from .transport import close_client, is_transient, send_frame
 from .wire import encode_column_update, encode_row_entry, encode_update_message
@@ -30,8 +30,8 @@ class BatchWriter:
     """Writes mutations to one table through the gateway.
 
     Mutations are grouped by row into chunks of about ``chunk_bytes`` and sent as they fill (one-way calls,
-    no round trip). No chunk is larger than one Thrift frame of ``max_frame_bytes`` (default: the
-    connection's, see :mod:`.frames`); a mutation that cannot fit in one frame is refused by
+    no round trip). Every chunk fits one Thrift frame under ``max_frame_bytes`` (default: the
+    connection's; the rule is in :mod:`.frames`); a mutation that cannot fit in one frame is refused by
     ``add_mutation`` with ``InvalidMutationError``, before anything is sent.
 
     ``flush()`` waits until everything sent is durable, and raises ``MutationsRejectedError`` naming what
@@ -84,6 +84,7 @@ class BatchWriter:
         self._lock = threading.RLock()
         self._rows: dict[bytes, list[bytes]] = {}
         self._rows_bytes = 0
+        self._rows_largest = 0  # longest binary in the chunk being built (see frames)
         self._unacked: list[tuple[int, bytes]] = []
         self._unacked_bytes = 0
         self._largest_frame = 0  # of the unacknowledged ones, to explain a connection the server closed
@@ -114,18 +115,22 @@ class BatchWriter:
         encoded = [encode_column_update(u) for u in mutation.updates]
         # counted as its own map entry: an upper bound when the row is already in the chunk
         cost = row_entry_bytes(len(mutation.row), len(encoded), sum(map(len, encoded)))
-        if cost > self.frame_budget:
+        largest = largest_binary(mutation.row, mutation.updates, mutation.size)
+        if cost + largest > self.frame_budget:
             raise InvalidMutationError(
-                f"mutation for row {mutation.row[:60]!r} encodes to {cost} bytes, more than one Thrift frame "
-                f"carries under max_frame_bytes={self.max_frame_bytes}; split it, or raise max_frame_bytes if "
-                f"the server's frame limit is higher (upstream proxy: maxFrameSize, gateway: --max-frame-bytes)"
+                f"mutation for row {mutation.row[:60]!r} encodes to {cost} bytes with a largest value of "
+                f"{largest}: one Thrift frame under max_frame_bytes={self.max_frame_bytes} cannot carry it "
+                f"(frame + largest value must fit; see connector.accumulo.frames); split it, or raise "
+                f"max_frame_bytes if the server allows (upstream proxy: maxFrameSize, gateway: --max-frame-bytes)"
             )
         with self._lock:
             self._check_open()
-            if self._rows and self._rows_bytes + cost > self.frame_budget:
+            if self._rows and self._rows_bytes + cost + max(largest, self._rows_largest) > self.frame_budget:
                 self._send_rows()  # this chunk is full as far as the frame limit goes
             self._rows.setdefault(mutation.row, []).extend(encoded)
             self._rows_bytes += cost
+            if largest > self._rows_largest:
+                self._rows_largest = largest
             self.mutations_added += 1
             if self._rows_bytes >= self.chunk_bytes:
                 self._send_rows()
@@ -168,6 +173,7 @@ class BatchWriter:
         with self._lock:
             self._rows.clear()
             self._rows_bytes = 0
+            self._rows_largest = 0
             try:
                 self.close()
             except Exception as close_exc:  # noqa: BLE001 - keep the block's own exception
@@ -227,6 +233,7 @@ class BatchWriter:
         n_rows = len(self._rows)
         self._rows = {}
         self._rows_bytes = 0
+        self._rows_largest = 0
         self._unacked.append((n_rows, entries))
         self._unacked_bytes += len(entries)
         if self._broken:
