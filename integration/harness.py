@@ -186,8 +186,12 @@ def _stop(proc: subprocess.Popen, grace: float = 60.0) -> None:
 
 @contextlib.contextmanager
 def clusters(names: Sequence[str] = ("a", "b"), data_dir: str | None = None,
-             start_timeout: float = 300.0, idle_timeout_ms: int | None = None) -> Iterator[Clusters]:
-    """Start one MiniAccumuloCluster and gateway per name; stop and clean up on exit."""
+             start_timeout: float = 300.0, idle_timeout_ms: int | None = None,
+             max_frame_bytes: int | None = None) -> Iterator[Clusters]:
+    """Start one MiniAccumuloCluster and gateway per name; stop and clean up on exit.
+
+    ``max_frame_bytes`` sets the gateways' Thrift frame limit (default 64 MiB; upstream's proxy: 16 MiB).
+    """
     classpath = build_gateway()
     state_dir = Path(tempfile.mkdtemp(prefix="accumulo-harness-"))
     secret_file = state_dir / "gateway.secret"
@@ -200,6 +204,8 @@ def clusters(names: Sequence[str] = ("a", "b"), data_dir: str | None = None,
         args += ["--dir", data_dir]
     if idle_timeout_ms:
         args += ["--idle-timeout-ms", str(idle_timeout_ms)]
+    if max_frame_bytes:
+        args += ["--max-frame-bytes", str(max_frame_bytes)]
     env = dict(os.environ, ACCUMULO_ROOT_PASSWORD=password_file.read_text())
     env.pop("ACCUMULO_GATEWAY_SECRET", None)
     with open(log_file, "wb") as log:
@@ -225,11 +231,14 @@ def clusters(names: Sequence[str] = ("a", "b"), data_dir: str | None = None,
 class StandaloneGateway:
     """A gateway in its own JVM against a running cluster, so tests can kill -9 and restart it."""
 
-    def __init__(self, cluster: Cluster, classpath: str, port: int = 0, idle_timeout_ms: int | None = None) -> None:
+    def __init__(self, cluster: Cluster, classpath: str, port: int = 0, idle_timeout_ms: int | None = None,
+                 max_frame_bytes: int | None = None) -> None:
         self.cluster = cluster
         self.classpath = classpath
         self.port = port
         self.extra_args = ["--idle-timeout-ms", str(idle_timeout_ms)] if idle_timeout_ms else []
+        if max_frame_bytes:
+            self.extra_args += ["--max-frame-bytes", str(max_frame_bytes)]
         self.proc: subprocess.Popen | None = None
         self.log_file = Path(cluster.secret_file).parent / f"gateway-{cluster.name}-{os.getpid()}.log"
 

@@ -16,6 +16,7 @@ from .connection import DEFAULT_PORT, SECRET_ENV, SECRET_FILE_ENV, Connection, r
 from .errors import (
     AccumuloError,
     AccumuloSecurityError,
+    AccumuloServerError,
     ConnectionLostError,
     InvalidMutationError,
     MutationsRejectedError,
@@ -24,13 +25,15 @@ from .errors import (
     UnknownScannerError,
     UnknownWriterError,
 )
+from .frames import DEFAULT_MAX_FRAME_BYTES
 from .mutation import ColumnUpdate, Mutation
 from .transport import RetryPolicy
 from .writer import BatchWriter
 
 __all__ = [
-    "AccumuloError", "AccumuloSecurityError", "BatchWriter", "Cell", "ColumnUpdate", "Condition",
-    "ConditionalMutation", "ConditionalWriter", "Connection", "ConnectionLostError", "DEFAULT_PORT",
+    "AccumuloError", "AccumuloSecurityError", "AccumuloServerError", "BatchWriter", "Cell", "ColumnUpdate",
+    "Condition", "ConditionalMutation", "ConditionalWriter", "Connection", "ConnectionLostError",
+    "DEFAULT_MAX_FRAME_BYTES", "DEFAULT_PORT",
     "InvalidMutationError", "IteratorSetting", "Key", "Mutation", "MutationsRejectedError", "Range",
     "RetryPolicy", "SECRET_ENV", "SECRET_FILE_ENV", "TableExistsError", "TableNotFoundError",
     "UnknownScannerError", "UnknownWriterError", "resolve_secret",

@@ -11,7 +11,9 @@ from ._idl import proxy
 from .cells import IteratorSetting
 from .conversion import column_update_to_thrift
 from .errors import InvalidMutationError
+from .frames import CALL_OVERHEAD_BYTES, largest_binary
 from .mutation import BytesLike, Mutation, to_bytes
+from .visibility import VisibilityError, check_visibility
 
 if TYPE_CHECKING:
     from .connection import Connection
@@ -31,9 +33,14 @@ class Condition:
     iterators: Sequence[IteratorSetting] = ()
 
     def to_thrift(self) -> Any:
+        visibility = to_bytes(self.visibility, "visibility")
+        try:
+            check_visibility(visibility)  # a server would refuse the whole call, or fail with no message
+        except VisibilityError as exc:
+            raise InvalidMutationError(f"condition on {self.cf!r}:{self.cq!r}: {exc}") from None
         column = proxy.Column(colFamily=to_bytes(self.cf, "column family"),
                               colQualifier=to_bytes(self.cq, "column qualifier"),
-                              colVisibility=to_bytes(self.visibility, "visibility"))
+                              colVisibility=visibility)
         return proxy.Condition(column=column, timestamp=self.timestamp,
                                value=None if self.value is None else to_bytes(self.value, "value"),
                                iterators=[i.to_thrift() for i in self.iterators] or None)
@@ -52,7 +59,12 @@ class ConditionalMutation(Mutation):
 class ConditionalWriter:
     """Sends conditional mutations and reports, per row, ACCEPTED, REJECTED, VIOLATED, UNKNOWN or
     INVISIBLE_VISIBILITY. A dropped connection is not retried (the outcome is unknown): it raises
-    ``ConnectionLostError`` and the caller re-reads and decides."""
+    ``ConnectionLostError`` and the caller re-reads and decides.
+
+    Conditions see a cell only if ``authorizations`` satisfy its visibility. The default is none, as in
+    Accumulo's Java ConditionalWriter and upstream's proxy: a condition on a cell with a visibility is then
+    INVISIBLE_VISIBILITY. The set is always sent explicitly, so no server's own default matters.
+    """
 
     def __init__(self, connection: Connection, table: str, *, timeout_ms: int | None = None,
                  authorizations: Iterable[BytesLike] | None = None) -> None:
@@ -60,7 +72,7 @@ class ConditionalWriter:
         self.table = table
         options = proxy.ConditionalWriterOptions(
             timeoutMs=timeout_ms,
-            authorizations=None if authorizations is None else {to_bytes(a, "auth") for a in authorizations},
+            authorizations={to_bytes(a, "auth") for a in authorizations or ()},
         )
         self._id = connection.call("createConditionalWriter", table, options)
 
@@ -71,15 +83,23 @@ class ConditionalWriter:
     def write_all(self, mutations: Iterable[ConditionalMutation]) -> dict[bytes, str]:
         """Apply conditional mutations (one per row); returns {row: status name}."""
         updates: dict[bytes, Any] = {}
+        size = largest = 0
         for m in mutations:
             if m.row in updates:
                 raise InvalidMutationError(f"two conditional mutations for row {m.row!r} in one call")
             if not m.conditions:
                 raise InvalidMutationError(f"conditional mutation for row {m.row!r} has no conditions")
+            if not m.updates:
+                raise InvalidMutationError(f"conditional mutation for row {m.row!r} has no updates")
+            size += m.size + sum(len(c.to_thrift().value or b"") + 64 for c in m.conditions)
+            largest = max(largest, largest_binary(m.row, m.updates, m.size))
             updates[m.row] = proxy.ConditionalUpdates(
                 conditions=[c.to_thrift() for c in m.conditions],
                 updates=[column_update_to_thrift(u) for u in m.updates],
             )
+        if size + largest + CALL_OVERHEAD_BYTES > self.connection.max_frame_bytes:
+            raise InvalidMutationError(f"conditional mutations of about {size} bytes do not fit in one frame "
+                                       f"(max_frame_bytes={self.connection.max_frame_bytes}); send fewer at once")
         result = self.connection.call("updateRowsConditionally", self._id, updates, secret=False, retry=False)
         return {row: STATUS_NAMES[status] for row, status in result.items()}
 

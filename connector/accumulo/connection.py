@@ -10,7 +10,8 @@ from typing import Any
 
 from ._idl import proxy
 from .cells import Cell, IteratorSetting, Range
-from .errors import AccumuloSecurityError, TableExistsError, TableNotFoundError, translate
+from .errors import AccumuloSecurityError, InvalidMutationError, TableExistsError, TableNotFoundError, translate
+from .frames import CALL_OVERHEAD_BYTES, DEFAULT_MAX_FRAME_BYTES, check_max_frame_bytes
 from .mutation import BytesLike, Mutation, to_bytes
 from .transport import NO_RETRY, RetryPolicy, close_client, is_transient, open_client
 
@@ -46,6 +47,13 @@ class Connection:
     Safe to use from several threads: each thread gets its own socket, opened on first use. Writers open
     a socket of their own. Transient transport errors (refused, reset, timeout) are retried with backoff
     on a fresh socket, within ``retry``'s bounds; then ``ConnectionLostError`` is raised.
+
+    The shared secret is checked once, on the first socket, with a call that declares the security error
+    on every server (upstream's ``tableExists``/``listTables`` turn a wrong secret into a message-less
+    internal error): a wrong secret raises ``AccumuloSecurityError`` whatever the first call is.
+
+    ``max_frame_bytes`` is the largest Thrift frame the client sends (default 15 MiB, under upstream's
+    16 MiB ``maxFrameSize``); see :mod:`connector.accumulo.frames`.
     """
 
     def __init__(
@@ -57,12 +65,15 @@ class Connection:
         secret_file: str | os.PathLike[str] | None = None,
         timeout: float = 120.0,
         retry: RetryPolicy | None = None,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
     ) -> None:
         self.host = host
         self.port = int(port)
         self.timeout = timeout
         self.retry = retry or RetryPolicy()
+        self.max_frame_bytes = check_max_frame_bytes(max_frame_bytes)
         self._secret = resolve_secret(shared_secret, secret_file)
+        self._secret_checked = False
         self._local = threading.local()
         self._lock = threading.Lock()
         self._clients: set[Any] = set()
@@ -83,10 +94,31 @@ class Connection:
         client = getattr(self._local, "client", None)
         if client is None:
             client = self.new_client()
+            if not self._secret_checked:
+                self._check_secret(client)
             self._local.client = client
             with self._lock:
                 self._clients.add(client)
         return client
+
+    def _check_secret(self, client: Any) -> None:
+        """Prove the secret with ``namespaceExists``, which declares AccumuloSecurityException everywhere."""
+        from thriftpy2.thrift import TApplicationException
+
+        try:
+            client.namespaceExists(self._secret, "accumulo")
+        except proxy.AccumuloSecurityException as exc:
+            close_client(client)
+            raise AccumuloSecurityError(
+                f"{self.host}:{self.port} refused the shared secret: {exc.msg}") from exc
+        except TApplicationException as exc:
+            if exc.type != TApplicationException.UNKNOWN_METHOD:  # an older gateway: calls check it anyway
+                close_client(client)
+                raise translate(exc) from exc
+        except Exception:
+            close_client(client)
+            raise
+        self._secret_checked = True
 
     def _drop_thread_client(self, _exc: BaseException | None = None) -> None:
         client = getattr(self._local, "client", None)
@@ -200,9 +232,16 @@ class Connection:
 
     def write(self, table: str, mutations: Iterable[Mutation]) -> None:
         """Send mutations in one call and wait until they are applied (small writes; use a BatchWriter
-        for bulk)."""
-        from .conversion import cells_map
+        for bulk). Raises ``InvalidMutationError``, sending nothing, for a mutation without updates or a
+        write that does not fit in one frame of ``max_frame_bytes``."""
+        from .conversion import cells_map, check_sendable
 
+        mutations = list(mutations)
+        size = check_sendable(mutations)
+        if size + CALL_OVERHEAD_BYTES > self.max_frame_bytes:
+            raise InvalidMutationError(
+                f"write() sends one frame and these mutations need about {size} bytes, over "
+                f"max_frame_bytes={self.max_frame_bytes}; use a BatchWriter, which splits them")
         self.call("updateAndFlush", table, cells_map(mutations))
 
     def batch_writer(self, table: str, **options: Any) -> BatchWriter:

@@ -6,6 +6,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from ._idl import proxy
+from .errors import InvalidMutationError
+from .frames import largest_binary
 from .mutation import ColumnUpdate, Mutation
 
 
@@ -27,3 +29,22 @@ def cells_map(mutations: Iterable[Mutation]) -> dict[bytes, list[Any]]:
     for m in mutations:
         out.setdefault(m.row, []).extend(column_update_to_thrift(u) for u in m.updates)
     return out
+
+
+def check_sendable(mutations: Iterable[Mutation]) -> int:
+    """Refuse what a server could fail to convert, before anything is sent; return the bytes to send.
+
+    Upstream's proxy converts an ``update`` call row by row and, at the first row it cannot convert, logs
+    the error and drops that row and the rest (an ``updateAndFlush`` keeps the rows before it). Cells
+    are checked when a :class:`Mutation` is built (visibility, timestamp, types); what remains is a
+    mutation without updates, which Accumulo's BatchWriter refuses. The result counts the frame rule of
+    :mod:`.frames` (bytes plus the largest binary).
+    """
+    size = 0
+    largest = 0
+    for m in mutations:
+        if not m.updates:
+            raise InvalidMutationError(f"mutation for row {m.row!r} has no updates")
+        size += m.size
+        largest = max(largest, largest_binary(m.row, m.updates, m.size))
+    return size + largest

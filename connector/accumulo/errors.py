@@ -11,6 +11,11 @@ class AccumuloSecurityError(AccumuloError):
     """Wrong shared secret, or the gateway's user lacks a permission."""
 
 
+class AccumuloServerError(AccumuloError):
+    """Accumulo's servers failed to do what was asked (e.g. a scan iterator that cannot be loaded or that
+    threw); not a permission problem. The tablet server's log has the cause."""
+
+
 class TableNotFoundError(AccumuloError):
     """The named table does not exist."""
 
@@ -61,7 +66,8 @@ def translate(exc: BaseException) -> BaseException:
         # calls whose IDL declares no exception (tableExists, listTables) carry the type in the message
         message = exc.message or str(exc)
         by_name = {"AccumuloSecurityException": AccumuloSecurityError,
-                   "TableNotFoundException": TableNotFoundError}
+                   "TableNotFoundException": TableNotFoundError,
+                   "AccumuloServerException": AccumuloServerError}
         for name, ours in by_name.items():
             if message.startswith(name):
                 return ours(message.split(": ", 1)[-1])

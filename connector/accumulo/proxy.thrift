@@ -248,4 +248,16 @@ service AccumuloProxy {
     throws (1:UnknownWriter ouch1, 2:AccumuloException ouch2, 3:AccumuloSecurityException ouch3)
 
   void closeConditionalWriter(1:string conditionalWriter)
+
+  // security and namespaces (same names and field ids as upstream's proxy.thrift)
+  // namespaceExists is cheap and declares AccumuloSecurityException on every server, so the client
+  // checks its shared secret with it (tableExists/listTables declare no exception upstream).
+  bool namespaceExists(1:string sharedSecret, 2:string namespaceName)
+    throws (1:AccumuloException ouch1, 2:AccumuloSecurityException ouch2)
+
+  list<binary> getUserAuthorizations(1:string sharedSecret, 2:string user)
+    throws (1:AccumuloException ouch1, 2:AccumuloSecurityException ouch2)
+
+  void changeUserAuthorizations(1:string sharedSecret, 2:string user, 3:set<binary> authorizations)
+    throws (1:AccumuloException ouch1, 2:AccumuloSecurityException ouch2)
 }

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._idl import proxy
 from .cells import Cell, IteratorSetting, Key, Range, columns_to_thrift
-from .errors import ConnectionLostError, UnknownScannerError, translate
+from .errors import AccumuloSecurityError, AccumuloServerError, ConnectionLostError, UnknownScannerError, translate
 from .mutation import BytesLike, to_bytes
 from .transport import is_transient
 from .wire_scan import next_k
@@ -26,6 +27,30 @@ def _auths(authorizations: Iterable[BytesLike] | None) -> set[bytes] | None:
     return {to_bytes(a, "authorization") for a in authorizations}
 
 
+# A Java exception's toString(): "java.lang.RuntimeException: org.apache...AccumuloServerException: ..."
+_WRAPPED_JAVA_EXCEPTION = re.compile(r"^[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+: ")
+
+
+def scan_error(exc: BaseException, where: str) -> BaseException:
+    """The client's error for a failed ``nextK``.
+
+    Upstream's proxy reports *every* failure while reading (an iterator class the tablet server cannot
+    load, an iterator that threw, a tablet server error) as AccumuloSecurityException carrying the Java
+    exception's ``toString()``. Only a security cause in that text makes it a security error; any other
+    wrapped failure is a server error. Our gateway sends real security errors as such (with Accumulo's
+    message) and server failures as "AccumuloServerException: ...".
+    """
+    if isinstance(exc, proxy.AccumuloSecurityException):
+        message = exc.msg or ""
+        if _WRAPPED_JAVA_EXCEPTION.match(message) and "SecurityException" not in message:
+            return AccumuloServerError(f"scan failed on the server ({where}), not a permission problem: {message}")
+        return AccumuloSecurityError(message or "AccumuloSecurityException")
+    err = translate(exc)
+    if isinstance(err, AccumuloServerError):
+        return AccumuloServerError(f"scan failed on the server ({where}): {err}")
+    return err
+
+
 def _next_page(conn: Connection, scanner_id: str, k: int) -> tuple[list[Cell], bool]:
     """One page of a scanner. Not retried: a lost reply would skip cells (the caller resumes instead)."""
     client = conn._thread_client()
@@ -35,7 +60,7 @@ def _next_page(conn: Connection, scanner_id: str, k: int) -> tuple[list[Cell], b
         if is_transient(exc):
             conn._drop_thread_client()
             raise ConnectionLostError(f"nextK on {conn.host}:{conn.port}: {exc}") from exc
-        raise translate(exc) from exc
+        raise scan_error(exc, f"{conn.host}:{conn.port}") from exc
 
 
 def scan(conn: Connection, table: str, rng: Range | None, columns: Sequence[Any] | None,
@@ -75,8 +100,9 @@ def scan(conn: Connection, table: str, rng: Range | None, columns: Sequence[Any]
 def batch_scan(conn: Connection, table: str, ranges: Sequence[Range], columns: Sequence[Any] | None,
                authorizations: Iterable[BytesLike] | None, iterators: Sequence[IteratorSetting],
                threads: int, batch_size: int) -> Iterator[Cell]:
+    # no ranges means everything; upstream's proxy refuses an empty list, so send the whole range
     options = proxy.BatchScanOptions(authorizations=_auths(authorizations),
-                                     ranges=[r.to_thrift() for r in ranges],
+                                     ranges=[r.to_thrift() for r in ranges or [Range()]],
                                      columns=columns_to_thrift(columns),
                                      iterators=[i.to_thrift() for i in iterators] or None, threads=threads)
     scanner_id = conn.call("createBatchScanner", table, options)

@@ -8,7 +8,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from ._idl import proxy
-from .errors import InvalidMutationError, MutationsRejectedError, translate
+from .errors import ConnectionLostError, InvalidMutationError, MutationsRejectedError, translate
+from .frames import check_max_frame_bytes, check_writer_id, largest_binary, row_entry_bytes, update_entries_budget
 from .mutation import Mutation
 from .transport import close_client, is_transient, send_frame
 from .wire import encode_column_update, encode_row_entry, encode_update_message
@@ -29,10 +30,16 @@ class BatchWriter:
     """Writes mutations to one table through the gateway.
 
     Mutations are grouped by row into chunks of about ``chunk_bytes`` and sent as they fill (one-way calls,
-    no round trip). ``flush()`` waits until everything sent is durable, and raises
-    ``MutationsRejectedError`` naming what Accumulo rejected; the writer stays usable afterwards. After
-    that error, mutations sent since the last successful flush may be partly applied: resend what you
-    need (harmless for cells with explicit timestamps). The exporter does so by not acknowledging the batch.
+    no round trip). Every chunk fits one Thrift frame under ``max_frame_bytes`` (default: the
+    connection's; the rule is in :mod:`.frames`); a mutation that cannot fit in one frame is refused by
+    ``add_mutation`` with ``InvalidMutationError``, before anything is sent.
+
+    ``flush()`` waits until everything sent is durable, and raises ``MutationsRejectedError`` naming what
+    Accumulo rejected. The writer stays usable afterwards: it closes the server-side writer and opens a
+    fresh one, because upstream's proxy keeps a writer's first rejection and raises it on every later
+    flush, never writing anything after it. After that error, mutations sent since the last successful
+    flush may be partly applied: resend what you need (harmless for cells with explicit timestamps). The
+    exporter does so by not acknowledging the batch.
 
     Until a flush succeeds the writer keeps what it sent. If the connection drops or the gateway restarts,
     it reconnects, opens a new server-side writer and sends those mutations again (bounded retries, then
@@ -55,6 +62,7 @@ class BatchWriter:
         timeout_ms: int = 0,
         threads: int = 0,
         durability: str | None = None,
+        max_frame_bytes: int | None = None,
     ) -> None:
         if chunk_bytes <= 0 or max_memory < chunk_bytes:
             raise ValueError("need 0 < chunk_bytes <= max_memory")
@@ -63,7 +71,11 @@ class BatchWriter:
         self.connection = connection
         self.table = table
         self.max_memory = max_memory
-        self.chunk_bytes = chunk_bytes
+        self.max_frame_bytes = check_max_frame_bytes(
+            connection.max_frame_bytes if max_frame_bytes is None else max_frame_bytes)
+        #: row entries one update frame may carry; a chunk never grows past it
+        self.frame_budget = update_entries_budget(self.max_frame_bytes)
+        self.chunk_bytes = min(chunk_bytes, self.frame_budget)
         self.max_mutation_bytes = max_mutation_bytes
         self._options = proxy.WriterOptions(
             maxMemory=max_memory, latencyMs=latency_ms, timeoutMs=timeout_ms, threads=threads,
@@ -72,8 +84,10 @@ class BatchWriter:
         self._lock = threading.RLock()
         self._rows: dict[bytes, list[bytes]] = {}
         self._rows_bytes = 0
+        self._rows_largest = 0  # longest binary in the chunk being built (see frames)
         self._unacked: list[tuple[int, bytes]] = []
         self._unacked_bytes = 0
+        self._largest_frame = 0  # of the unacknowledged ones, to explain a connection the server closed
         self._client: Any = None
         self._writer_id: str | None = None
         self._broken = False
@@ -83,6 +97,11 @@ class BatchWriter:
         self.connection.retry.run(self._open, self._on_transient, f"createWriter on {table}")
 
     # --- public -------------------------------------------------------------------------------------
+
+    @property
+    def writer_id(self) -> str | None:
+        """The server-side writer's id; it changes when the writer is reopened (after a rejection, say)."""
+        return self._writer_id
 
     def add_mutation(self, mutation: Mutation) -> None:
         """Queue one mutation; raises ``InvalidMutationError`` (nothing queued) if it cannot be sent."""
@@ -94,15 +113,29 @@ class BatchWriter:
                 f"{self.max_mutation_bytes} (max_mutation_bytes)"
             )
         encoded = [encode_column_update(u) for u in mutation.updates]
+        # counted as its own map entry: an upper bound when the row is already in the chunk
+        cost = row_entry_bytes(len(mutation.row), len(encoded), sum(map(len, encoded)))
+        largest = largest_binary(mutation.row, mutation.updates, mutation.size)
+        if cost + largest > self.frame_budget:
+            raise InvalidMutationError(
+                f"mutation for row {mutation.row[:60]!r} encodes to {cost} bytes with a largest value of "
+                f"{largest}: one Thrift frame under max_frame_bytes={self.max_frame_bytes} cannot carry it "
+                f"(frame + largest value must fit; see connector.accumulo.frames); split it, or raise "
+                f"max_frame_bytes if the server allows (upstream proxy: maxFrameSize, gateway: --max-frame-bytes)"
+            )
         with self._lock:
             self._check_open()
+            if self._rows and self._rows_bytes + cost + max(largest, self._rows_largest) > self.frame_budget:
+                self._send_rows()  # this chunk is full as far as the frame limit goes
             self._rows.setdefault(mutation.row, []).extend(encoded)
-            self._rows_bytes += mutation.size
+            self._rows_bytes += cost
+            if largest > self._rows_largest:
+                self._rows_largest = largest
             self.mutations_added += 1
             if self._rows_bytes >= self.chunk_bytes:
                 self._send_rows()
-                if self._unacked_bytes >= self.max_memory or self._broken:
-                    self._flush_locked()
+            if self._unacked_bytes >= self.max_memory or (self._broken and self._unacked):
+                self._flush_locked()
 
     def add_mutations(self, mutations: Iterable[Mutation]) -> None:
         for m in mutations:
@@ -119,16 +152,14 @@ class BatchWriter:
         with self._lock:
             if self._closed:
                 return
+            flushed = False
             try:
                 self._flush_locked()
-                try:
-                    self._client.closeWriter(self._writer_id)
-                except proxy.UnknownWriter:
-                    pass  # already flushed above; the gateway may have expired it since
-                except Exception as exc:
-                    if not is_transient(exc):
-                        raise translate(exc) from exc
+                flushed = True
+                self._close_server_writer(report=True)
             finally:
+                if not flushed:
+                    self._close_server_writer(report=False)  # e.g. the fresh one opened after a rejection
                 self._closed = True
                 close_client(self._client)
 
@@ -142,6 +173,7 @@ class BatchWriter:
         with self._lock:
             self._rows.clear()
             self._rows_bytes = 0
+            self._rows_largest = 0
             try:
                 self.close()
             except Exception as close_exc:  # noqa: BLE001 - keep the block's own exception
@@ -158,13 +190,37 @@ class BatchWriter:
         self._client = None
         client = self.connection.new_client()
         try:
-            self._writer_id = client.createWriter(self.connection.shared_secret, self.table, self._options)
+            writer_id = client.createWriter(self.connection.shared_secret, self.table, self._options)
         except Exception as exc:
             close_client(client)
             if is_transient(exc):
                 raise
             raise translate(exc) from exc
+        check_writer_id(writer_id)
+        self._writer_id = writer_id
         self._client = client
+
+    def _close_server_writer(self, report: bool) -> None:
+        if self._client is None or self._writer_id is None:
+            return
+        try:
+            self._client.closeWriter(self._writer_id)
+        except proxy.UnknownWriter:
+            pass  # flushed already; the gateway may have expired it since
+        except Exception as exc:
+            # upstream's proxy raises a writer's old rejection again here; transport errors: it expires
+            if report and not is_transient(exc):
+                raise translate(exc) from exc
+
+    def _replace_writer(self) -> None:
+        """After a rejection: upstream's proxy would raise it on every later flush and drop every later
+        update, so close this server-side writer and open a fresh one (on our gateway: merely tidy)."""
+        self._close_server_writer(report=False)
+        try:
+            self._open()
+        except Exception as exc:  # noqa: BLE001 - the next flush reopens, and reports what fails then
+            log.warning("writer on %s: reopening after a rejection failed (%s); will retry", self.table, exc)
+            self._broken = True
 
     def _on_transient(self, _exc: BaseException) -> None:
         self._broken = True
@@ -177,12 +233,15 @@ class BatchWriter:
         n_rows = len(self._rows)
         self._rows = {}
         self._rows_bytes = 0
+        self._rows_largest = 0
         self._unacked.append((n_rows, entries))
         self._unacked_bytes += len(entries)
         if self._broken:
             return  # replayed by the next flush
         try:
-            send_frame(self._client, encode_update_message(self._writer_id or "", n_rows, entries))
+            frame = encode_update_message(self._writer_id or "", n_rows, entries)
+            self._largest_frame = max(self._largest_frame, len(frame))
+            send_frame(self._client, frame)
         except Exception as exc:
             if not is_transient(exc):
                 raise
@@ -191,24 +250,39 @@ class BatchWriter:
 
     def _flush_locked(self) -> None:
         self._send_rows()
-        self.connection.retry.run(self._flush_once, self._on_transient, f"flush of writer on {self.table}")
+        try:
+            self.connection.retry.run(self._flush_once, self._on_transient, f"flush of writer on {self.table}")
+        except ConnectionLostError as exc:
+            if self._largest_frame > 1 << 20:
+                # a server whose frame limit is below ours closes the connection on the frame: say so
+                raise ConnectionLostError(
+                    f"{exc}; the largest frame in flight was {self._largest_frame} bytes "
+                    f"(max_frame_bytes={self.max_frame_bytes}): a server whose frame limit is lower closes "
+                    f"the connection on such a frame (upstream proxy: maxFrameSize, gateway: --max-frame-bytes)"
+                ) from exc.__cause__
+            raise
         self._unacked.clear()
         self._unacked_bytes = 0
+        self._largest_frame = 0
 
     def _flush_once(self) -> None:
         if self._broken:
             self._open()
             for n_rows, entries in self._unacked:
-                send_frame(self._client, encode_update_message(self._writer_id or "", n_rows, entries))
+                frame = encode_update_message(self._writer_id or "", n_rows, entries)
+                self._largest_frame = max(self._largest_frame, len(frame))
+                send_frame(self._client, frame)
             self._broken = False
         try:
             self._client.flush(self._writer_id)
         except proxy.UnknownWriter as exc:
             raise _WriterLost(f"gateway no longer knows writer: {exc.msg}") from exc
         except proxy.MutationsRejectedException as exc:
-            # the gateway applied what it could and reported the rest; do not resend
+            # the server applied what it could and reported the rest; do not resend
             self._unacked.clear()
             self._unacked_bytes = 0
+            self._largest_frame = 0
+            self._replace_writer()
             raise MutationsRejectedError(f"table {self.table}: {exc.msg}") from exc
         except Exception as exc:
             if is_transient(exc):

@@ -224,11 +224,12 @@ final class Conversions {
     return c;
   }
 
-  /** Unset authorizations mean the user's own, as for scans. */
-  static ConditionalWriterConfig conditionalWriterConfig(ConditionalWriterOptions o,
-      Authorizations userAuths) {
+  /**
+   * Unset authorizations mean none, as in Accumulo's ConditionalWriterConfig and upstream's proxy
+   * (scans differ: there unset means the user's own, on both servers).
+   */
+  static ConditionalWriterConfig conditionalWriterConfig(ConditionalWriterOptions o) {
     ConditionalWriterConfig c = new ConditionalWriterConfig();
-    c.setAuthorizations(userAuths);
     if (o == null) {
       return c;
     }

@@ -33,7 +33,7 @@ final class DeclaredExceptionsGuard {
             }
             LOG.debug("{} failed with undeclared {}", method.getName(), te.getClass().getSimpleName());
             throw new TApplicationException(TApplicationException.INTERNAL_ERROR,
-                te.getClass().getSimpleName() + ": " + messageOf(te));
+                te.getClass().getSimpleName() + ": " + Errors.messageOf(te));
           }
         });
   }
@@ -47,16 +47,4 @@ final class DeclaredExceptionsGuard {
     return false;
   }
 
-  /** Thrift exceptions keep their text in a "msg" field, not in Throwable's message. */
-  private static String messageOf(TException te) {
-    try {
-      Object msg = te.getClass().getField("msg").get(te);
-      if (msg != null) {
-        return msg.toString();
-      }
-    } catch (ReflectiveOperationException e) {
-      // not a generated exception: fall through
-    }
-    return te.getMessage();
-  }
 }

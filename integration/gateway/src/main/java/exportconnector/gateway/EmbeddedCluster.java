@@ -65,7 +65,8 @@ final class EmbeddedCluster implements AutoCloseable {
     return site;
   }
 
-  void start(String rootPassword, SharedSecret secret, long idleTimeoutMs) throws Exception {
+  void start(String rootPassword, SharedSecret secret, long idleTimeoutMs, int maxFrameBytes)
+      throws Exception {
     long t0 = System.nanoTime();
     MiniAccumuloConfigImpl config = new MiniAccumuloConfigImpl(dir, rootPassword)
         .setInstanceName(name)
@@ -82,7 +83,8 @@ final class EmbeddedCluster implements AutoCloseable {
     waitUntilServing(client);
     checkOpen();
     gateway = new Gateway(client, secret, idleTimeoutMs);
-    server = GatewayServer.start(DeclaredExceptionsGuard.wrap(gateway), HOST, 0, name);
+    server = GatewayServer.start(DeclaredExceptionsGuard.wrap(gateway), HOST, 0, name,
+        maxFrameBytes);
     LOG.info("cluster {} up in {} s: zookeepers {}, gateway {}:{}", name,
         String.format("%.1f", (System.nanoTime() - t0) / 1e9), mac.getZooKeepers(), HOST,
         server.port());

@@ -58,6 +58,19 @@ final class Errors {
     return new AccumuloException(describe(e));
   }
 
+  /** Thrift exceptions keep their text in a "msg" field, not in Throwable's message. */
+  static String messageOf(TException te) {
+    try {
+      Object msg = te.getClass().getField("msg").get(te);
+      if (msg != null) {
+        return msg.toString();
+      }
+    } catch (ReflectiveOperationException e) {
+      // not a generated exception: fall through
+    }
+    return te.getMessage();
+  }
+
   static String describe(Throwable e) {
     return e.getClass().getName() + ": " + e.getMessage();
   }

@@ -38,6 +38,7 @@ import org.apache.accumulo.proxy.thrift.UnknownScanner;
 import org.apache.accumulo.proxy.thrift.UnknownWriter;
 import org.apache.accumulo.proxy.thrift.WriterOptions;
 import org.apache.hadoop.io.Text;
+import org.apache.thrift.TApplicationException;
 import org.apache.thrift.TException;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -343,6 +344,12 @@ final class Gateway implements AccumuloProxy.Iface, AutoCloseable {
     }
   }
 
+  /**
+   * A failure while reading (e.g. an iterator class the tablet server cannot load) is not a
+   * permission problem: it goes out as a TApplicationException naming AccumuloServerException,
+   * which the client maps to its server error. A real security failure (e.g. authorizations the
+   * user lacks) stays an AccumuloSecurityException. Upstream's proxy reports both as the latter.
+   */
   @Override
   public ScanResult nextK(String scanner, int k) throws TException {
     ScannerSession s = scanners.enter(scanner);
@@ -351,6 +358,11 @@ final class Gateway implements AccumuloProxy.Iface, AutoCloseable {
     }
     try {
       return call(() -> s.next(k));
+    } catch (org.apache.accumulo.proxy.thrift.AccumuloSecurityException | UnknownScanner e) {
+      throw e;
+    } catch (TException e) {
+      throw new TApplicationException(TApplicationException.INTERNAL_ERROR,
+          "AccumuloServerException: scan failed on the server: " + Errors.messageOf(e));
     } finally {
       s.exit();
     }
@@ -452,7 +464,7 @@ final class Gateway implements AccumuloProxy.Iface, AutoCloseable {
       ConditionalWriterOptions options) throws TException {
     secret.check(sharedSecret);
     return call(() -> {
-      var config = Conversions.conditionalWriterConfig(options, userAuths());
+      var config = Conversions.conditionalWriterConfig(options);
       return conditionals.add(
           new ConditionalWriterSession(client.createConditionalWriter(tableName, config))).id;
     });
@@ -488,6 +500,40 @@ final class Gateway implements AccumuloProxy.Iface, AutoCloseable {
     conditionals.remove(s);
     s.exit();
     s.release();
+  }
+
+  // ---- security and namespaces ----
+
+  /** The client's secret check: cheap, and declares AccumuloSecurityException (tableExists does not). */
+  @Override
+  public boolean namespaceExists(String sharedSecret, String namespaceName) throws TException {
+    secret.check(sharedSecret);
+    return call(() -> client.namespaceOperations().exists(namespaceName));
+  }
+
+  @Override
+  public List<ByteBuffer> getUserAuthorizations(String sharedSecret, String user)
+      throws TException {
+    secret.check(sharedSecret);
+    return call(() -> {
+      List<ByteBuffer> out = new ArrayList<>();
+      for (byte[] a : client.securityOperations().getUserAuthorizations(user)
+          .getAuthorizations()) {
+        out.add(ByteBuffer.wrap(a));
+      }
+      return out;
+    });
+  }
+
+  @Override
+  public void changeUserAuthorizations(String sharedSecret, String user,
+      Set<ByteBuffer> authorizations) throws TException {
+    secret.check(sharedSecret);
+    call(() -> {
+      client.securityOperations().changeUserAuthorizations(user,
+          Conversions.authorizations(authorizations == null ? Set.of() : authorizations));
+      return null;
+    });
   }
 
   /** Stops the sweeper and closes every open session (flushing writers). */

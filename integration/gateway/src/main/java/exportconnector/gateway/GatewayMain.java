@@ -17,7 +17,7 @@ import org.slf4j.LoggerFactory;
  * <pre>
  * GatewayMain --instance NAME --zookeepers HOST:PORT --user USER
  *             [--host 127.0.0.1] [--port 0] [--idle-timeout-ms 600000]
- *             [--password-file PATH] [--secret-file PATH]
+ *             [--password-file PATH] [--secret-file PATH] [--max-frame-bytes 67108864]
  * </pre>
  *
  * The password comes from $ACCUMULO_PASSWORD or --password-file, the shared secret from
@@ -44,7 +44,7 @@ public final class GatewayMain {
 
   private static void run(String[] argv) throws Exception {
     Args a = new Args(argv, Set.of("instance", "zookeepers", "user", "host", "port",
-        "idle-timeout-ms", "password-file", "secret-file"), Set.of());
+        "idle-timeout-ms", "password-file", "secret-file", "max-frame-bytes"), Set.of());
     String instance = a.require("instance");
     String zookeepers = a.require("zookeepers");
     String user = a.require("user");
@@ -54,6 +54,8 @@ public final class GatewayMain {
     if (idle <= 0) {
       throw new IllegalArgumentException("--idle-timeout-ms must be positive");
     }
+    int maxFrame = GatewayServer.checkMaxFrameBytes(
+          a.getInt("max-frame-bytes", GatewayServer.DEFAULT_MAX_FRAME_BYTES));
     String password = Secrets.read("password", "ACCUMULO_PASSWORD", a.get("password-file", null),
         "password-file");
     SharedSecret secret = new SharedSecret(Secrets.read("gateway shared secret",
@@ -71,7 +73,7 @@ public final class GatewayMain {
     }
     Gateway gateway = new Gateway(client, secret, idle);
     GatewayServer server =
-        GatewayServer.start(DeclaredExceptionsGuard.wrap(gateway), host, port, instance);
+        GatewayServer.start(DeclaredExceptionsGuard.wrap(gateway), host, port, instance, maxFrame);
     Runnable stop = new Runnable() {
       private boolean done;
 

@@ -22,7 +22,8 @@ import org.apache.thrift.transport.layered.TFramedTransport;
  * the {@code flush} that follows them (selector-based servers may reorder oneway calls).
  */
 final class GatewayServer implements AutoCloseable {
-  static final int MAX_FRAME_BYTES = 64 * 1024 * 1024;
+  /** Largest frame accepted unless --max-frame-bytes says otherwise (upstream's proxy: 16M). */
+  static final int DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024;
 
   private final TThreadPoolServer server;
   private final ServerSocket socket;
@@ -34,9 +35,13 @@ final class GatewayServer implements AutoCloseable {
     this.host = host;
   }
 
-  /** Binds now (port 0 picks a free port) and serves on a background thread. */
-  static GatewayServer start(AccumuloProxy.Iface handler, String host, int port, String name)
-      throws IOException, TTransportException {
+  /**
+   * Binds now (port 0 picks a free port) and serves on a background thread. A frame longer than
+   * {@code maxFrameBytes} closes its connection, as upstream's proxy does past its maxFrameSize.
+   */
+  static GatewayServer start(AccumuloProxy.Iface handler, String host, int port, String name,
+      int maxFrameBytes) throws IOException, TTransportException {
+    checkMaxFrameBytes(maxFrameBytes);
     ServerSocket socket = new ServerSocket();
     socket.setReuseAddress(true);
     socket.bind(new InetSocketAddress(InetAddress.getByName(host), port), 128);
@@ -51,7 +56,7 @@ final class GatewayServer implements AutoCloseable {
         });
     TThreadPoolServer.Args args = new TThreadPoolServer.Args(new TServerSocket(socket))
         .processor(new AccumuloProxy.Processor<>(handler))
-        .transportFactory(new TFramedTransport.Factory(MAX_FRAME_BYTES))
+        .transportFactory(new TFramedTransport.Factory(maxFrameBytes))
         .protocolFactory(new TCompactProtocol.Factory())
         .executorService(workers)
         .stopTimeoutVal(1)
@@ -61,6 +66,15 @@ final class GatewayServer implements AutoCloseable {
     serve.setDaemon(true);
     serve.start();
     return new GatewayServer(server, socket, host);
+  }
+
+  /** For argument parsing: a limit below 1 KiB could not even carry a createWriter call. */
+  static int checkMaxFrameBytes(int maxFrameBytes) {
+    if (maxFrameBytes < 1024) {
+      throw new IllegalArgumentException(
+          "--max-frame-bytes must be at least 1024, got " + maxFrameBytes);
+    }
+    return maxFrameBytes;
   }
 
   String host() {

@@ -29,6 +29,7 @@ import org.slf4j.LoggerFactory;
  *
  * <pre>
  * Launcher --clusters a,b [--dir DIR] [--idle-timeout-ms N] [--secret-file PATH] [--ignore-stdin]
+ *          [--max-frame-bytes N]
  * </pre>
  *
  * The root password comes from $ACCUMULO_ROOT_PASSWORD, the gateways' shared secret from
@@ -65,15 +66,19 @@ public final class Launcher {
     String rootPassword;
     SharedSecret secret;
     long idle;
+    int maxFrame;
     boolean ignoreStdin;
     try {
-      Args a = new Args(argv, Set.of("clusters", "dir", "idle-timeout-ms", "secret-file"),
+      Args a = new Args(argv, Set.of("clusters", "dir", "idle-timeout-ms", "secret-file",
+          "max-frame-bytes"),
           Set.of("ignore-stdin"));
       List<String> names = clusterNames(a.require("clusters"));
       idle = a.getLong("idle-timeout-ms", GatewayMain.DEFAULT_IDLE_TIMEOUT_MS);
       if (idle <= 0) {
         throw new IllegalArgumentException("--idle-timeout-ms must be positive");
       }
+      maxFrame = GatewayServer.checkMaxFrameBytes(
+          a.getInt("max-frame-bytes", GatewayServer.DEFAULT_MAX_FRAME_BYTES));
       ignoreStdin = a.flag("ignore-stdin");
       rootPassword = Secrets.read("root password", "ACCUMULO_ROOT_PASSWORD", null, null);
       secret = new SharedSecret(Secrets.read("gateway shared secret", "ACCUMULO_GATEWAY_SECRET",
@@ -102,7 +107,7 @@ public final class Launcher {
     }, "launcher-shutdown"));
     Signals.onTermination(() -> launcher.exit(0));
     try {
-      launcher.start(rootPassword, secret, idle);
+      launcher.start(rootPassword, secret, idle, maxFrame);
     } catch (Exception e) {
       System.err.println("launcher: start-up failed: " + e.getMessage());
       launcher.exit(1); // stops whatever did start
@@ -144,7 +149,8 @@ public final class Launcher {
   }
 
   /** Starts all clusters side by side: most of a start is waiting on child JVMs. */
-  private void start(String rootPassword, SharedSecret secret, long idle) throws Exception {
+  private void start(String rootPassword, SharedSecret secret, long idle, int maxFrame)
+      throws Exception {
     long t0 = System.nanoTime();
     ExecutorService pool = Executors.newFixedThreadPool(clusters.size(), r -> {
       Thread t = new Thread(r, "cluster-start");
@@ -155,7 +161,7 @@ public final class Launcher {
       List<Future<?>> started = new ArrayList<>();
       for (EmbeddedCluster c : clusters) {
         started.add(pool.submit(() -> {
-          c.start(rootPassword, secret, idle);
+          c.start(rootPassword, secret, idle, maxFrame);
           return null;
         }));
       }

@@ -1,0 +1,76 @@
+"""Thrift frame limits: the one place that decides how large a frame the client may send.
+
+A Thrift server closes the connection when a frame is longer than its limit: upstream accumulo-proxy's
+``maxFrameSize`` defaults to 16M, libthrift's own default is 16,384,000 bytes, our gateway's is 64 MiB
+(``--max-frame-bytes``). Upstream's proxy (libthrift 0.17, non-blocking server) also refuses a frame in
+which one binary (a value, row or column) is longer than its limit minus the frame's own size: measured
+with maxFrameSize=16M, one 7.99 MiB value passes and 8.01 MiB does not; four 3 MiB values in one frame
+pass and five do not, while 15.9 MiB of 4 KB cells pass. The client sees only a dropped connection, so
+it must never send such a frame.
+
+The rule, for every frame: ``frame bytes + its largest binary <= max_frame_bytes``. The client cuts
+``update`` calls into frames that keep it, and refuses before sending a mutation, or a one-call write,
+that cannot. The default, 15 MiB, keeps below every server default (so one value can be ~7.5 MiB).
+
+Any encoder of ``update`` frames (the per-mutation path in :mod:`.writer`, a columnar encoder) keeps
+``entries + largest binary <= update_entries_budget(max_frame_bytes)`` and sizes each entry with
+:func:`row_entry_bytes`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .errors import AccumuloError
+
+DEFAULT_MAX_FRAME_BYTES = 15 << 20
+#: the smallest limit accepted: below it even a few ordinary cells would not fit in a frame
+MIN_MAX_FRAME_BYTES = 64 << 10
+#: bytes of an ``update`` message besides its row entries: message header and name (~10), writer id
+#: (up to MAX_WRITER_ID_BYTES plus its length), map header (<= 7), stop bytes
+UPDATE_OVERHEAD_BYTES = 512
+MAX_WRITER_ID_BYTES = 256
+#: the same for a generic call (updateAndFlush): secret, table name and struct headers fit in this
+CALL_OVERHEAD_BYTES = 4096
+
+
+def check_max_frame_bytes(max_frame_bytes: int) -> int:
+    if not isinstance(max_frame_bytes, int) or max_frame_bytes < MIN_MAX_FRAME_BYTES:
+        raise ValueError(f"max_frame_bytes must be an int >= {MIN_MAX_FRAME_BYTES}, got {max_frame_bytes!r}")
+    return max_frame_bytes
+
+
+def update_entries_budget(max_frame_bytes: int) -> int:
+    """How many bytes of encoded row entries one ``update`` frame may carry under ``max_frame_bytes``."""
+    return max_frame_bytes - UPDATE_OVERHEAD_BYTES
+
+
+def check_writer_id(writer_id: str) -> None:
+    # the budget above assumes a writer id of bounded size (upstream: a UUID, ours: similar)
+    if len(writer_id.encode("utf-8")) > MAX_WRITER_ID_BYTES:
+        raise AccumuloError(f"the server returned a writer id of {len(writer_id)} characters; "
+                            f"at most {MAX_WRITER_ID_BYTES} fit the frame budget")
+
+
+def _varint_len(n: int) -> int:
+    size = 1
+    while n >= 0x80:
+        n >>= 7
+        size += 1
+    return size
+
+
+def row_entry_bytes(row_len: int, n_updates: int, updates_bytes: int) -> int:
+    """Exact size of one encoded map entry (row, list header, encoded ColumnUpdates). Two entries for the
+    same row merged into one are never larger than the two counted apart."""
+    list_header = 1 if n_updates < 15 else 1 + _varint_len(n_updates)
+    return _varint_len(row_len) + row_len + list_header + updates_bytes
+
+
+def largest_binary(row: bytes, updates: Sequence[Sequence[Any]], size_bound: int) -> int:
+    """The longest binary of a mutation (row, family, qualifier, visibility or value). ``size_bound``
+    (the mutation's size) bounds it: small mutations skip the exact count."""
+    if size_bound <= 1 << 16:
+        return size_bound
+    return max(len(row), *(max(len(u[0]), len(u[1]), len(u[2]), len(u[4])) for u in updates))
