@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 MAX_SEQ = (1 << 63) - 1  # Accumulo timestamps are signed 64-bit; the sequence becomes the timestamp
 
@@ -67,6 +67,15 @@ class Translator(Protocol):
 
 class TranslationError(ValueError):
     """An export's value does not have the shape its translator expects; the message says what is wrong."""
+
+
+class EntryFailure(NamedTuple):
+    """An export of a batch that was not written: its ``entry`` (index in the batch), ``kind`` ("undecodable": its
+    value could not be deserialized; "translation": its translator rejected it) and the ``reason``."""
+
+    entry: int
+    kind: Literal["undecodable", "translation"]
+    reason: str
 
 
 class BatchTranslationError(TranslationError):

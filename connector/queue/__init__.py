@@ -29,7 +29,7 @@ from .drain import (
 from .errors import EntryTranslationError, MalformedEntryError, QueueError
 from .layout import ParsedRow, QueueLayout, bucket_of, hex_width, murmur3_32
 from .producer import ExportQueue
-from .reader import QueueEntry, read_bucket
+from .reader import ENTRY_SCHEMA, QueueEntry, entries_to_batches, read_bucket, read_bucket_batches
 from .serializers import BytesSerializer, JsonSerializer, Serializer, serializer_from_name
 from .status import KEYS_ONLY, BucketStatus, QueueStatus, count_entries, queue_status
 from .stored_config import QueueConfigError, check_config, read_stored_config, resolve_config, store_config
@@ -40,6 +40,7 @@ __all__ = [
     "EntryTranslationError", "ExportQueue", "JsonSerializer", "MalformedEntryError", "ParsedRow", "QueueConfig",
     "QueueConfigError", "QueueEntry", "QueueError", "QueueLayout", "QueueStatus", "Serializer", "bucket_of",
     "check_config", "default_buckets_per_tablet", "drain_bucket", "drain_buckets", "clear_progress",
-    "read_progress", "drain_queue", "hex_width", "murmur3_32", "queue_status", "read_bucket", "read_stored_config",
-    "resolve_config", "store_config", "serializer_from_name",
+    "read_progress", "drain_queue", "hex_width", "murmur3_32", "queue_status", "read_bucket", "read_bucket_batches",
+    "entries_to_batches", "ENTRY_SCHEMA", "read_stored_config", "resolve_config", "store_config",
+    "serializer_from_name",
 ]

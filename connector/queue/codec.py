@@ -27,13 +27,17 @@ class EntryCodec:
     def decode(self, row: bytes, value: bytes) -> SequencedExport:
         """The export an entry holds; raises ``MalformedEntryError`` with the reason when it cannot be read."""
         parsed = self.layout.parse_row(row)
+        return self.decode_parts(parsed.key_bytes, value, parsed.seq, row)
+
+    def decode_parts(self, key_bytes: bytes, value: bytes, seq: int, row: bytes = b"") -> SequencedExport:
+        """The export of an entry whose row was parsed already (``key_bytes``, ``seq``)."""
         # a deserializer may raise anything on bad bytes; name it in the reason instead of guessing types
         try:
-            key = self.key_serializer.loads(parsed.key_bytes)
+            key = self.key_serializer.loads(key_bytes)
         except Exception as exc:  # noqa: BLE001
             raise MalformedEntryError(row, f"undecodable key: {type(exc).__name__}: {exc}") from exc
         try:
             obj = self.value_serializer.loads(value)
         except Exception as exc:  # noqa: BLE001
             raise MalformedEntryError(row, f"undecodable value: {type(exc).__name__}: {exc}") from exc
-        return SequencedExport(key, obj, parsed.seq)
+        return SequencedExport(key, obj, seq)

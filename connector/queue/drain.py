@@ -1,29 +1,45 @@
 """Draining: export queue entries in bounded batches, then delete exactly what was exported.
 
-The order per batch is what makes a crash harmless (invariant 2): decode; ``exporter.export(batch)`` (if the
-exporter names exports it cannot translate, set their entries aside and export the rest); dead-letter what
-could not be decoded or translated (flushed before its original is deleted); only after that, delete each
+Entries move as Arrow batches (columns ``row``, ``ts``, ``value``: the entry row, its Accumulo timestamp and
+its serialized value), never one Python object per entry: rows are parsed natively, the exporter translates
+and writes a whole batch (``export_batch``), and the deletes are one batch of cells.
+
+The order per batch is what makes a crash harmless (invariant 2): parse; export what parses (the exporter
+writes every export it can translate and names those it cannot); dead-letter what could not be parsed,
+decoded or translated (flushed before its original is deleted); only after the export returned, delete each
 entry at its own timestamp and flush, before the next batch is exported. A crash anywhere leaves entries that
 are exported again later (at least once), never entries deleted but not exported. A delete at the entry's
 timestamp hides only the version that was read, so an entry re-added meanwhile (newer timestamp) survives.
 (A re-add within the same server millisecond gets the same timestamp and is hidden too; the same row means the
 same key and seq, i.e. the export that was just exported, so nothing is lost.)
 
-Reading (:func:`read_bucket`) and processing (:class:`EntryProcessor`) are separate so that the Spark sink
-can feed the processor with entries read by its data source.
+Reading overlaps exporting: the next pages of the scan are fetched by a reader thread while the current batch
+is translated and flushed on B (a bounded queue, so memory stays within a few batches). The deletes of a
+batch are flushed before the next batch is exported, so a batch's entries are never deleted before their
+export returned, which is the only ordering the invariant needs.
+
+Reading (:func:`read_bucket_batches`) and processing (:class:`EntryProcessor`) are separate so that the Spark
+sink can feed the processor with batches read by its data source.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import queue as queue_module
+import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from connector import columnar
 from connector.accumulo import BatchWriter, Connection, Mutation, Range
-from connector.export.core import BatchTranslationError, Exporter, SequencedExport
+from connector.export.core import BatchTranslationError, EntryFailure, Exporter, SequencedExport
 
 from .codec import EntryCodec
 from .config import QueueConfig
@@ -33,15 +49,13 @@ from .layout import (
     DEAD_REASON,
     DEAD_TS,
     DEAD_VALUE,
-    ENTRY_FAMILY,
-    ENTRY_QUALIFIER,
     PROGRESS_FAMILY,
     PROGRESS_QUALIFIER,
 )
-from .reader import QueueEntry, read_bucket
+from .reader import QueueEntry, entries_to_batches, read_bucket_batches
 
-__all__ = ["DEFAULT_BUFFER_BYTES", "DrainStats", "EntryProcessor", "QueueEntry", "drain_bucket", "drain_buckets",
-           "drain_queue", "read_bucket", "read_progress", "clear_progress"]
+__all__ = ["DEFAULT_BUFFER_BYTES", "DrainStats", "EntryProcessor", "QueueEntry", "clear_progress", "drain_bucket",
+           "drain_buckets", "drain_queue", "read_progress"]
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +66,7 @@ DEFAULT_BUFFER_BYTES = 1 << 20
 class DrainStats:
     """What a drain did. ``entries``/``bytes``: read (row + value bytes); ``exported``: handed to the
     exporter; ``deleted``: removed from the queue; ``dead_lettered``: moved to the dead-letter range;
-    ``batches``: calls to ``exporter.export``; ``seconds``: wall time. Add them up with ``+`` or ``sum()``."""
+    ``batches``: calls to the exporter; ``seconds``: wall time. Add them up with ``+`` or ``sum()``."""
 
     entries: int = 0
     exported: int = 0
@@ -77,12 +91,15 @@ class EntryProcessor:
     """Exports queue entries through ``exporter`` and deletes them from the source table afterwards.
 
     Entries are grouped into batches of at most ``buffer_bytes`` (row + value bytes; an entry larger than
-    that goes alone). Malformed entries, and entries whose exports the exporter cannot translate
-    (``BatchTranslationError``), are moved to the queue's dead-letter range with the reason and counted; the
-    rest of their batch is exported as usual. With ``fail_fast=True`` the first one raises
-    ``MalformedEntryError`` or ``EntryTranslationError`` instead, and nothing of its batch is exported or
-    deleted. Any other exception from the exporter propagates, and nothing of that batch is deleted.
-    ``writer_options`` go to the BatchWriter used for deletes and dead letters.
+    that goes alone). Malformed entries, and entries whose exports cannot be decoded or translated, are moved
+    to the queue's dead-letter range with the reason and counted; the rest of their batch is exported as
+    usual. With ``fail_fast=True`` the first one raises ``MalformedEntryError`` or ``EntryTranslationError``
+    instead, and nothing of its batch is deleted. Any other exception from the exporter propagates, and
+    nothing of that batch is deleted. ``writer_options`` go to the BatchWriter used for deletes and dead
+    letters; with ``progress_row`` the running counters are kept there after each batch.
+
+    An exporter with ``export_batch`` (:class:`~connector.export.AccumuloExporter`) gets whole Arrow
+    batches; any other :class:`~connector.export.Exporter` gets ``SequencedExport`` lists (the slow path).
     """
 
     def __init__(self, source_conn: Connection, config: QueueConfig, exporter: Exporter, *,
@@ -103,11 +120,16 @@ class EntryProcessor:
 
     def process(self, entries: Iterable[QueueEntry]) -> DrainStats:
         """Export and then delete ``entries`` (consumed lazily, batch by batch); returns what was done."""
+        return self.process_batches(entries_to_batches(entries))
+
+    def process_batches(self, batches: Iterable[pa.RecordBatch]) -> DrainStats:
+        """Export and then delete the entries of ``batches`` (columns ``row``, ``ts``, ``value``, as
+        :func:`read_bucket_batches` gives them), re-cut into batches of at most ``buffer_bytes``."""
         started = time.monotonic()
         stats = DrainStats()
         writer: BatchWriter | None = None
         try:
-            for batch in self._batches(entries):
+            for batch in _cut_by_bytes(batches, self.buffer_bytes):
                 if writer is None:
                     writer = self.connection.batch_writer(self.config.table, **self._writer_options)
                 self._process_batch(batch, writer, stats)
@@ -122,80 +144,172 @@ class EntryProcessor:
             stats.seconds = time.monotonic() - started
         return stats
 
-    def _batches(self, entries: Iterable[QueueEntry]) -> Iterator[list[QueueEntry]]:
-        batch: list[QueueEntry] = []
-        size = 0
-        for entry in entries:
-            if batch and size + entry.size > self.buffer_bytes:
-                yield batch
-                batch, size = [], 0
-            batch.append(entry)
-            size += entry.size
-        if batch:
-            yield batch
+    def _process_batch(self, batch: pa.RecordBatch, writer: BatchWriter, stats: DrainStats) -> None:
+        rows = batch.column("row")
+        parsed = columnar.parse_entry_rows(rows, self.config.layout)
+        malformed = parsed.column("error").is_valid()
+        if self.fail_fast and pc.any(malformed).as_py():
+            first = pc.index(malformed, True).as_py()
+            raise MalformedEntryError(rows[first].as_py(), parsed.column("error")[first].as_py())
+        stats.entries += batch.num_rows
+        stats.bytes += _entry_bytes(batch)
 
-    def _process_batch(self, batch: list[QueueEntry], writer: BatchWriter, stats: DrainStats) -> None:
-        exports: list[SequencedExport] = []
-        exported_entries: list[QueueEntry] = []
-        rejected: list[tuple[QueueEntry, str]] = []  # to dead-letter, with the reason
-        for entry in batch:
-            try:
-                exports.append(self._codec.decode(entry.row, entry.value))
-                exported_entries.append(entry)
-            except MalformedEntryError as exc:
-                if self.fail_fast:
-                    raise
-                rejected.append((entry, exc.reason))
-        stats.entries += len(batch)
-        stats.bytes += sum(e.size for e in batch)
+        good = np.flatnonzero(~np.asarray(malformed.to_numpy(zero_copy_only=False), dtype=bool))
+        exports = pa.record_batch([parsed.column("key").take(good), batch.column("value").take(good),
+                                   parsed.column("seq").take(good)], names=["key", "value", "seq"])
+        failures = self._export(exports) if exports.num_rows else []
+        if failures and self.fail_fast:
+            self._stop_at(failures[0], good, batch, exports)
+        exported = exports.num_rows - len(failures)
+        if exports.num_rows:
+            stats.exported += exported
+            stats.batches += 1
 
-        if exports:
-            try:
-                self.exporter.export(exports)
-            except BatchTranslationError as exc:
-                # the entries the translator rejects are theirs to blame, not the batch's: set them aside
-                failed = self._untranslatable(exc, exports, exported_entries)
-                rejected += failed
-                keep = [i for i in range(len(exports)) if i not in exc.failures]
-                exports = [exports[i] for i in keep]
-                exported_entries = [exported_entries[i] for i in keep]
-                if exports:
-                    self.exporter.export(exports)
-            if exports:
-                stats.exported += len(exports)
-                stats.batches += 1
-
+        rejected = [(int(i), parsed.column("error")[int(i)].as_py()) for i in np.flatnonzero(~np.isin(
+            np.arange(batch.num_rows), good))]
+        rejected += [(int(good[f.entry]), _dead_reason(f)) for f in failures]
         if rejected:
-            for entry, reason in rejected:
-                writer.add_mutation(self._dead_letter(entry, reason))
-                log.warning("queue %s: dead-lettering %r: %s", self.config.qid, entry.row, reason)
+            for i, reason in rejected:
+                row, ts, value = rows[i].as_py(), batch.column("ts")[i].as_py(), batch.column("value")[i].as_py()
+                writer.add_mutation(self._dead_letter(row, ts, value or b"", reason))
+                log.warning("queue %s: dead-lettering %r: %s", self.config.qid, row, reason)
             writer.flush()  # the dead letter must be durable before its original is deleted
             stats.dead_lettered += len(rejected)
 
-        done = exported_entries + [entry for entry, _ in rejected]
-        for entry in done:
-            # at the entry's own timestamp: hides the version we read, not a newer re-add of the same row
-            writer.add_mutation(Mutation(entry.row).delete(ENTRY_FAMILY, ENTRY_QUALIFIER, timestamp=entry.ts))
-        stats.deleted += len(done)
+        # every entry of the batch is now exported or dead-lettered: delete each at its own timestamp
+        writer.add_cells(columnar.entry_deletes(rows, batch.column("ts")))
+        stats.deleted += batch.num_rows
         if self.progress_row is not None:  # rides on the flush below: live progress costs no round trip
             writer.add_mutation(Mutation(self.progress_row).put(PROGRESS_FAMILY, PROGRESS_QUALIFIER,
                                                                 json.dumps(asdict(stats)).encode()))
         writer.flush()  # before the next batch is exported
 
-    def _untranslatable(self, exc: BatchTranslationError, exports: list[SequencedExport],
-                        entries: list[QueueEntry]) -> list[tuple[QueueEntry, str]]:
-        """The entries whose exports ``exc`` names, with their reasons; with fail-fast, stop at the first."""
-        if self.fail_fast:
-            first = min(exc.failures)
-            export = exports[first]
-            raise EntryTranslationError(entries[first].row, export.key, export.seq, exc.failures[first]) from None
-        return [(entries[i], f"untranslatable: {reason}") for i, reason in sorted(exc.failures.items())]
+    def _export(self, exports: pa.RecordBatch) -> list[EntryFailure]:
+        export_batch = getattr(self.exporter, "export_batch", None)
+        if export_batch is not None:
+            return list(export_batch(exports, key_serializer=self.config.key_serializer,
+                                     value_serializer=self.config.value_serializer))
+        return self._export_slowly(exports)
 
-    def _dead_letter(self, entry: QueueEntry, reason: str) -> Mutation:
-        return (Mutation(self.config.layout.dead_letter_row(entry.row))
+    def _export_slowly(self, exports: pa.RecordBatch) -> list[EntryFailure]:
+        """For an exporter with only ``export(list of SequencedExport)``: decode in Python, and when it names
+        exports it cannot translate, export the rest again without them."""
+        decoded: list[SequencedExport] = []
+        index: list[int] = []
+        failures: list[EntryFailure] = []
+        for i, (key, value, seq) in enumerate(zip(*(c.to_pylist() for c in exports.columns), strict=True)):
+            try:
+                decoded.append(self._codec.decode_parts(key, value, seq))
+                index.append(i)
+            except MalformedEntryError as exc:
+                failures.append(EntryFailure(i, "undecodable", exc.reason))
+        if decoded:
+            try:
+                self.exporter.export(decoded)
+            except BatchTranslationError as exc:
+                failures += [EntryFailure(index[j], "translation", reason) for j, reason in exc.failures.items()]
+                rest = [e for j, e in enumerate(decoded) if j not in exc.failures]
+                if rest and not self.fail_fast:
+                    self.exporter.export(rest)
+        return sorted(failures)
+
+    def _stop_at(self, failure: EntryFailure, good: np.ndarray, batch: pa.RecordBatch,
+                 exports: pa.RecordBatch) -> None:
+        """Fail-fast: raise for the first entry that could not be exported (nothing of the batch is deleted)."""
+        row = batch.column("row")[int(good[failure.entry])].as_py()
+        if failure.kind == "undecodable":
+            raise MalformedEntryError(row, failure.reason)
+        key_bytes, seq = exports.column("key")[failure.entry].as_py(), exports.column("seq")[failure.entry].as_py()
+        try:
+            key: Any = self._codec.key_serializer.loads(key_bytes)
+        except Exception:  # noqa: BLE001 - the message shows the raw bytes then
+            key = key_bytes
+        raise EntryTranslationError(row, key, seq, failure.reason)
+
+    def _dead_letter(self, row: bytes, ts: int, value: bytes, reason: str) -> Mutation:
+        return (Mutation(self.config.layout.dead_letter_row(row))
                 .put(DEAD_FAMILY, DEAD_REASON, reason.encode("utf-8"))
-                .put(DEAD_FAMILY, DEAD_VALUE, entry.value)
-                .put(DEAD_FAMILY, DEAD_TS, str(entry.ts).encode("ascii")))
+                .put(DEAD_FAMILY, DEAD_VALUE, value)
+                .put(DEAD_FAMILY, DEAD_TS, str(ts).encode("ascii")))
+
+
+def _dead_reason(failure: EntryFailure) -> str:
+    return failure.reason if failure.kind == "undecodable" else f"untranslatable: {failure.reason}"
+
+
+def _entry_bytes(batch: pa.RecordBatch) -> int:
+    """Row plus value bytes of a batch of entries (what ``buffer_bytes`` counts)."""
+    return sum(pc.sum(pc.binary_length(batch.column(name))).as_py() or 0 for name in ("row", "value"))
+
+
+def _cut_by_bytes(batches: Iterable[pa.RecordBatch], limit: int) -> Iterator[pa.RecordBatch]:
+    """Re-cut a stream of entry batches into batches of at most ``limit`` row + value bytes, greedily and in
+    order (an entry larger than ``limit`` goes alone). Cut points come from a cumulative sum, not a loop
+    over entries."""
+    pending: list[pa.RecordBatch] = []
+    pending_bytes = 0
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        pending.append(batch)
+        pending_bytes += _entry_bytes(batch)
+        if pending_bytes >= limit:
+            rest = yield from _cut(pa.Table.from_batches(pending).combine_chunks(), limit, final=False)
+            pending = [rest] if rest is not None and rest.num_rows else []
+            pending_bytes = _entry_bytes(rest) if pending else 0
+    if pending:
+        yield from _cut(pa.Table.from_batches(pending).combine_chunks(), limit, final=True)
+
+
+def _cut(table: pa.Table, limit: int, final: bool) -> Generator[pa.RecordBatch, None, pa.RecordBatch | None]:
+    """Yield full batches of ``table``; return what is left over (not yet a full batch) unless ``final``."""
+    sizes = (pc.binary_length(table.column("row")).to_numpy() + pc.binary_length(table.column("value"))
+             .fill_null(0).to_numpy()).astype(np.int64)
+    cumulative = np.cumsum(sizes)
+    start, n = 0, table.num_rows
+    while start < n:
+        base = cumulative[start - 1] if start else 0
+        end = max(int(np.searchsorted(cumulative, base + limit, side="right")), start + 1)
+        if end >= n and not final and cumulative[-1] - base < limit:
+            return table.slice(start).to_batches()[0] if table.slice(start).num_rows else None
+        yield table.slice(start, end - start).combine_chunks().to_batches()[0]
+        start = end
+    return None
+
+
+def _prefetched(batches: Iterator[pa.RecordBatch], depth: int = 4) -> Iterator[pa.RecordBatch]:
+    """Pull ``batches`` on a reader thread, at most ``depth`` ahead, so the scan of the next pages overlaps the
+    export of the current batch. Errors reach the consumer; a consumer that stops early stops the reader."""
+    handoff: queue_module.Queue[tuple[str, Any]] = queue_module.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def read() -> None:
+        try:
+            for batch in batches:
+                while not stop.is_set():
+                    try:
+                        handoff.put(("batch", batch), timeout=0.5)
+                        break
+                    except queue_module.Full:
+                        continue
+                if stop.is_set():
+                    return
+            handoff.put(("end", None))
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer, which raises it
+            handoff.put(("error", exc))
+
+    reader = threading.Thread(target=read, name="queue-prefetch", daemon=True)
+    reader.start()
+    try:
+        while True:
+            kind, item = handoff.get()
+            if kind == "end":
+                return
+            if kind == "error":
+                raise item
+            yield item
+    finally:
+        stop.set()
 
 
 def drain_bucket(source_conn: Connection, config: QueueConfig, bucket: int, exporter: Exporter, *,
@@ -204,7 +318,7 @@ def drain_bucket(source_conn: Connection, config: QueueConfig, bucket: int, expo
     """Export and delete what one bucket holds now (one scan of it); returns what was done."""
     processor = EntryProcessor(source_conn, config, exporter, buffer_bytes=buffer_bytes, fail_fast=fail_fast,
                                writer_options=writer_options)
-    return processor.process(read_bucket(source_conn, config, bucket, batch_size))
+    return processor.process_batches(_prefetched(read_bucket_batches(source_conn, config, bucket, batch_size)))
 
 
 def drain_buckets(source_conn: Connection, config: QueueConfig, buckets: Iterable[int], exporter: Exporter, *,
@@ -214,7 +328,8 @@ def drain_buckets(source_conn: Connection, config: QueueConfig, buckets: Iterabl
     With ``progress_row``, the running totals are kept there after each batch (see :func:`read_progress`)."""
     processor = EntryProcessor(source_conn, config, exporter, buffer_bytes=buffer_bytes, fail_fast=fail_fast,
                                writer_options=writer_options, progress_row=progress_row)
-    return processor.process(entry for b in buckets for entry in read_bucket(source_conn, config, b, batch_size))
+    pages = (page for b in buckets for page in read_bucket_batches(source_conn, config, b, batch_size))
+    return processor.process_batches(_prefetched(pages))
 
 
 def read_progress(conn: Connection, config: QueueConfig, run_id: str) -> DrainStats:
@@ -248,7 +363,8 @@ def drain_queue(source_conn: Connection, config: QueueConfig, exporter: Exporter
     while True:
         found = 0
         for bucket in range(config.num_buckets):
-            stats = processor.process(read_bucket(source_conn, config, bucket, batch_size))
+            stats = processor.process_batches(_prefetched(read_bucket_batches(source_conn, config, bucket,
+                                                                              batch_size)))
             total += stats
             found += stats.entries
             if progress is not None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+
+import pyarrow as pa
 
 from connector.accumulo import Connection
 
@@ -31,3 +33,36 @@ def read_bucket(conn: Connection, config: QueueConfig, bucket: int, batch_size: 
     rng = config.layout.bucket_range(bucket)
     for cell in conn.scan(config.table, rng, columns=[(ENTRY_FAMILY, ENTRY_QUALIFIER)], batch_size=batch_size):
         yield QueueEntry(cell.row, cell.ts, cell.value)
+
+
+#: entries as the drain moves them: the entry row, its Accumulo timestamp, its serialized value
+ENTRY_SCHEMA = pa.schema([("row", pa.binary()), ("ts", pa.int64()), ("value", pa.binary())])
+
+
+def read_bucket_batches(conn: Connection, config: QueueConfig, bucket: int,
+                        batch_size: int = 1000) -> Iterator[pa.RecordBatch]:
+    """The entries of one bucket in row order as Arrow batches (``ENTRY_SCHEMA``), one per scan page of up
+    to ``batch_size`` entries, decoded natively."""
+    rng = config.layout.bucket_range(bucket)
+    for page in conn.scan_batches(config.table, rng, columns=[(ENTRY_FAMILY, ENTRY_QUALIFIER)],
+                                  batch_size=batch_size):
+        if page.num_rows:
+            yield pa.record_batch([page.column("row"), page.column("ts"), page.column("value")], schema=ENTRY_SCHEMA)
+
+
+def entries_to_batches(entries: Iterable[QueueEntry], rows_per_batch: int = 1000) -> Iterator[pa.RecordBatch]:
+    """``QueueEntry`` objects (the per-entry API) as ``ENTRY_SCHEMA`` batches."""
+    chunk: list[QueueEntry] = []
+    for entry in entries:
+        chunk.append(entry)
+        if len(chunk) >= rows_per_batch:
+            yield _to_batch(chunk)
+            chunk = []
+    if chunk:
+        yield _to_batch(chunk)
+
+
+def _to_batch(entries: list[QueueEntry]) -> pa.RecordBatch:
+    columns = ([e.row for e in entries], [e.ts for e in entries], [e.value for e in entries])
+    return pa.record_batch([pa.array(c, f.type) for c, f in zip(columns, ENTRY_SCHEMA, strict=True)],
+                           schema=ENTRY_SCHEMA)

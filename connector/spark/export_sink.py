@@ -37,7 +37,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from connector.export import AccumuloExporter, DeleteMode, SequencedExport
-from connector.queue import DrainStats, EntryProcessor, QueueEntry
+from connector.queue import ENTRY_SCHEMA, DrainStats, EntryProcessor
 
 from .options import GatewayOptions, OptionError, as_dict, bool_option, int_option, queue_config
 
@@ -115,17 +115,17 @@ def write_partition(settings: SinkSettings, batches: Iterator[pa.RecordBatch]) -
         assert settings.source is not None
         processor = EntryProcessor(settings.source.shared(), settings.queue, exporter,
                                    buffer_bytes=settings.buffer_bytes, fail_fast=settings.fail_fast)
-        return ExportCommitMessage(processor.process(_queue_entries(batches)))
+        return ExportCommitMessage(processor.process_batches(_queue_entries(batches)))
     return _export_plain_rows(exporter, settings.buffer_bytes, (r for b in batches for r in b.to_pylist()))
 
 
-def _queue_entries(batches: Iterator[pa.RecordBatch]) -> Iterator[QueueEntry]:
+def _queue_entries(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The entry columns of the export-queue source's batches, renamed as the drain takes them."""
     for b in batches:
-        rows, stamps, values = (b.column(name).to_pylist() for name in ("entry_row", "entry_ts", "value"))
-        for row, ts, value in zip(rows, stamps, values, strict=True):
-            if row is None or ts is None:
-                raise OptionError("drain mode needs the entry_row and entry_ts columns of the export-queue source")
-            yield QueueEntry(row, ts, value or b"")
+        names = b.schema.names
+        if "entry_row" not in names or "entry_ts" not in names:
+            raise OptionError("drain mode needs the entry_row and entry_ts columns of the export-queue source")
+        yield pa.record_batch([b.column("entry_row"), b.column("entry_ts"), b.column("value")], schema=ENTRY_SCHEMA)
 
 
 def _export_plain_rows(exporter: AccumuloExporter, buffer_bytes: int,

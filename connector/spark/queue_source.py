@@ -15,7 +15,6 @@ that entry), ``error`` (why the entry is malformed, else null; key, seq and buck
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
@@ -27,7 +26,8 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from connector.queue import KEYS_ONLY, MalformedEntryError, QueueConfig, read_bucket
+from connector import columnar
+from connector.queue import KEYS_ONLY, QueueConfig, read_bucket_batches
 
 from .options import GatewayOptions, as_dict, int_option, queue_config
 
@@ -49,42 +49,24 @@ class BucketGroup(InputPartition):
 ARROW_SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("seq", pa.int64()),
                           ("bucket", pa.int32()), ("entry_row", pa.binary()), ("entry_ts", pa.int64()),
                           ("error", pa.string())])
-ARROW_BATCH_ROWS = 8192
 
 
 def read_group(gateway: GatewayOptions, config: QueueConfig, group: BucketGroup) -> Iterator[pa.RecordBatch]:
-    """The entries of a group of buckets, each bucket in key+seq order, as Arrow record batches (cheaper
-    to hand to Spark than one tuple per row)."""
+    """The entries of a group of buckets, each bucket in key+seq order, as Arrow record batches: scan pages
+    decoded and rows parsed natively, no Python object per entry."""
     conn = gateway.shared()
-    layout = config.layout
-    columns: list[list[Any]] = [[] for _ in ARROW_SCHEMA]
-    key, value, seq, bucket_col, row, ts, error = columns
     for bucket, limit in group.buckets:
-        for i, entry in enumerate(read_bucket(conn, config, bucket)):
-            if limit is not None and i >= limit:
-                break
-            try:
-                parsed = layout.parse_row(entry.row)
-            except MalformedEntryError as exc:
-                parsed, reason = None, exc.reason
-            key.append(parsed.key_bytes if parsed else None)
-            value.append(entry.value)
-            seq.append(parsed.seq if parsed else None)
-            bucket_col.append(parsed.bucket if parsed else None)
-            row.append(entry.row)
-            ts.append(entry.ts)
-            error.append(None if parsed else reason)
-            if len(row) >= ARROW_BATCH_ROWS:
-                yield _batch(columns)
-                for c in columns:
-                    c.clear()
-    if row:
-        yield _batch(columns)
-
-
-def _batch(columns: list[list[Any]]) -> pa.RecordBatch:
-    arrays = [pa.array(c, type=f.type) for c, f in zip(columns, ARROW_SCHEMA, strict=True)]
-    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+        left = limit
+        for page in read_bucket_batches(conn, config, bucket):
+            if left is not None:
+                if left <= 0:
+                    break
+                page = page.slice(0, left)
+                left -= page.num_rows
+            parsed = columnar.parse_entry_rows(page.column("row"), config.layout)
+            yield pa.record_batch([parsed.column("key"), page.column("value"), parsed.column("seq"),
+                                   parsed.column("bucket"), page.column("row"), page.column("ts"),
+                                   parsed.column("error")], schema=ARROW_SCHEMA)
 
 
 def group_buckets(buckets: Sequence[tuple[int, int | None]], per_partition: int) -> list[BucketGroup]:
