@@ -230,11 +230,14 @@ def _queue_command(conn: Connection, args: argparse.Namespace, where: str) -> in
     st = queue_status(conn, config)
     if args.json:
         print(json.dumps({"entries": st.entries, "bytes": st.bytes, "oldest_seq": st.oldest_seq,
+                          "dead_letters": st.dead_letters, "marked": list(st.marked),
                           "buckets": {b.bucket: {"entries": b.entries, "bytes": b.bytes,
                                                  "oldest_seq": b.oldest_seq}
                                       for b in st.buckets if b.entries}}))
     else:
-        print(f"queue {config.qid}: {st.entries} entries, {st.bytes} bytes, oldest seq {st.oldest_seq}")
+        marked = ", ".join(map(str, st.marked[:20])) + (" ..." if len(st.marked) > 20 else "")
+        print(f"queue {config.qid}: {st.entries} entries, {st.bytes} bytes, oldest seq {st.oldest_seq}, "
+              f"{st.dead_letters} dead letters, {len(st.marked)} marked buckets" + (f" ({marked})" if marked else ""))
         for b in st.buckets:
             if b.entries:
                 print(f"  bucket {b.bucket:>5}: {b.entries:>9} entries {b.bytes:>12} bytes  oldest {b.oldest_seq}")

@@ -4,7 +4,8 @@ and then deletes exactly what it exported.
 Modules, one idea each: ``layout`` (rows, buckets, splits, dead letters), ``serializers`` (keys and values as
 bytes), ``config`` (one queue's settings), ``codec`` (exports to entries and back), ``producer`` (adding),
 ``status`` (what waits), ``stored_config`` (what ``init`` recorded), ``reader`` (reading entries), ``drain``
-(exporting and deleting them), ``dead_letters`` (what a drain set aside)::
+(exporting and deleting them), ``dead_letters`` (what a drain set aside),
+``marks`` (bucket notifications for streaming drains)::
 
     config = QueueConfig(table="exports", qid="idx", num_buckets=64)
     with ExportQueue(conn_a, config) as queue:
@@ -28,6 +29,7 @@ from .drain import (
 )
 from .errors import EntryTranslationError, MalformedEntryError, QueueError
 from .layout import ParsedRow, QueueLayout, bucket_of, hex_width, murmur3_32
+from .marks import read_marks, settle_marks
 from .producer import ExportQueue
 from .reader import ENTRY_SCHEMA, QueueEntry, entries_to_batches, read_bucket, read_bucket_batches
 from .serializers import BytesSerializer, JsonSerializer, Serializer, serializer_from_name
@@ -35,8 +37,8 @@ from .status import KEYS_ONLY, BucketStatus, QueueStatus, count_entries, queue_s
 from .stored_config import QueueConfigError, check_config, read_stored_config, resolve_config, store_config
 
 __all__ = [
-    "BucketStatus", "DeadLetter", "dead_letters", "requeue_dead_letters", "KEYS_ONLY", "count_entries",
-    "BytesSerializer", "DEFAULT_BUFFER_BYTES", "DrainStats", "EntryCodec", "EntryProcessor",
+    "BucketStatus", "read_marks", "settle_marks", "DeadLetter", "dead_letters", "requeue_dead_letters", "KEYS_ONLY",
+    "count_entries", "BytesSerializer", "DEFAULT_BUFFER_BYTES", "DrainStats", "EntryCodec", "EntryProcessor",
     "EntryTranslationError", "ExportQueue", "JsonSerializer", "MalformedEntryError", "ParsedRow", "QueueConfig",
     "QueueConfigError", "QueueEntry", "QueueError", "QueueLayout", "QueueStatus", "Serializer", "bucket_of",
     "check_config", "default_buckets_per_tablet", "drain_bucket", "drain_buckets", "clear_progress",

@@ -6,11 +6,15 @@ Compatible with the Fluo Recipes export queue::
     dead letter  <qid>#dead:<original row>                                      columns d:reason, d:value, d:ts
     config       <qid>#config                                                   column c:queue, value = JSON
     progress     <qid>#progress:<run id>:<task>                                 column p:stats, value = JSON
+    mark         <qid>#mark:<bucketHex>                                         column m:t, value = a unique token
 
 Entry rows sort between the split points ``<qid>#`` and ``<qid>:~``; dead letters and the config row sort
 between ``<qid>#`` and ``<qid>:``, so they never fall into a bucket's range. The config row holds what every
 reader and writer of the queue must agree on (buckets, serializers), written once by ``init``. A drain's tasks
-write their running counters to progress rows (with the deletes they flush anyway), so the driver can show
+A bucket mark says "this bucket got entries": producers set it (a fresh token each time) after their entries
+are durable, and a streaming drain plans from the marks (one row per bucket) instead of scanning the entries;
+it clears a mark only if it still holds the token it planned with (see :mod:`connector.queue.marks`). Drain
+tasks write their running counters to progress rows (with the deletes they flush anyway), so the driver can show
 live progress wherever the tasks run; the driver removes its run's rows when the run ends.
 """
 
@@ -34,6 +38,8 @@ DEAD_VALUE = b"value"
 DEAD_TS = b"ts"
 CONFIG_FAMILY = b"c"
 CONFIG_QUALIFIER = b"queue"
+MARK_FAMILY = b"m"
+MARK_QUALIFIER = b"t"
 PROGRESS_FAMILY = b"p"
 PROGRESS_QUALIFIER = b"stats"
 _HEX_DIGITS = frozenset(b"0123456789abcdef")
@@ -188,6 +194,23 @@ class QueueLayout:
     def config_row(self) -> bytes:
         """``<qid>#config``, the row holding the queue's stored configuration."""
         return self._qid_bytes + b"#config"
+
+    @property
+    def mark_prefix(self) -> bytes:
+        """``<qid>#mark:``, the prefix of every bucket mark row."""
+        return self._qid_bytes + b"#mark:"
+
+    def mark_row(self, bucket: int) -> bytes:
+        """``<qid>#mark:<bucketHex>``, the row of one bucket's mark."""
+        return self.mark_prefix + self.bucket_hex(bucket).encode("ascii")
+
+    def bucket_of_mark(self, row: bytes) -> int | None:
+        """The bucket a mark row names, or None if it is not a mark row of this queue."""
+        hex_part = row[len(self.mark_prefix):]
+        if not row.startswith(self.mark_prefix) or len(hex_part) != self.hex_width or not set(hex_part) <= _HEX_DIGITS:
+            return None
+        bucket = int(hex_part, 16)
+        return bucket if bucket < self.num_buckets else None
 
     def progress_prefix(self, run_id: str) -> bytes:
         """``<qid>#progress:<run id>:``, the prefix of the progress rows of one drain run."""

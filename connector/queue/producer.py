@@ -11,6 +11,7 @@ from connector.export.core import SequencedExport
 from .codec import EntryCodec
 from .config import QueueConfig
 from .layout import ENTRY_FAMILY, ENTRY_QUALIFIER
+from .marks import mark_mutations
 from .status import QueueStatus, queue_status
 from .stored_config import check_config, store_config
 
@@ -34,6 +35,7 @@ class ExportQueue:
         self._writer_options = dict(writer_options or {})
         self._writer: BatchWriter | None = None
         self._checked = False  # against the stored configuration, before the first write
+        self._unmarked: set[int] = set()  # buckets written to since their last mark
 
     def __repr__(self) -> str:
         return f"ExportQueue(table={self.config.table!r}, qid={self.config.qid!r})"
@@ -57,7 +59,9 @@ class ExportQueue:
 
     def add(self, key: Any, value: Any, seq: int) -> None:
         """Queue one export (durable after ``flush()``)."""
-        self._writer_for().add_mutation(self.mutation(key, value, seq))
+        m = self.mutation(key, value, seq)
+        self._writer_for().add_mutation(m)
+        self._touched(m.row)
 
     def add_all(self, items: Iterable[ExportItem]) -> int:
         """Queue several exports, each a ``SequencedExport`` or a ``(key, value, seq)`` tuple; returns how many
@@ -71,24 +75,48 @@ class ExportQueue:
                 key, value, seq = item
                 m = self.mutation(key, value, seq)
             writer.add_mutation(m)
+            self._touched(m.row)
             count += 1
         return count
 
     def add_mutations(self, mutations: Iterable[Mutation]) -> None:
         """Queue entries made by ``mutation()`` (durable after ``flush()``): serialize everything first, then
         send, so that a value the serializer refuses stops the caller before anything was written."""
-        self._writer_for().add_mutations(mutations)
+        writer = self._writer_for()
+        for m in mutations:
+            writer.add_mutation(m)
+            self._touched(m.row)
+
+    def mark(self, rows: Iterable[bytes]) -> None:
+        """For callers that send ``mutation()``s with their own writes: after those are durable, mark the
+        buckets of their entry ``rows`` so a streaming drain finds them without waiting for its sweep."""
+        for row in rows:
+            self._touched(row)
+        self._write_marks()
 
     def flush(self) -> None:
-        """Make everything added so far durable."""
+        """Make everything added so far durable, then mark the buckets it went to (see
+        :mod:`connector.queue.marks`): marks follow durable entries, so a drain that sees a mark finds them."""
         if self._writer is not None:
             self._writer.flush()
+            self._write_marks()
 
     def close(self) -> None:
         """Flush and release the writer. The queue can be used again afterwards (a new writer is opened)."""
+        self.flush()
         writer, self._writer = self._writer, None
         if writer is not None:
             writer.close()
+
+    def _touched(self, row: bytes) -> None:
+        bucket = self.config.layout.bucket_range_of(row)
+        if bucket is not None:
+            self._unmarked.add(bucket)
+
+    def _write_marks(self) -> None:
+        if self._unmarked:
+            self.connection.write(self.config.table, mark_mutations(self.config.layout, self._unmarked))
+            self._unmarked.clear()
 
     def status(self) -> QueueStatus:
         """What waits in the queue now: entries, bytes and oldest seq per bucket, and the dead-letter count."""
@@ -98,6 +126,9 @@ class ExportQueue:
         return self
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            self.close()
+            return
         writer, self._writer = self._writer, None
         if writer is not None:
             writer.__exit__(exc_type, exc, tb)  # on error: drop what was not sent, keep the block's exception

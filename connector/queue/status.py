@@ -9,6 +9,7 @@ from connector.accumulo import Connection, IteratorSetting
 from .config import QueueConfig
 from .errors import MalformedEntryError
 from .layout import DEAD_FAMILY, DEAD_REASON, ENTRY_FAMILY, ENTRY_QUALIFIER
+from .marks import read_marks
 
 #: a server-side iterator that drops values: counting entries then moves keys only
 KEYS_ONLY = IteratorSetting(50, "keysOnly", "org.apache.accumulo.core.iterators.SortedKeyIterator")
@@ -35,6 +36,8 @@ class QueueStatus:
     buckets: tuple[BucketStatus, ...] = ()
     malformed: int = 0
     dead_letters: int = 0
+    #: buckets whose mark is set (entries added since a streaming drain last settled them)
+    marked: tuple[int, ...] = ()
     _by_bucket: dict[int, BucketStatus] = field(init=False, repr=False, compare=False, default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -87,7 +90,8 @@ def queue_status(conn: Connection, config: QueueConfig, batch_size: int = 10_000
     dead = sum(1 for _ in conn.scan(config.table, layout.dead_letter_range(), columns=[(DEAD_FAMILY, DEAD_REASON)],
                                     batch_size=batch_size))
     buckets = tuple(BucketStatus(b, n, size, oldest) for b, (n, size, oldest) in sorted(counts.items()))
-    return QueueStatus(layout.qid, layout.num_buckets, buckets, malformed, dead)
+    marked = tuple(sorted(read_marks(conn, config)))
+    return QueueStatus(layout.qid, layout.num_buckets, buckets, malformed, dead, marked)
 
 
 

@@ -46,6 +46,20 @@ def int_option(options: Mapping[str, str], name: str, default: int | None = None
     return value
 
 
+def float_option(options: Mapping[str, str], name: str, default: float) -> float:
+    """A positive number of seconds, say."""
+    raw = options.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise OptionError(f"option {name!r} must be a number, got {raw!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise OptionError(f"option {name!r} must be a number > 0, got {raw!r}")
+    return value
+
+
 def bool_option(options: Mapping[str, str], name: str, default: bool) -> bool:
     raw = options.get(name)
     if raw is None or raw == "":

@@ -14,6 +14,7 @@ that entry), ``error`` (why the entry is malformed, else null; key, seq and buck
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
@@ -27,12 +28,13 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from connector import columnar
-from connector.queue import KEYS_ONLY, QueueConfig, read_bucket_batches
+from connector.queue import KEYS_ONLY, QueueConfig, read_bucket_batches, read_marks, settle_marks
 
-from .options import GatewayOptions, as_dict, int_option, queue_config
+from .options import GatewayOptions, as_dict, float_option, int_option, queue_config
 
 SCHEMA = ("key binary, value binary, seq long, bucket int, entry_row binary, entry_ts long, error string")
 SOURCE_PREFIX = "source."
+DEFAULT_SWEEP_SECONDS = 30.0  # the longest an entry written without a bucket mark waits
 
 
 class BucketGroup(InputPartition):
@@ -99,8 +101,10 @@ class ExportQueueDataSource(DataSource):
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         gateway, config, per_partition = self._parsed()
-        max_entries = int_option(as_dict(self.options), "max_entries_per_trigger", 0, minimum=0)
-        return QueueStreamReader(gateway, config, per_partition, max_entries or None)
+        opts = as_dict(self.options)
+        max_entries = int_option(opts, "max_entries_per_trigger", 0, minimum=0)
+        sweep = float_option(opts, "sweep_seconds", DEFAULT_SWEEP_SECONDS)
+        return QueueStreamReader(gateway, config, per_partition, max_entries or None, sweep)
 
 
 class QueueBatchReader(DataSourceReader):
@@ -133,64 +137,81 @@ def pending_by_bucket(gateway: GatewayOptions, config: QueueConfig, max_keys: in
     return counts
 
 
-READ_ALL = "read_all"  # offset flag: read pending buckets whole (no read limit in force)
-
-
 class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Per-bucket offsets: {bucketHex: entries scheduled so far, "read_all": flag}. With a read limit
-    (``max_entries_per_trigger``) or AvailableNow, a micro-batch reads at most the scheduled number of
-    entries from the head of each bucket: under sustained overload, entries with larger keys may then wait
-    several micro-batches. See the module docstring."""
+    """Plans micro-batches from the bucket marks (:mod:`connector.queue.marks`), O(buckets) per trigger.
+
+    An offset is ``{"batch": n, "marks": {bucketHex: token}, "limits": {bucketHex: n or null}}``: the
+    buckets a micro-batch drains, the mark token each was planned with ("" for a bucket found by the sweep),
+    and how many entries to read from its head (null: the whole bucket, so nothing starves behind newer
+    entries with smaller keys). A mark whose token was already planned is not planned again; ``commit``
+    settles the marks of the batch before (cleared if the bucket is empty, renewed if entries are left).
+
+    Every ``sweep_seconds`` (and at the first trigger) a keys-only scan of the queue also plans the buckets
+    that hold entries without a mark, so no entry waits longer than that. With a read limit
+    (``max_entries_per_trigger``) each pending bucket reads its share from its head. AvailableNow drains what
+    a full scan found when the query started (at most those counts per bucket).
+    """
 
     MAX_SCAN_KEYS = 500_000
 
     def __init__(self, gateway: GatewayOptions, config: QueueConfig, per_partition: int,
-                 max_entries: int | None) -> None:
+                 max_entries: int | None, sweep_seconds: float = DEFAULT_SWEEP_SECONDS) -> None:
         self.gateway, self.config, self.per_partition = gateway, config, per_partition
         self.max_entries = max_entries
-        self._available_now: dict[int, int] | None = None  # pending counts when AvailableNow started
-        self._target: dict[str, int] | None = None
+        self.sweep_seconds = sweep_seconds
+        self._last_sweep: float | None = None
+        self._available_now: dict[str, int] | None = None  # per bucket: entries still to schedule
 
     def _hex(self, bucket: int) -> str:
         return self.config.layout.bucket_hex(bucket)
 
     def initialOffset(self) -> dict:
-        return {**{self._hex(b): 0 for b in range(self.config.num_buckets)}, READ_ALL: False}
+        return {"batch": 0, "marks": {}, "limits": {}}
 
     def getDefaultReadLimit(self) -> ReadLimit:
         return ReadMaxRows(self.max_entries) if self.max_entries else ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._available_now = pending_by_bucket(self.gateway, self.config, self.MAX_SCAN_KEYS)
+        counts = pending_by_bucket(self.gateway, self.config, self.MAX_SCAN_KEYS)
+        self._available_now = {self._hex(b): n for b, n in counts.items() if n}
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        counts = pending_by_bucket(self.gateway, self.config, self.MAX_SCAN_KEYS)
-        if self._available_now is not None and self._target is None:
-            self._target = {self._hex(b): start.get(self._hex(b), 0) + n for b, n in self._available_now.items()}
-        if isinstance(limit, ReadMaxRows) and counts:
-            share = max(1, limit.max_rows // len(counts))
-            counts = {b: min(n, share) for b, n in counts.items()}
-        end = dict(start)
-        # With no read limit, each pending bucket is read whole at read time. Cutting it at the count seen
-        # while planning would let entries added meanwhile with smaller keys (the bucket is in key order)
-        # push older entries to later batches, again and again under steady load.
-        if counts:  # with nothing pending the offset must stay equal to start (no empty micro-batch)
-            end[READ_ALL] = isinstance(limit, ReadAllAvailable) and self._target is None
-        for bucket, n in counts.items():
-            h = self._hex(bucket)
-            end[h] = start.get(h, 0) + n
-            if self._target is not None:
-                end[h] = min(end[h], max(self._target.get(h, 0), start.get(h, 0)))
-        return end
+        pending = self._pending(start)
+        if not pending:
+            return start  # nothing new: no micro-batch
+        share: int | None = None
+        if isinstance(limit, ReadMaxRows):
+            share = max(1, limit.max_rows // len(pending))
+        limits: dict[str, int | None] = {}
+        for h in pending:
+            n = share
+            if self._available_now is not None:
+                n = min(self._available_now[h], share or self._available_now[h])
+                self._available_now[h] -= n
+            limits[h] = n
+        return {"batch": int(start.get("batch", 0)) + 1, "marks": pending, "limits": limits}
+
+    def _pending(self, start: dict) -> dict[str, str]:
+        """bucketHex -> token of the buckets to drain next."""
+        if self._available_now is not None:  # a bounded run: only what was there when it started
+            marks = {self._hex(b): t.decode() for b, t in read_marks(self.gateway.shared(), self.config).items()}
+            return {h: marks.get(h, "") for h, left in self._available_now.items() if left > 0}
+        planned = start.get("marks", {})
+        pending = {self._hex(b): t.decode() for b, t in read_marks(self.gateway.shared(), self.config).items()}
+        pending = {h: t for h, t in pending.items() if planned.get(h) != t}
+        now = time.monotonic()
+        if self._last_sweep is None or now - self._last_sweep >= self.sweep_seconds:
+            self._last_sweep = now
+            for b, n in pending_by_bucket(self.gateway, self.config, self.MAX_SCAN_KEYS).items():
+                if n:
+                    pending.setdefault(self._hex(b), "")
+        return pending
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        todo: list[tuple[int, int | None]] = []
-        read_all = bool(end.get(READ_ALL))
-        for b in range(self.config.num_buckets):
-            h = self._hex(b)
-            n = end.get(h, 0) - start.get(h, 0)
-            if n > 0:
-                todo.append((b, None if read_all else n))
+        if end.get("batch") == start.get("batch"):
+            return []
+        limits = end.get("limits", {})
+        todo = [(int(h, 16), limits.get(h)) for h in sorted(end.get("marks", {}))]
         return group_buckets(todo, self.per_partition)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -198,4 +219,7 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return read_group(self.gateway, self.config, partition)
 
     def commit(self, end: dict) -> None:
-        """Nothing to purge here: the sink deleted each entry right after its export returned."""
+        """The micro-batch that ended at ``end`` is exported and its entries deleted (the sink deletes each
+        right after its export): settle the marks it was planned with."""
+        planned = {int(h, 16): t.encode() for h, t in end.get("marks", {}).items() if t}
+        settle_marks(self.gateway.shared(), self.config, planned)

@@ -1,0 +1,74 @@
+"""Bucket marks: the plain-Accumulo counterpart of the recipe's per-bucket weak notifications.
+
+A producer that adds entries to a bucket sets the bucket's mark (``<qid>#mark:<bucketHex>``, see
+:mod:`connector.queue.layout`) to a fresh random token, after its entries are durable. A streaming drain
+plans from the marks, one small row per bucket, never from the entries. Once a micro-batch has drained a
+bucket, the drain settles its mark with a conditional mutation on the token it planned with:
+
+* the bucket is empty: delete the mark, only if it still holds that token;
+* entries are left (a read limit stopped early): replace the token by a fresh one, so it is planned again.
+
+A producer that marked meanwhile wrote a different token, so the condition fails and its mark stays: no mark
+set after the drain read the bucket is lost, even two marks in the same server millisecond (tokens, not
+timestamps, tell them apart). Entries written without a mark (a crash between entry and mark, or another
+program writing the queue layout) are found by the drain's periodic full sweep.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterable, Mapping
+
+from connector.accumulo import Condition, ConditionalMutation, Connection, Mutation, Range
+
+from .config import QueueConfig
+from .layout import ENTRY_FAMILY, ENTRY_QUALIFIER, MARK_FAMILY, MARK_QUALIFIER, QueueLayout
+
+
+def new_token() -> bytes:
+    """A token no other mark ever had."""
+    return secrets.token_hex(16).encode("ascii")
+
+
+def mark_mutations(layout: QueueLayout, buckets: Iterable[int]) -> list[Mutation]:
+    """Mutations setting the marks of ``buckets``, each to a fresh token (send them after the entries)."""
+    return [Mutation(layout.mark_row(b)).put(MARK_FAMILY, MARK_QUALIFIER, new_token()) for b in sorted(set(buckets))]
+
+
+def read_marks(conn: Connection, config: QueueConfig) -> dict[int, bytes]:
+    """The marked buckets and their tokens: one short scan, whatever the queue holds."""
+    layout = config.layout
+    marks: dict[int, bytes] = {}
+    for cell in conn.scan(config.table, Range.prefix(layout.mark_prefix), columns=[(MARK_FAMILY, MARK_QUALIFIER)],
+                          batch_size=max(16, config.num_buckets)):
+        bucket = layout.bucket_of_mark(cell.row)
+        if bucket is not None:
+            marks[bucket] = cell.value
+    return marks
+
+
+def settle_marks(conn: Connection, config: QueueConfig, planned: Mapping[int, bytes]) -> dict[int, str]:
+    """After a drain of the ``planned`` buckets (bucket -> the token it planned with): delete each mark that
+    still holds its token if the bucket is empty, else give it a fresh token. Returns {bucket: outcome}
+    ("cleared", "renewed", or "kept": a producer marked it meanwhile)."""
+    if not planned:
+        return {}
+    layout = config.layout
+    intents: list[tuple[int, ConditionalMutation, str]] = []
+    for bucket, token in planned.items():
+        mutation = ConditionalMutation(layout.mark_row(bucket), [Condition(MARK_FAMILY, MARK_QUALIFIER, token)])
+        if _is_empty(conn, config, bucket):
+            mutation.delete(MARK_FAMILY, MARK_QUALIFIER)
+            intents.append((bucket, mutation, "cleared"))
+        else:
+            mutation.put(MARK_FAMILY, MARK_QUALIFIER, new_token())
+            intents.append((bucket, mutation, "renewed"))
+    with conn.conditional_writer(config.table) as writer:
+        status = writer.write_all(m for _, m, _ in intents)
+    return {bucket: outcome if status[m.row] == "ACCEPTED" else "kept" for bucket, m, outcome in intents}
+
+
+def _is_empty(conn: Connection, config: QueueConfig, bucket: int) -> bool:
+    cells = conn.scan(config.table, config.layout.bucket_range(bucket), columns=[(ENTRY_FAMILY, ENTRY_QUALIFIER)],
+                      batch_size=1)
+    return next(iter(cells), None) is None

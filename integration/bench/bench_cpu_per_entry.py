@@ -1,0 +1,104 @@
+"""Benchmark: CPU microseconds per drained entry, by process kind, while Spark drains N difference updates.
+
+Reads utime + stime of every process of this machine from /proc before and after the drain (children that
+exited and were reaped count through their parent's cutime/cstime) and splits them into: the Python driver
+(this process), Spark's Python workers, the Spark JVM, the gateways (our Launcher JVM, which hosts them),
+tablet servers and the other Accumulo processes. Prints each kind's CPU per entry, the wall rate, and a final
+``ratio=`` line: the Python workers' plus the Spark JVM's microseconds per entry against the 8 µs budget of
+issue 8 (<= 1.0 meets it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from connector.queue import ExportQueue, QueueConfig, queue_status  # noqa: E402
+from connector.spark import DrainJob, run_batch, spark_session  # noqa: E402
+from integration.harness import clusters  # noqa: E402
+
+TICK = os.sysconf("SC_CLK_TCK")
+KINDS = ("python driver", "python workers", "spark jvm", "gateways", "tablet servers", "other accumulo")
+
+
+def kind_of(pid: int, cmdline: str) -> str | None:
+    if pid == os.getpid():
+        return "python driver"
+    if "pyspark.daemon" in cmdline or "pyspark.worker" in cmdline or "pyspark/daemon" in cmdline:
+        return "python workers"
+    if "java" not in cmdline:
+        return None
+    if "org.apache.spark.deploy.SparkSubmit" in cmdline:
+        return "spark jvm"
+    if "exportconnector.gateway" in cmdline:
+        return "gateways"
+    if "TabletServer" in cmdline or " tserver" in cmdline:
+        return "tablet servers"
+    if "accumulo" in cmdline.lower():
+        return "other accumulo"
+    return None
+
+
+def cpu_by_kind() -> dict[str, float]:
+    """CPU seconds per kind, own and reaped children's (a forked worker that exited counts in its daemon)."""
+    totals = dict.fromkeys(KINDS, 0.0)
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        kind = kind_of(int(entry.name), cmdline)
+        if kind is None:
+            continue
+        utime, stime, cutime, cstime = (int(fields[i]) for i in (11, 12, 13, 14))
+        own = utime + stime
+        # the driver's reaped children are the Spark JVM, counted on its own; elsewhere children belong to the kind
+        reaped = 0 if kind == "python driver" else cutime + cstime
+        totals[kind] += (own + reaped) / TICK
+    return totals
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--entries", type=int, default=200_000)
+    parser.add_argument("--buckets", type=int, default=64)
+    opts = parser.parse_args()
+    with clusters(("a", "b")) as running:
+        a, b = running["a"], running["b"]
+        queue = QueueConfig(table="cpu_queue", qid="cq", num_buckets=opts.buckets)
+        with a.connect() as conn_a:
+            with ExportQueue(conn_a, queue) as q:
+                q.init()
+                q.add_all((f"doc{i}", {"old": [{"row": f"w{i % 997}", "cf": "doc", "cq": f"d{i}", "value": "1"}],
+                                       "new": [{"row": f"w{(i + 1) % 997}", "cf": "doc", "cq": f"d{i}",
+                                                "value": "1"}]}, 1000 + i) for i in range(opts.entries))
+            assert queue_status(conn_a, queue).entries == opts.entries
+        spark = spark_session(app_name="bench cpu per entry")
+        job = DrainJob(source=a.gateway_options(), dest=b.gateway_options(), queue=queue, dest_table="cpu_index")
+        # no warm-up: a drain's start-up (Python workers, first imports) is part of what it costs
+        before, started = cpu_by_kind(), time.perf_counter()
+        report = run_batch(spark, job)
+        wall = time.perf_counter() - started
+        after = cpu_by_kind()
+        spark.stop()
+        n = report.exported
+        assert n == opts.entries, f"exported {n} of {opts.entries}"
+        print(f"entries={n} buckets={opts.buckets} rounds={report.rounds} wall={wall:.2f}s rate={n / wall:,.0f}/s")
+        for kind in KINDS:
+            used = after[kind] - before[kind]
+            print(f"{kind:>15}: {used:7.2f} s CPU  {used / n * 1e6:8.2f} us/entry")
+        per_entry = ((after["python workers"] - before["python workers"])
+                     + (after["spark jvm"] - before["spark jvm"])) / n * 1e6
+        print(f"ratio={per_entry / 8.0:.3f}")
+
+
+if __name__ == "__main__":
+    main()
