@@ -161,6 +161,7 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.sweep_seconds = sweep_seconds
         self._last_sweep: float | None = None
         self._available_now: dict[str, int] | None = None  # per bucket: entries still to schedule
+        self._settled = 0  # the last batch whose marks were settled
 
     def _hex(self, bucket: int) -> str:
         return self.config.layout.bucket_hex(bucket)
@@ -176,6 +177,11 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._available_now = {self._hex(b): n for b, n in counts.items() if n}
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        # Spark asks for the next offset only once the batch ending at ``start`` is done (exported, deleted):
+        # settle its marks now, not at its commit(), which Spark calls only when yet another batch runs
+        if start.get("batch", 0) != self._settled:
+            self._settle(start)
+            self._settled = start.get("batch", 0)
         pending = self._pending(start)
         if not pending:
             return start  # nothing new: no micro-batch
@@ -220,6 +226,11 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def commit(self, end: dict) -> None:
         """The micro-batch that ended at ``end`` is exported and its entries deleted (the sink deletes each
-        right after its export): settle the marks it was planned with."""
+        right after its export): settle the marks it was planned with, unless ``latestOffset`` did already
+        (settling twice is harmless: each change is conditional on the planned token)."""
+        if end.get("batch", 0) != self._settled:
+            self._settle(end)
+
+    def _settle(self, end: dict) -> None:
         planned = {int(h, 16): t.encode() for h, t in end.get("marks", {}).items() if t}
         settle_marks(self.gateway.shared(), self.config, planned)

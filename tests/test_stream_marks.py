@@ -1,0 +1,121 @@
+"""Bucket marks and the streaming drain that plans from them (issue 9), on the real clusters."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from connector.accumulo import Mutation
+from connector.queue import ExportQueue, QueueConfig, queue_status, read_marks, settle_marks
+
+from .conftest import ROOT, drain_args, unique_table
+
+pytestmark = pytest.mark.spark
+
+
+def test_producer_marks_after_flush_and_settling_never_loses_a_newer_mark(conn_a):
+    config = QueueConfig(table=unique_table("marks"), qid="m", num_buckets=7)
+    with ExportQueue(conn_a, config) as q:
+        q.init()
+        q.add("k1", 1, 1)
+        assert read_marks(conn_a, config) == {}  # not durable yet: no mark
+        q.flush()
+        first = read_marks(conn_a, config)
+        bucket = config.layout.bucket_of(b'"k1"')
+        assert list(first) == [bucket]
+        q.add("k1", 2, 2)  # a second mark of the same bucket gets a new token, even within one millisecond
+        q.flush()
+        second = read_marks(conn_a, config)
+    assert second[bucket] != first[bucket]
+    assert queue_status(conn_a, config).marked == (bucket,)
+    # a drain planned with the first token: the producer marked again meanwhile, so the mark stays
+    assert settle_marks(conn_a, config, first) == {bucket: "kept"}
+    # planned with the current token while entries are left: renewed (planned again), not cleared
+    assert settle_marks(conn_a, config, second) == {bucket: "renewed"}
+    renewed = read_marks(conn_a, config)[bucket]
+    conn_a.write(config.table, [Mutation(r).delete("e", "v") for r in
+                                (config.layout.entry_row(b'"k1"', 1), config.layout.entry_row(b'"k1"', 2))])
+    assert settle_marks(conn_a, config, {bucket: renewed}) == {bucket: "cleared"}
+    assert read_marks(conn_a, config) == {}
+
+
+def test_stream_finds_marked_entries_fast_and_unmarked_ones_by_the_sweep(spark, scenario, tmp_path):
+    job = scenario.job()
+    reader = (spark.readStream.format("export-queue").options(**job.source_options())
+              .option("sweep_seconds", "8").load())
+    query = (reader.writeStream.format("accumulo-export").options(**job.sink_options(str(tmp_path / "r")))
+             .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(processingTime="0.5 seconds").start())
+    try:
+        time.sleep(12)  # past the first sweep of an empty queue
+        scenario.produce(200, seed=61)  # the producers mark their buckets when they flush
+        deadline = time.monotonic() + 60
+        while scenario.depth() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert scenario.depth() == 0
+        deadline = time.monotonic() + 10  # the next trigger settles the drained buckets' marks
+        while read_marks(scenario.conn_a, scenario.queue) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        # a row in the queue layout written by another program: no mark, found by the sweep
+        row = scenario.queue.layout.entry_row(b'"unmarked"', 5)
+        with scenario.conn_a.batch_writer(scenario.queue.table) as w:
+            w.add_mutation(Mutation(row).put("e", "v", b'{"new": [{"row": "unmarked", "cf": "c", "cq": "", '
+                                                       b'"value": "1"}]}'))
+        assert read_marks(scenario.conn_a, scenario.queue) == {}
+        deadline = time.monotonic() + 40  # sweep interval 8 s, plus a micro-batch
+        while scenario.depth() and time.monotonic() < deadline:
+            assert query.exception() is None
+            time.sleep(0.5)
+        assert scenario.depth() == 0
+    finally:
+        query.stop()
+    with scenario.conn_b.batch_writer(scenario.index) as w:  # the stray row is not part of the oracle
+        w.add_mutation(Mutation("unmarked").delete("c", ""))
+    scenario.verify()
+    assert queue_status(scenario.conn_a, scenario.queue).marked == ()
+
+
+def test_stream_killed_and_restarted_from_its_checkpoint_while_producers_add(scenario, cli_env, tmp_path):
+    checkpoint = str(tmp_path / "ckpt")
+    stop = threading.Event()
+
+    def produce() -> None:
+        seed = 71
+        while not stop.is_set():
+            scenario.produce(200, producers=1, seed=seed)
+            seed += 1
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    rng = random.Random(5)
+    try:
+        for _ in range(2):
+            proc = subprocess.Popen([sys.executable, "-m", "connector.cli", *drain_args(scenario), "--stream",
+                                     "--trigger-seconds", "0.5", "--checkpoint", checkpoint], env=cli_env, cwd=ROOT,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+            time.sleep(rng.uniform(15, 25))
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    finally:
+        stop.set()
+        producer.join()
+    # a last run from the same checkpoint drains what is left
+    proc = subprocess.Popen([sys.executable, "-m", "connector.cli", *drain_args(scenario), "--stream",
+                             "--trigger-seconds", "0.5", "--checkpoint", checkpoint], env=cli_env, cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while scenario.depth() and time.monotonic() < deadline:
+            time.sleep(1)
+        time.sleep(2)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    scenario.verify()
