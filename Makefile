@@ -5,7 +5,7 @@ VPY       := $(VENV)/bin/python
 STAMP     := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: deps build lint test demo cluster bench clean
+.PHONY: deps build lint test demo demo-wordcount cluster bench clean
 
 deps: $(STAMP) /usr/bin/thrift
 
@@ -35,6 +35,9 @@ test: build lint
 
 demo: build
 	$(VPY) -m examples.demo
+
+demo-wordcount: build
+	$(VPY) -m examples.word_count
 
 cluster: build
 	$(VPY) -m integration.harness

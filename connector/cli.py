@@ -125,6 +125,9 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--max-entries-per-trigger", type=_int_at_least(1))
     d.add_argument("--checkpoint", help="streaming checkpoint folder (default: a temporary one)")
     d.add_argument("--master", help="Spark master (default local[2] or SPARK_MASTER)")
+    from connector.combine.cli import register_combine_commands  # here: it imports this module
+
+    register_combine_commands(sub)
     return p
 
 
@@ -311,6 +314,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from connector.spark.drain_job import DrainError
 
     try:
+        if args.command == "combine":
+            from connector.combine.cli import cmd_combine
+
+            return cmd_combine(args)
         return cmd_queue(args) if args.command == "queue" else cmd_drain(args)
     except (ConfigError, OptionError, AccumuloError, QueueError, DrainError, ValueError) as exc:
         print(f"accumulo-export: error: {exc}", file=sys.stderr)

@@ -72,6 +72,10 @@ class CombineQueue:
         self._writer_for().add_mutations(mutations)
         return len(mutations)
 
+    def add_mutations(self, mutations: Iterable[Mutation]) -> None:
+        """Queue updates made by ``mutation()`` (durable after ``flush()``)."""
+        self._writer_for().add_mutations(mutations)
+
     def flush(self) -> None:
         if self._writer is not None:
             self._writer.flush()
