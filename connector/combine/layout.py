@@ -5,17 +5,20 @@ conditional mutation can apply a combine atomically (plain Accumulo is atomic pe
 
     key row   <cid>:<bucketHex>:<serialized key>
       o:<export row>   outbox: one outgoing export, value = serialized export value, ts = seq of its change
+      s:seq            the version counter: seq of the last combine (ASCII decimal), ts = that seq
+      s:val            the current value (serialized), ts = seq of the combine that wrote it
       u:<update id>    one queued update, value = serialized delta, ts = the producer's clock (ms), chosen once
-      v:seq            the version counter: seq of the last combine (ASCII decimal), ts = that seq
-      v:val            the current value (serialized), ts = seq of the combine that wrote it
     config    <cid>#config     c:combine = JSON (buckets, serializers), written once by ``init``
 
 Buckets, bucket hex width and split points are the export queue's (murmur3 of the serialized key, the same
 ``<cid>#``, ``<cid>:~`` and bucket-row splits), so a bucket's key rows are one contiguous range and one scan
-reads a bucket's updates, values and outbox together. Families sort ``o`` < ``u`` < ``v`` and ``seq`` <
-``val``: a scan that is not isolated (the proxy interface has no isolated scanner) reads a row's updates,
-then its version, then its value, so a value read after a concurrent combine always comes with a newer version
-than the one read, and the version condition refuses it.
+reads a bucket's updates, values and outbox together.
+
+The version sorts before the value and the updates (``s:seq`` < ``s:val`` < ``u:*``). Scans are not isolated
+(the proxy interface has no isolated scanner), but a scan reads a row's cells in key order, never earlier
+than the cells before them. So if a concurrent combine commits while a row is being read, it commits after
+its version was read, and the condition on that version refuses our combine; otherwise version, value and
+updates are read as one consistent state. That is why the condition on the version alone suffices.
 
 Why these choices:
 
@@ -23,10 +26,10 @@ Why these choices:
   other, even within one millisecond, and a combine deletes exactly the updates it read. The producer picks the
   timestamp once per update, so a writer's replay after a dropped connection rewrites the same version, and the
   combine's delete at that timestamp hides the replay as well: a retried update is never counted twice.
-- ``v:seq``: the condition of a combine is on this version counter, never on the value (a value can change and
+- ``s:seq``: the condition of a combine is on this version counter, never on the value (a value can change and
   change back). It is also the change's sequence number on cluster B, so it rises strictly per key:
-  ``max(wall-clock µs, previous seq + 1)``. A key whose combiner returned nothing keeps its ``v:seq`` (so a
-  re-created key continues the sequence), and loses ``v:val``.
+  ``max(wall-clock µs, previous seq + 1)``. A key whose combiner returned nothing keeps its ``s:seq`` (so a
+  re-created key continues the sequence), and loses ``s:val``.
 - Every cell a combine writes carries timestamp = its seq: a value deleted at seq s and re-created at s' > s is
   visible, whatever the server's clock says (two server-timestamped writes in one millisecond would tie, and
   the delete would win).
@@ -43,8 +46,8 @@ from connector.accumulo import Range
 from connector.queue import QueueLayout
 
 OUTBOX_FAMILY = b"o"
+STATE_FAMILY = b"s"
 UPDATE_FAMILY = b"u"
-VALUE_FAMILY = b"v"
 SEQ_QUALIFIER = b"seq"
 VALUE_QUALIFIER = b"val"
 CONFIG_FAMILY = b"c"

@@ -1,14 +1,14 @@
 """Processing a combine queue, one bucket at a time (invariant 6).
 
-A pass over a bucket reads it with one scan (each key row: outbox cells, queued updates, version, value) and,
+A pass over a bucket reads it with one scan (each key row: outbox cells, version, value, queued updates) and,
 a chunk of rows at a time:
 
 1. relays the outbox cells an earlier pass left (it crashed between its combine and its relay);
 2. for every key with queued updates, folds the value and the updates with the combiner, gives the batch of
    changes ``(key, old, new, seq)`` to the observer, and writes one conditional mutation per row: the new value
    and version, a delete of each consumed update at its own timestamp, and an outbox cell per export. The
-   condition: the version is still the one read, and every consumed update still exists. So a combine
-   applies exactly the updates it read, once; updates queued meanwhile stay for the next pass;
+   condition: the version is still the one read (every combine changes it). So a combine applies exactly the
+   updates it read, once; updates queued meanwhile stay for the next pass;
 3. relays the accepted outbox cells into the export queue (the entry row holds export key and seq, so a
    relay repeated after a crash writes the same row), flushes, and only then deletes them at their timestamp;
 4. re-reads the rows whose condition was lost (another pass won) or whose outcome is unknown, and retries
@@ -42,7 +42,7 @@ from connector.queue.layout import ENTRY_FAMILY, ENTRY_QUALIFIER
 
 from .config import CombineConfig
 from .functions import Change, Combiner, Observer, combiner_from_name, observer_from_name
-from .layout import OUTBOX_FAMILY, SEQ_QUALIFIER, UPDATE_FAMILY, VALUE_FAMILY, VALUE_QUALIFIER
+from .layout import OUTBOX_FAMILY, SEQ_QUALIFIER, STATE_FAMILY, UPDATE_FAMILY, VALUE_QUALIFIER
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ class _Row:
             self.updates.append((cell.cq, cell.ts, cell.value))
         elif cell.cf == OUTBOX_FAMILY:
             self.outbox.append((cell.cq, cell.ts, cell.value))
-        elif cell.cf == VALUE_FAMILY:
+        elif cell.cf == STATE_FAMILY:
             if cell.cq == SEQ_QUALIFIER:
                 self.seq = cell.value
             elif cell.cq == VALUE_QUALIFIER:
@@ -120,6 +120,8 @@ class _Plan:
     consumed: int
     outbox: list[tuple[bytes, bytes, int, bytes]]  # (key row, export row, ts, value)
     change: Change | None
+    seq: int
+    new_value: bytes | None
 
 
 def _rows(cells: Iterable[Cell]) -> Iterator[_Row]:
@@ -216,6 +218,7 @@ class CombineProcessor:
             plans = self._plan(pending, stats)
             statuses = self._write([p.mutation for p in plans])
             again: list[bytes] = []
+            going_on: list[_Row] = []
             accepted_outbox: list[tuple[bytes, bytes, int, bytes]] = []
             for p in plans:
                 row = p.state.row
@@ -227,7 +230,10 @@ class CombineProcessor:
                         stats.deleted += p.change.new is None
                     accepted_outbox += p.outbox
                     if p.consumed < len(p.state.updates):
-                        again.append(row)  # more updates than one mutation takes: go on with the rest
+                        # more updates than one mutation takes: go on with the rest from the state we wrote
+                        # (if the row changed since, the condition fails and it is re-read)
+                        going_on.append(_Row(row, p.state.updates[p.consumed:], [], str(p.seq).encode("ascii"),
+                                             p.new_value))
                 elif status in ("REJECTED", "UNKNOWN"):
                     # another pass won the row, or we cannot know whether ours applied: re-read decides
                     stats.conflicts += 1
@@ -243,14 +249,12 @@ class CombineProcessor:
             if accepted_outbox:
                 self._relay(accepted_outbox)
                 stats.exports += len(accepted_outbox)
-            if not again:
-                return
-            reread = self._read_rows(again)
+            reread = self._read_rows(again) if again else []
             left = [(r.row, *o) for r in reread for o in r.outbox]
             if left:
                 self._relay(left)  # ours from an UNKNOWN outcome that did apply, or another pass's
                 stats.leftovers += len(left)
-            pending = [r for r in reread if r.updates]
+            pending = going_on + [r for r in reread if r.updates]
 
     def _plan(self, rows: list[_Row], stats: CombineStats) -> list[_Plan]:
         """Combine each row; then observe the batch of changes; then build the conditional mutations."""
@@ -287,25 +291,24 @@ class CombineProcessor:
 
     def _mutation(self, r: _Row, new_bytes: bytes | None, seq: int, consumed: int, change: Change | None,
                   exports: list[tuple[Any, Any]]) -> _Plan:
-        conditions = [Condition(VALUE_FAMILY, SEQ_QUALIFIER, r.seq)]  # r.seq None: only while there is none
-        m = ConditionalMutation(r.row, conditions)
-        for uid, ts, delta in r.updates[:consumed]:
-            # the update must still be there: a read racing another pass's combine can never count it twice
-            conditions.append(Condition(UPDATE_FAMILY, uid, delta))
+        # the version read before the value and the updates (see layout): unchanged means none of them changed;
+        # r.seq None: only while the key has no version
+        m = ConditionalMutation(r.row, [Condition(STATE_FAMILY, SEQ_QUALIFIER, r.seq)])
+        for uid, ts, _ in r.updates[:consumed]:
             m.delete(UPDATE_FAMILY, uid, timestamp=ts)
-        m.put(VALUE_FAMILY, SEQ_QUALIFIER, str(seq).encode("ascii"), timestamp=seq)
+        m.put(STATE_FAMILY, SEQ_QUALIFIER, str(seq).encode("ascii"), timestamp=seq)
         outbox: list[tuple[bytes, bytes, int, bytes]] = []
         if change is not None:
             if new_bytes is None:
-                m.delete(VALUE_FAMILY, VALUE_QUALIFIER, timestamp=seq)
+                m.delete(STATE_FAMILY, VALUE_QUALIFIER, timestamp=seq)
             else:
-                m.put(VALUE_FAMILY, VALUE_QUALIFIER, new_bytes, timestamp=seq)
+                m.put(STATE_FAMILY, VALUE_QUALIFIER, new_bytes, timestamp=seq)
             assert self._export_codec is not None or not exports
             for export_key, export_value in exports:
                 entry_row, value = self._export_codec.encode(export_key, export_value, seq)  # type: ignore[union-attr]
                 m.put(OUTBOX_FAMILY, entry_row, value, timestamp=seq)
                 outbox.append((r.row, entry_row, seq, value))
-        return _Plan(r, m, consumed, outbox, change)
+        return _Plan(r, m, consumed, outbox, change, seq, new_bytes)
 
     def _observe(self, changes: list[Change],
                  stats: CombineStats) -> tuple[dict[int, list[tuple[Any, Any]]], set[int]]:
@@ -373,7 +376,7 @@ class CombineProcessor:
     def _read_rows(self, rows: list[bytes]) -> list[_Row]:
         by_row: dict[bytes, _Row] = {}
         ranges = [Range.exact_row(r) for r in rows]
-        # cells of one row arrive in key order (updates, version, value), rows interleaved
+        # cells of one row arrive in key order (version, value, updates), rows interleaved
         for cell in self.connection.batch_scan(self.config.table, ranges, batch_size=self.scan_batch):
             state = by_row.get(cell.row)
             if state is None:

@@ -12,7 +12,7 @@ from typing import Any
 from connector.accumulo import BatchWriter, Connection, Mutation, Range
 
 from .config import CombineConfig, check_combine_config, store_combine_config
-from .layout import UPDATE_FAMILY, VALUE_FAMILY, VALUE_QUALIFIER
+from .layout import STATE_FAMILY, UPDATE_FAMILY, VALUE_QUALIFIER
 from .status import CombineStatus, combine_status
 
 
@@ -99,7 +99,7 @@ class CombineQueue:
         """The key's value as of the last combine (updates still queued are not in it)."""
         row = self._layout.key_row(self._key_ser.dumps(key))
         for cell in self.connection.scan(self.config.table, Range.exact_row(row),
-                                         columns=[(VALUE_FAMILY, VALUE_QUALIFIER)], batch_size=2):
+                                         columns=[(STATE_FAMILY, VALUE_QUALIFIER)], batch_size=2):
             return self._value_ser.loads(cell.value)
         return default
 
@@ -112,7 +112,7 @@ class CombineQueue:
             return {}
         out = {}
         ranges = [Range.exact_row(r) for r in rows]
-        for cell in self.connection.batch_scan(self.config.table, ranges, columns=[(VALUE_FAMILY, VALUE_QUALIFIER)],
+        for cell in self.connection.batch_scan(self.config.table, ranges, columns=[(STATE_FAMILY, VALUE_QUALIFIER)],
                                                batch_size=10_000):
             out[rows[cell.row]] = self._value_ser.loads(cell.value)
         return out
@@ -121,7 +121,7 @@ class CombineQueue:
         """Every key's value (a whole-queue scan, for checks and small queues)."""
         out = {}
         for cell in self.connection.scan(self.config.table, self._layout.queue_range(),
-                                         columns=[(VALUE_FAMILY, VALUE_QUALIFIER)], batch_size=10_000):
+                                         columns=[(STATE_FAMILY, VALUE_QUALIFIER)], batch_size=10_000):
             key = self._key_ser.loads(self._layout.key_of(cell.row))
             out[key if not isinstance(key, list) else tuple(key)] = self._value_ser.loads(cell.value)
         return out
