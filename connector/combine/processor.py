@@ -40,6 +40,7 @@ from connector.accumulo import (
 from connector.queue import EntryCodec, QueueConfig, check_config
 from connector.queue.layout import ENTRY_FAMILY, ENTRY_QUALIFIER
 
+from ._wire import write_conditional
 from .config import CombineConfig
 from .functions import Change, Combiner, Observer, combiner_from_name, observer_from_name
 from .layout import OUTBOX_FAMILY, SEQ_QUALIFIER, STATE_FAMILY, UPDATE_FAMILY, VALUE_QUALIFIER
@@ -348,7 +349,7 @@ class CombineProcessor:
         if self._cw is None:
             self._cw = self.connection.conditional_writer(self.config.table)
         try:
-            return self._cw.write_all(mutations)
+            return write_conditional(self._cw, mutations)
         except ConnectionLostError as exc:
             # outcomes unknown: every row is re-read; a new writer in case the gateway lost ours
             log.warning("combine queue %s: conditional write lost its connection (%s); re-reading %d rows",

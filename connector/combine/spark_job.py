@@ -148,15 +148,15 @@ def run_combine(spark: SparkSession, job: CombineJob, progress: ProgressFn | Non
     report = CombineReport()
     started = time.monotonic()
     with job.source.connect() as conn:
+        # the first round visits every bucket: cheaper than a status scan of every queued update
+        pending = list(range(job.combine.num_buckets))
         for _ in range(max_rounds):
+            stats = _round(spark, job, report, pending, progress)
             status = combine_status(conn, job.combine)
             report.remaining = status.updates
-            if status.empty:
+            if status.empty or (stats.progress == 0 and not stats.conflicts):
                 break
-            stats = _round(spark, job, report, status.pending_buckets(), progress)
-            if stats.progress == 0 and not stats.conflicts:
-                report.remaining = combine_status(conn, job.combine).updates
-                break
+            pending = status.pending_buckets()
     report.seconds = time.monotonic() - started
     return report
 
