@@ -172,4 +172,5 @@ def _run(args: argparse.Namespace, gateway: Any, config: CombineConfig, export: 
                       "deleted": t.deleted, "exports": t.exports + t.leftovers, "conflicts": t.conflicts,
                       "failed": t.failed, "remaining": report.remaining, "seconds": round(report.seconds, 2),
                       "updates_per_s": round(report.rate, 1)}))
-    return 1 if report.remaining else 0
+    # a batch run ends with nothing queued unless keys failed; a stream stops with whatever arrived last
+    return 1 if report.remaining and not args.stream else 0
