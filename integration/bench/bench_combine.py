@@ -36,6 +36,8 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=100_000)
     parser.add_argument("--skew", type=float, default=1.0)
     parser.add_argument("--buckets", type=int, default=64)
+    parser.add_argument("--master", default="local[2]", help="Spark master")
+    parser.add_argument("--buckets-per-task", type=int, default=None)
     opts = parser.parse_args()
     with clusters(["a"]) as running:
         a = running["a"]
@@ -54,11 +56,15 @@ def main() -> None:
             q.update_all((names[k], 1) for k in keys.tolist())
         queue_s = time.perf_counter() - t0
 
-        spark = spark_session(app_name="bench_combine")
-        job = CombineJob(source=a.gateway_options(), combine=combine, observer="changes", export_queue=export)
+        spark = spark_session(opts.master, app_name="bench_combine")
+        job = CombineJob(source=a.gateway_options(), combine=combine, observer="changes", export_queue=export,
+                         buckets_per_partition=opts.buckets_per_task)
         t1 = time.perf_counter()
         report = run_combine(spark, job)
         combine_s = time.perf_counter() - t1
+        t2 = time.perf_counter()
+        run_combine(spark, job)  # nothing left: what a round costs by itself
+        empty_s = time.perf_counter() - t2
         spark.stop()
 
         assert report.totals.updates == opts.updates, f"combined {report.totals.updates} of {opts.updates}"
@@ -74,7 +80,8 @@ def main() -> None:
         print(f"python_queue_updates: {queue_s:.2f}s {queue_rate:,.0f} updates/s")
         print(f"spark_combine: {combine_s:.2f}s {combine_rate:,.0f} updates/s ({report.rounds} rounds, "
               f"{report.totals.changed} keys changed, {exported} exports queued, "
-              f"{report.totals.conflicts} lost conditions)")
+              f"{report.totals.conflicts} lost conditions; tasks' own time {report.totals.seconds:.1f}s; "
+              f"a round over the empty queue takes {empty_s:.2f}s)")
         print(f"ratio={combine_rate / java_rate:.3f}")
 
 
