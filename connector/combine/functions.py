@@ -25,7 +25,9 @@ class Change:
 
 
 #: ``observer(changes) -> exports``: each export is ``(change, export_key, export_value)``, for a change of
-#: this batch; it is recorded in that change's row (the outbox) and reaches the export queue with the change's seq
+#: this batch; it is recorded in that change's row (the outbox) and reaches the export queue with the change's seq.
+#: It may see the same change again (a combine whose condition was lost is retried; a failing batch is observed
+#: change by change to find the key to blame), so it should only compute exports from the changes.
 Observer = Callable[[Sequence[Change]], Iterable[tuple[Change, Any, Any]]]
 
 
