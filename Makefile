@@ -9,7 +9,7 @@ CRATE     := connector/_native
 NATIVE_SRC := $(wildcard $(CRATE)/Cargo.toml $(CRATE)/Cargo.lock $(CRATE)/src/*.rs $(CRATE)/src/*/*.rs)
 CARGO_ENV := PYO3_PYTHON=$(abspath $(VPY))
 
-.PHONY: deps build lint test demo cluster bench clean
+.PHONY: deps build lint test demo demo-wordcount cluster bench clean
 
 deps: $(STAMP) /usr/bin/thrift
 
@@ -42,6 +42,9 @@ test: build lint
 
 demo: build
 	$(VPY) -m examples.demo
+
+demo-wordcount: build
+	$(VPY) -m examples.word_count
 
 cluster: build
 	$(VPY) -m integration.harness

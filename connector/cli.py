@@ -147,7 +147,7 @@ def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="accumulo-export", description=DESCRIPTION, epilog=EPILOG,
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-v", "--verbose", action="store_true", help="show Spark's output, debug logs and tracebacks")
-    sub = p.add_subparsers(dest="command", required=True, metavar="{queue,drain}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{queue,drain,combine}")
 
     q = sub.add_parser("queue", help="create, fill and inspect an export queue",
                        description="Create, fill and inspect an export queue on one cluster.").add_subparsers(
@@ -199,6 +199,9 @@ def parser() -> argparse.ArgumentParser:
                    help="--stream: at most this many entries per micro-batch (default: all pending)")
     d.add_argument("--checkpoint", help="--stream: checkpoint folder, kept (default: a temporary one, removed)")
     d.add_argument("--master", help="Spark master (default: SPARK_MASTER or local[2])")
+    from connector.combine.cli import register_combine_commands  # here: it imports this module
+
+    register_combine_commands(sub)
     return p
 
 
@@ -441,6 +444,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from connector.spark.drain_job import DrainError
 
     try:
+        if args.command == "combine":
+            from connector.combine.cli import cmd_combine
+
+            return cmd_combine(args)
         return cmd_queue(args) if args.command == "queue" else cmd_drain(args)
     except (ConfigError, OptionError, AccumuloError, QueueError, DrainError, ValueError) as exc:
         if args.verbose:

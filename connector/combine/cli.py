@@ -1,0 +1,176 @@
+"""``accumulo-export combine init|update|status|run``: the combine queue from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+from typing import IO, Any
+
+from connector.accumulo import AccumuloError, Connection, Mutation
+from connector.cli import UsageError, _int_at_least, _positive_seconds, _spark_output
+from connector.clusters_config import cluster
+from connector.queue import resolve_config
+
+from .config import CombineConfig, read_combine_config, resolve_combine_config
+from .producer import CombineQueue
+from .status import combine_status
+
+
+def _args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cluster", required=True, help="cluster name from the config file")
+    p.add_argument("--table", required=True, help="the table holding the combine queue")
+    p.add_argument("--queue", required=True, help="combine queue id (the row prefix)")
+    p.add_argument("--buckets", type=_int_at_least(1), help="number of buckets (init; later read from the queue)")
+    p.add_argument("--key-serializer", help="json (default at init), bytes or module:callable")
+    p.add_argument("--value-serializer", help="json (default at init), bytes or module:callable")
+
+
+def register_combine_commands(sub: Any) -> None:
+    """Add the ``combine`` command to the ``accumulo-export`` parser's subcommands."""
+    c = sub.add_parser("combine", help="the combine queue: queue updates per key, combine them, export changes")
+    cs = c.add_subparsers(dest="combine_command", required=True)
+    init = cs.add_parser("init", help="create the combine queue (table, stored configuration, split points)")
+    _args(init)
+    init.add_argument("--buckets-per-tablet", type=_int_at_least(1))
+    _args(cs.add_parser("update", help='queue JSON lines {"key": ..., "delta": ...} from stdin'))
+    status = cs.add_parser("status", help="queued updates, keys and outbox cells per bucket")
+    _args(status)
+    status.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    run = cs.add_parser("run", help="combine the queued updates with Spark (until none is left, or --stream)")
+    _args(run)
+    run.add_argument("--combiner", default="sum", help="sum (default) or module:callable")
+    run.add_argument("--observer", help="changes or module:callable: turns changes into exports")
+    run.add_argument("--export-table", help="table of the export queue the observer's exports go to")
+    run.add_argument("--export-queue", help="id of that export queue (initialised with 'queue init')")
+    run.add_argument("--stream", action="store_true", help="keep combining, a round every --interval seconds")
+    run.add_argument("--interval", type=_positive_seconds, default=1.0)
+    run.add_argument("--master", help="Spark master (default local[2] or SPARK_MASTER)")
+
+
+def cmd_combine(args: argparse.Namespace) -> int:
+    gateway = cluster(args.cluster)
+    try:
+        with gateway.connect() as conn:
+            if args.combine_command == "init":
+                return _init(conn, args)
+            if not conn.table_exists(args.table):
+                raise UsageError(f"table {args.table!r} does not exist on {gateway.describe()} "
+                                 "(create the combine queue with 'combine init')")
+            config = resolve_combine_config(conn, args.table, args.queue, num_buckets=args.buckets,
+                                            key_serializer=args.key_serializer,
+                                            value_serializer=args.value_serializer)
+            if args.combine_command == "update":
+                with CombineQueue(conn, config) as queue:
+                    mutations = _read_updates(sys.stdin.buffer, queue)
+                    queue.add_mutations(mutations)
+                print(f"queued {len(mutations)} updates to {config.cid}")
+                return 0
+            if args.combine_command == "status":
+                return _status(conn, config, args.json)
+            export = None
+            if args.export_table or args.export_queue:
+                if not (args.export_table and args.export_queue):
+                    raise UsageError("--export-table and --export-queue go together")
+                export = resolve_config(conn, args.export_table, args.export_queue)
+    except AccumuloError as exc:
+        raise UsageError(f"{gateway.describe()}: {exc}") from None
+    return _run(args, gateway, config, export)
+
+
+def _init(conn: Connection, args: argparse.Namespace) -> int:
+    if args.buckets is None:
+        if not (conn.table_exists(args.table) and read_combine_config(conn, args.table, args.queue)):
+            raise UsageError("combine init needs --buckets")
+        config = resolve_combine_config(conn, args.table, args.queue, key_serializer=args.key_serializer,
+                                        value_serializer=args.value_serializer)
+    else:
+        config = CombineConfig(table=args.table, cid=args.queue, num_buckets=args.buckets,
+                               buckets_per_tablet=args.buckets_per_tablet,
+                               key_serializer=args.key_serializer or "json",
+                               value_serializer=args.value_serializer or "json")
+    CombineQueue(conn, config).init()
+    print(f"combine queue {config.cid} ready in {config.table}: {config.num_buckets} buckets")
+    return 0
+
+
+def _status(conn: Connection, config: CombineConfig, as_json: bool) -> int:
+    st = combine_status(conn, config)
+    if as_json:
+        print(json.dumps({"updates": st.updates, "keys": st.keys, "outbox": st.outbox,
+                          "buckets": {b.bucket: {"updates": b.updates, "keys": b.keys, "outbox": b.outbox}
+                                      for b in st.buckets}}))
+        return 0
+    print(f"combine queue {config.cid}: {st.updates} queued updates for {st.keys} keys, {st.outbox} outbox cells")
+    for b in st.buckets:
+        print(f"  bucket {b.bucket:>5}: {b.updates:>9} updates {b.keys:>8} keys {b.outbox:>6} outbox")
+    return 0
+
+
+def _read_updates(stream: IO[bytes], queue: CombineQueue) -> list[Mutation]:
+    """Parse and serialize every line before anything is written: a bad line queues nothing."""
+    mutations = []
+    for n, raw in enumerate(stream, 1):
+        try:
+            obj = json.loads(raw.decode("utf-8")) if raw.strip() else None
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise UsageError(f"stdin line {n}: not a JSON line ({exc}); nothing was queued") from None
+        if obj is None:
+            continue
+        if not isinstance(obj, dict) or not {"key", "delta"} <= obj.keys():
+            raise UsageError(f'stdin line {n}: expected {{"key", "delta"}}; nothing was queued')
+        try:
+            mutations.append(queue.mutation(obj["key"], obj["delta"]))
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"stdin line {n}: cannot serialize: {exc}; nothing was queued") from None
+    return mutations
+
+
+def _run(args: argparse.Namespace, gateway: Any, config: CombineConfig, export: Any) -> int:
+    from connector.spark import spark_session
+
+    from .spark_job import CombineError, CombineJob, CombineReport, preflight, run_combine, run_stream
+
+    job = CombineJob(source=gateway, combine=config, combiner=args.combiner, observer=args.observer,
+                     export_queue=export)
+    try:
+        preflight(job)
+    except CombineError as exc:
+        raise UsageError(str(exc)) from None
+
+    def progress(r: CombineReport) -> None:
+        h = r.history[-1]
+        print(f"round {r.rounds}: {h['updates']} updates combined over {h['buckets']} buckets, "
+              f"{h['exports']} exports, {h['failed']} failed keys", file=sys.stderr, flush=True)
+
+    stop = threading.Event()
+    with _spark_output(verbose=args.verbose) as spark_log:
+        spark = spark_session(args.master, "accumulo-export combine")
+        try:
+            if args.stream:
+                signal.signal(signal.SIGTERM, lambda *_: stop.set())
+                print("streaming combine started; Ctrl-C stops it", file=sys.stderr, flush=True)
+                try:
+                    report = run_stream(spark, job, args.interval, stop, progress, check=False)
+                except KeyboardInterrupt:
+                    stop.set()
+                    report = CombineReport()
+            else:
+                report = run_combine(spark, job, progress, check=False)
+        except CombineError as exc:
+            if spark_log:
+                spark_log.keep = True
+            raise UsageError(f"{exc}" + (f" (Spark's log: {spark_log.path})" if spark_log else "")) from None
+        finally:
+            spark.stop()
+    t = report.totals
+    for error in t.errors:
+        print(f"accumulo-export: combine error: {error}", file=sys.stderr)
+    print(json.dumps({"rounds": report.rounds, "keys": t.keys, "updates": t.updates, "changed": t.changed,
+                      "deleted": t.deleted, "exports": t.exports + t.leftovers, "conflicts": t.conflicts,
+                      "failed": t.failed, "remaining": report.remaining, "seconds": round(report.seconds, 2),
+                      "updates_per_s": round(report.rate, 1)}))
+    # a batch run ends with nothing queued unless keys failed; a stream stops with whatever arrived last
+    return 1 if report.remaining and not args.stream else 0

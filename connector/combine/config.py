@@ -1,0 +1,136 @@
+"""One combine queue's settings, and the copy ``init`` stores in the queue's own config row."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from connector.accumulo import Condition, ConditionalMutation, Connection, Range
+from connector.queue import QueueError, Serializer, default_buckets_per_tablet, serializer_from_name
+from connector.queue.layout import CONFIG_FAMILY as EXPORT_CONFIG_FAMILY
+from connector.queue.layout import CONFIG_QUALIFIER as EXPORT_CONFIG_QUALIFIER
+
+from .layout import CONFIG_FAMILY, CONFIG_QUALIFIER, CombineLayout
+
+
+class CombineConfigError(QueueError, ValueError):
+    """A combine queue's stored configuration is missing, unreadable, or disagrees with the one given."""
+
+
+@dataclass(frozen=True)
+class CombineConfig:
+    """One combine queue: ``table`` holding it (it may hold export queues too), its id ``cid`` (the row prefix,
+    no ':' or '#', not the id of an export queue in the same table), ``num_buckets`` (the unit of parallel
+    processing), ``buckets_per_tablet`` (None: about 8-16 tablets) and the key and value serializers
+    (deltas use the value serializer)."""
+
+    table: str
+    cid: str
+    num_buckets: int
+    buckets_per_tablet: int | None = None
+    key_serializer: str = "json"
+    value_serializer: str = "json"
+    _bpt: int = field(init=False, repr=False, compare=False, default=0)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.table, str) or not self.table:
+            raise ValueError("table must be a non-empty string")
+        CombineLayout(self.cid, self.num_buckets)  # validates cid and num_buckets
+        bpt = self.buckets_per_tablet
+        if bpt is None:
+            bpt = default_buckets_per_tablet(self.num_buckets)
+        elif not isinstance(bpt, int) or isinstance(bpt, bool) or bpt < 1:
+            raise ValueError(f"buckets_per_tablet must be an int >= 1, got {bpt!r}")
+        object.__setattr__(self, "_bpt", bpt)
+
+    @cached_property
+    def layout(self) -> CombineLayout:
+        return CombineLayout(self.cid, self.num_buckets)
+
+    @property
+    def tablet_buckets(self) -> int:
+        return self._bpt
+
+    def split_points(self) -> list[bytes]:
+        return self.layout.split_points(self._bpt)
+
+    def serializers(self) -> tuple[Serializer, Serializer]:
+        return serializer_from_name(self.key_serializer), serializer_from_name(self.value_serializer)
+
+    def stored_fields(self) -> dict[str, Any]:
+        return {"num_buckets": self.num_buckets, "key_serializer": self.key_serializer,
+                "value_serializer": self.value_serializer, "buckets_per_tablet": self._bpt}
+
+
+_CHECKED = ("num_buckets", "key_serializer", "value_serializer")
+
+
+def read_combine_config(conn: Connection, table: str, cid: str) -> dict[str, Any] | None:
+    """What ``init`` stored for combine queue ``cid`` in ``table`` (None if nothing)."""
+    row = CombineLayout(cid, 1).config_row
+    for cell in conn.scan(table, Range.exact_row(row), columns=[(CONFIG_FAMILY, CONFIG_QUALIFIER)], batch_size=2):
+        try:
+            stored = json.loads(cell.value)
+            if not isinstance(stored, dict) or not isinstance(stored.get("num_buckets"), int):
+                raise ValueError("no num_buckets")
+        except ValueError as exc:
+            raise CombineConfigError(f"combine queue {cid!r} in table {table!r}: unreadable stored configuration "
+                                     f"{cell.value[:200]!r} ({exc})") from None
+        return stored
+    return None
+
+
+def check_combine_config(conn: Connection, config: CombineConfig, *, required: bool = False) -> None:
+    """Raise ``CombineConfigError`` when ``config`` disagrees with what ``init`` stored (or, with
+    ``required``, when nothing is stored)."""
+    stored = read_combine_config(conn, config.table, config.cid)
+    if stored is None:
+        if required:
+            raise CombineConfigError(f"combine queue {config.cid!r} in table {config.table!r} has no stored "
+                                     "configuration: run 'combine init' first")
+        return
+    conflicts = [f"{name} {stored.get(name)!r}, not {getattr(config, name)!r}"
+                 for name in _CHECKED if stored.get(name) != getattr(config, name)]
+    if conflicts:
+        raise CombineConfigError(f"combine queue {config.cid!r} in table {config.table!r} was initialised with "
+                                 f"{'; '.join(conflicts)}")
+
+
+def store_combine_config(conn: Connection, config: CombineConfig) -> bool:
+    """Store ``config`` unless one is stored (atomically); True if this call stored it. Refused when the id
+    is an export queue's in the same table (their rows would mix) or a different configuration is stored."""
+    row = config.layout.config_row
+    for _ in conn.scan(config.table, Range.exact_row(row), columns=[(EXPORT_CONFIG_FAMILY, EXPORT_CONFIG_QUALIFIER)],
+                       batch_size=2):
+        raise CombineConfigError(f"{config.cid!r} is an export queue's id in table {config.table!r}: "
+                                 "give the combine queue another id")
+    value = json.dumps(config.stored_fields(), sort_keys=True).encode("utf-8")
+    with conn.conditional_writer(config.table) as writer:
+        mutation = ConditionalMutation(row, [Condition(CONFIG_FAMILY, CONFIG_QUALIFIER)])  # only if absent
+        mutation.put(CONFIG_FAMILY, CONFIG_QUALIFIER, value)
+        status = writer.write(mutation)
+    if status == "ACCEPTED":
+        return True
+    check_combine_config(conn, config, required=True)
+    return False
+
+
+def resolve_combine_config(conn: Connection, table: str, cid: str, *, num_buckets: int | None = None,
+                           key_serializer: str | None = None,
+                           value_serializer: str | None = None) -> CombineConfig:
+    """The stored configuration, checked against any value given."""
+    stored = read_combine_config(conn, table, cid)
+    if stored is None:
+        raise CombineConfigError(f"combine queue {cid!r} in table {table!r} has no stored configuration: "
+                                 "run 'combine init' first")
+    given = {"num_buckets": num_buckets, "key_serializer": key_serializer, "value_serializer": value_serializer}
+    conflicts = [f"{name} {value!r}, but the combine queue was initialised with {stored.get(name)!r}"
+                 for name, value in given.items() if value is not None and value != stored.get(name)]
+    if conflicts:
+        raise CombineConfigError(f"combine queue {cid!r} in table {table!r}: {'; '.join(conflicts)}")
+    return CombineConfig(table=table, cid=cid, num_buckets=stored["num_buckets"],
+                         buckets_per_tablet=stored.get("buckets_per_tablet"),
+                         key_serializer=stored.get("key_serializer", "json"),
+                         value_serializer=stored.get("value_serializer", "json"))
