@@ -98,9 +98,9 @@ def expected_index(counts: Counter) -> set[tuple[bytes, bytes]]:
 def main() -> int:
     from connector.clusters_config import CONFIG_ENV, write_clusters
     from connector.combine import combine_status
-    from connector.combine.spark_job import CombineJob, run_combine, run_stream
     from connector.queue import ExportQueue, QueueConfig, queue_status
     from connector.spark import DrainJob, run_batch, spark_session
+    from connector.spark.combine_job import CombineJob, run_combine, run_stream
     from examples.inverted_count_index import actual_index
     from integration.harness import clusters
 

@@ -9,9 +9,9 @@ import threading
 import pytest
 
 from connector.combine import CombineConfig, CombineQueue, combine_status
-from connector.combine.spark_job import CombineError, CombineJob, run_combine, run_stream
 from connector.queue import ExportQueue, QueueConfig, queue_status
 from connector.spark import DrainJob, run_batch
+from connector.spark.combine_job import CombineError, CombineJob, run_combine, run_stream
 from examples.inverted_count_index import actual_index
 from examples.word_count import DocumentProducer, expected_index, recount
 from tests.conftest import run_cli, unique_table

@@ -9,7 +9,7 @@ from thriftpy2.transport import TMemoryBuffer
 from connector.accumulo import Condition, ConditionalMutation
 from connector.accumulo._idl import MAX_TIMESTAMP, proxy
 from connector.accumulo.conversion import column_update_to_thrift
-from connector.combine._wire import encode_conditional_call
+from connector.accumulo.wire_conditional import encode_conditional_call
 
 
 def thriftpy2_bytes(writer_id: str, mutations: list[ConditionalMutation]) -> bytes:

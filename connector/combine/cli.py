@@ -130,8 +130,7 @@ def _read_updates(stream: IO[bytes], queue: CombineQueue) -> list[Mutation]:
 
 def _run(args: argparse.Namespace, gateway: Any, config: CombineConfig, export: Any) -> int:
     from connector.spark import spark_session
-
-    from .spark_job import CombineError, CombineJob, CombineReport, preflight, run_combine, run_stream
+    from connector.spark.combine_job import CombineError, CombineJob, CombineReport, preflight, run_combine, run_stream
 
     job = CombineJob(source=gateway, combine=config, combiner=args.combiner, observer=args.observer,
                      export_queue=export)

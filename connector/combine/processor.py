@@ -37,10 +37,11 @@ from connector.accumulo import (
     Mutation,
     Range,
 )
+from connector.accumulo.wire_conditional import write_conditional
 from connector.queue import EntryCodec, QueueConfig, check_config
 from connector.queue.layout import ENTRY_FAMILY, ENTRY_QUALIFIER
+from connector.queue.marks import mark_mutations
 
-from ._wire import write_conditional
 from .config import CombineConfig
 from .functions import Change, Combiner, Observer, combiner_from_name, observer_from_name
 from .layout import OUTBOX_FAMILY, SEQ_QUALIFIER, STATE_FAMILY, UPDATE_FAMILY, VALUE_QUALIFIER
@@ -369,6 +370,11 @@ class CombineProcessor:
             # no timestamp: an export queue entry carries the server's time (the drain deletes at it)
             self._export_writer.add_mutation(Mutation(entry_row).put(ENTRY_FAMILY, ENTRY_QUALIFIER, value))
         self._export_writer.flush()  # durable in the export queue before the outbox forgets it
+        # then mark their buckets, so a streaming drain finds them without waiting for its sweep
+        layout = self.export_queue.layout
+        buckets = {layout.bucket_range_of(entry_row) for _, entry_row, _, _ in items} - {None}
+        self._export_writer.add_mutations(mark_mutations(layout, buckets))  # type: ignore[arg-type]
+        self._export_writer.flush()
         writer = self._combine_writer()
         for key_row, entry_row, ts, _ in items:
             writer.add_mutation(Mutation(key_row).delete(OUTBOX_FAMILY, entry_row, timestamp=ts))

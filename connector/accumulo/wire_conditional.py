@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from connector.accumulo import ConditionalMutation, ConditionalWriter, ConnectionLostError
-from connector.accumulo.conditional import STATUS_NAMES
-from connector.accumulo.errors import translate
-from connector.accumulo.transport import is_transient, send_frame
-from connector.accumulo.wire import encode_column_update, varint
+from .conditional import STATUS_NAMES, ConditionalMutation, ConditionalWriter
+from .errors import ConnectionLostError, translate
+from .transport import is_transient, send_frame
+from .wire import encode_column_update, varint
 
 _I64, _BINARY, _LIST, _MAP, _STRUCT = 6, 8, 9, 11, 12
 _METHOD = "updateRowsConditionally"

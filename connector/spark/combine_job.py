@@ -22,14 +22,14 @@ import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from connector.accumulo import AccumuloError
+from connector.combine.config import CombineConfig, CombineConfigError, check_combine_config
+from connector.combine.functions import combiner_from_name, observer_from_name
+from connector.combine.processor import CombineProcessor, CombineStats
+from connector.combine.status import combine_status
 from connector.queue import QueueConfig, QueueConfigError, check_config
-from connector.spark.drain_job import bucket_groups, task_error
-from connector.spark.options import GatewayOptions
 
-from .config import CombineConfig, CombineConfigError, check_combine_config
-from .functions import combiner_from_name, observer_from_name
-from .processor import CombineProcessor, CombineStats
-from .status import combine_status
+from .drain_job import bucket_groups, task_error
+from .options import GatewayOptions
 
 
 class CombineError(RuntimeError):
