@@ -199,6 +199,9 @@ def parser() -> argparse.ArgumentParser:
                    help="--stream: at most this many entries per micro-batch (default: all pending)")
     d.add_argument("--checkpoint", help="--stream: checkpoint folder, kept (default: a temporary one, removed)")
     d.add_argument("--master", help="Spark master (default: SPARK_MASTER or local[2])")
+    d.add_argument("--engine", choices=["auto", "spark", "local"], default="auto",
+                   help="local: drain in this process without Spark; auto: local for a batch drain of a small "
+                        "queue (Spark's start-up would dominate) when no --master is given, else Spark")
     from connector.combine.cli import register_combine_commands  # here: it imports this module
 
     register_combine_commands(sub)
@@ -294,12 +297,9 @@ def _read_json_lines(stream: IO[bytes], queue: ExportQueue) -> list[Mutation]:
 
 
 def cmd_drain(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from connector.spark import DrainJob, spark_session
     from connector.spark.drain_job import DrainError, preflight
 
-    console = Console(stderr=True)
     source, dest = cluster(args.source), cluster(args.dest)
     # everything a user can get wrong is checked here, before Spark starts (seconds) and fails in a task
     with source.connect() as conn:
@@ -311,9 +311,11 @@ def cmd_drain(args: argparse.Namespace) -> int:
                    translator=args.translator, delete_mode=args.delete_mode, buffer_bytes=args.buffer_bytes,
                    fail_fast=args.fail_fast)
     preflight(job)
+    if _drain_locally(args, job):
+        return _run_drain(args, job, None)
     with _spark_output(verbose=args.verbose) as spark_log:
         try:
-            return _run_drain(args, job, console, spark_session(args.master, "accumulo-export drain"))
+            return _run_drain(args, job, spark_session(args.master, "accumulo-export drain"))
         except DrainError as exc:
             if spark_log:
                 spark_log.keep = True
@@ -389,11 +391,26 @@ class _ProgressView:
             self._bar.stop()
 
 
-def _run_drain(args: argparse.Namespace, job: DrainJob, console: Console, spark: SparkSession) -> int:
+def _drain_locally(args: argparse.Namespace, job: DrainJob) -> bool:
+    from connector.spark.drain_job import LOCAL_DRAIN_MAX_ENTRIES
+
+    if args.engine != "auto":
+        if args.engine == "local" and args.stream:
+            raise UsageError("--stream needs Spark: use --engine auto or spark")
+        return bool(args.engine == "local")
+    if args.stream or args.master or os.environ.get("SPARK_MASTER"):
+        return False
+    with job.source.connect() as conn:
+        return count_entries(conn, job.queue, limit=LOCAL_DRAIN_MAX_ENTRIES + 1) <= LOCAL_DRAIN_MAX_ENTRIES
+
+
+def _run_drain(args: argparse.Namespace, job: DrainJob, spark: SparkSession | None) -> int:
+    from rich.console import Console
+
     from connector.spark import run_batch
     from connector.spark.drain_job import DrainReport, collect_stream_reports, start_stream, task_error
 
-    view = _ProgressView(console, args.stream)
+    view = _ProgressView(Console(stderr=True), args.stream)
     report_dir = tempfile.mkdtemp(prefix="drain-stream-") if args.stream else None
     own_checkpoint = args.stream and not args.checkpoint
     checkpoint = args.checkpoint or (tempfile.mkdtemp(prefix="drain-checkpoint-") if args.stream else "")
@@ -402,6 +419,7 @@ def _run_drain(args: argparse.Namespace, job: DrainJob, console: Console, spark:
         if report_dir is None:
             report = run_batch(spark, job, view, check=False)
         else:
+            assert spark is not None  # _drain_locally never picks --stream
             report = DrainReport()
             query = start_stream(spark, job, checkpoint, report_dir, args.trigger_seconds,
                                  max_entries_per_trigger=args.max_entries_per_trigger, check=False)
@@ -425,7 +443,8 @@ def _run_drain(args: argparse.Namespace, job: DrainJob, console: Console, spark:
                 raise task_error(failure) or RuntimeError(str(failure))
     finally:
         view.close()
-        spark.stop()
+        if spark is not None:
+            spark.stop()
         for folder in (report_dir, checkpoint if own_checkpoint else None):
             if folder:
                 shutil.rmtree(folder, ignore_errors=True)

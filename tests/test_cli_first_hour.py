@@ -30,7 +30,7 @@ def _cli_popen(env: dict, *args: str) -> subprocess.Popen:
 
 def test_drain_shows_live_progress_in_whole_lines_and_no_spark_noise(scenario, cli_env):
     scenario.produce(4000, seed=41)
-    out = run_cli(cli_env, *drain_args(scenario), "--buffer-bytes", "2048")
+    out = run_cli(cli_env, *drain_args(scenario), "--buffer-bytes", "2048", "--engine", "spark")
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stderr.strip().splitlines()
     live = [line for line in lines if line.startswith("drained ")]
@@ -62,6 +62,14 @@ def test_stream_stops_quietly_on_ctrl_c_and_leaves_no_temporary_folders(scenario
     summary = json.loads(stdout.strip().splitlines()[-1])
     assert summary["micro_batches"] >= 1 and summary["exported"] == 300
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(("drain-", "accumulo-export-spark"))]
+    scenario.verify()
+
+
+def test_a_small_batch_drain_runs_without_spark(scenario, cli_env):
+    scenario.produce(50, seed=45)
+    out = run_cli(dict(cli_env, PYSPARK_SUBMIT_ARGS="--this-would-fail-if-spark-started"), *drain_args(scenario))
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1])["exported"] == 50
     scenario.verify()
 
 

@@ -20,6 +20,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -174,6 +175,10 @@ def task_error(exc: BaseException) -> DrainError | None:
     return DrainError(found[-1].group(2).strip())
 
 
+#: threads of an in-process round; more would only contend for the GIL and the two servers
+LOCAL_THREADS = 2
+#: a batch drain of at most this many entries runs in-process by default: Spark's start-up would dominate
+LOCAL_DRAIN_MAX_ENTRIES = 20_000
 STATS_SCHEMA = pa.schema([(f.name, pa.float64() if f.name == "seconds" else pa.int64()) for f in fields(DrainStats)])
 STATS_DDL = ", ".join(f"{f.name} {'double' if f.type == pa.float64() else 'long'}" for f in STATS_SCHEMA)
 
@@ -188,14 +193,17 @@ class GroupDrainer:
     run_id: str
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        job = self.job
-        exporter = shared_exporter(job.dest, job.dest_table, job.translator, job.delete_mode, True)
         for batch in batches:
             for group_id in batch.column(0).to_pylist():
-                stats = drain_buckets(job.source.shared(), job.queue, self.groups[group_id], exporter,
-                                      buffer_bytes=job.buffer_bytes, fail_fast=job.fail_fast,
-                                      progress_row=job.queue.layout.progress_row(self.run_id, group_id))
-                yield pa.RecordBatch.from_pylist([asdict(stats)], schema=STATS_SCHEMA)
+                yield pa.RecordBatch.from_pylist([asdict(self.drain_group(group_id))], schema=STATS_SCHEMA)
+
+    def drain_group(self, group_id: int) -> DrainStats:
+        """Drain the buckets of one group (in this process) and return what was done."""
+        job = self.job
+        exporter = shared_exporter(job.dest, job.dest_table, job.translator, job.delete_mode, True)
+        return drain_buckets(job.source.shared(), job.queue, self.groups[group_id], exporter,
+                             buffer_bytes=job.buffer_bytes, fail_fast=job.fail_fast,
+                             progress_row=job.queue.layout.progress_row(self.run_id, group_id))
 
 
 def bucket_groups(buckets: list[int], per_group: int) -> tuple[tuple[int, ...], ...]:
@@ -203,14 +211,19 @@ def bucket_groups(buckets: list[int], per_group: int) -> tuple[tuple[int, ...], 
     return tuple(tuple(buckets[i:i + per_group]) for i in range(0, len(buckets), per_group))
 
 
-def drain_round(spark: SparkSession, job: DrainJob, buckets: list[int], run_id: str) -> DrainStats:
+def drain_round(spark: SparkSession | None, job: DrainJob, buckets: list[int], run_id: str) -> DrainStats:
     """One Spark job draining ``buckets``: one task per bucket group; returns the summed counters. The tasks
     keep their running counters in the progress rows of ``run_id`` (see :func:`read_progress`). A task's
-    failure raises ``DrainError`` with its message when the error is one of ours."""
+    failure raises ``DrainError`` with its message when the error is one of ours. Without ``spark`` the
+    groups are drained in this process, on ``LOCAL_THREADS`` threads (for small queues: no Spark start-up)."""
     groups = bucket_groups(buckets, job.buckets_per_partition or job.queue.tablet_buckets)
+    drainer = GroupDrainer(job, groups, run_id)
+    if spark is None:
+        with ThreadPoolExecutor(LOCAL_THREADS, thread_name_prefix="drain") as pool:
+            return sum(pool.map(drainer.drain_group, range(len(groups))), DrainStats())
     ids = spark.range(len(groups), numPartitions=len(groups))
     try:
-        rows = ids.mapInArrow(GroupDrainer(job, groups, run_id), STATS_DDL).collect()
+        rows = ids.mapInArrow(drainer, STATS_DDL).collect()
     except Exception as exc:
         ours = task_error(exc)
         if ours is None:
@@ -219,9 +232,10 @@ def drain_round(spark: SparkSession, job: DrainJob, buckets: list[int], run_id: 
     return sum((DrainStats(**row.asDict()) for row in rows), DrainStats())
 
 
-def run_batch(spark: SparkSession, job: DrainJob, progress: ProgressFn | None = None,
+def run_batch(spark: SparkSession | None, job: DrainJob, progress: ProgressFn | None = None,
               max_rounds: int = 1000, *, check: bool = True, progress_seconds: float = 2.0) -> DrainReport:
-    """Drain until the queue is empty: rounds of :func:`drain_round` over the buckets that hold entries.
+    """Drain until the queue is empty: rounds of :func:`drain_round` over the buckets that hold entries
+    (with ``spark`` None, in this process: see :func:`drain_round`).
 
     ``progress(report)`` is called after each round and, while a round runs, every ``progress_seconds``
     with the counters its tasks reported so far (``report.live``). ``check=False`` skips :func:`preflight`
