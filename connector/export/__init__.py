@@ -2,14 +2,23 @@
 
 from .accumulo_exporter import AccumuloExporter, ExportRejectedError
 from .cell_rows import cell_rows
-from .core import MAX_SEQ, BatchTranslationError, CellChange, Exporter, SequencedExport, TranslationError, Translator
+from .core import (
+    MAX_SEQ,
+    BatchTranslationError,
+    CellChange,
+    EntryFailure,
+    Exporter,
+    SequencedExport,
+    TranslationError,
+    Translator,
+)
 from .difference import DifferenceUpdate, difference
 from .replicator import replicator
 from .tombstones import TOMBSTONE, DeleteMode, purge_tombstones
 from .translators import translator_from_name
 
 __all__ = [
-    "AccumuloExporter", "BatchTranslationError", "CellChange", "DeleteMode", "DifferenceUpdate",
+    "AccumuloExporter", "BatchTranslationError", "CellChange", "DeleteMode", "EntryFailure", "DifferenceUpdate",
     "ExportRejectedError", "Exporter", "MAX_SEQ", "SequencedExport", "TOMBSTONE", "TranslationError", "Translator",
     "cell_rows", "difference", "purge_tombstones", "replicator", "translator_from_name",
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 MAX_SEQ = (1 << 63) - 1  # Accumulo timestamps are signed 64-bit; the sequence becomes the timestamp
 
@@ -84,6 +84,16 @@ class BatchTranslationError(TranslationError):
 
     def __reduce__(self) -> tuple[type, tuple[dict[int, str]]]:  # picklable across Spark workers
         return (type(self), (self.failures,))
+
+
+class EntryFailure(NamedTuple):
+    """One export of a batch that was not written (``AccumuloExporter.export_batch``): ``index`` in the
+    batch; ``kind`` "undecodable" (its key or value cannot be deserialized; ``reason`` as the queue codec
+    gives it) or "translation" (its translator refused it; ``reason`` as ``translation_reason``)."""
+
+    index: int  # type: ignore[assignment]  # the brief's name; shadows tuple.index, which nobody needs here
+    kind: Literal["undecodable", "translation"]
+    reason: str
 
 
 #: What a translator raises for an export it cannot handle (the export's fault, so it is dead-lettered).
