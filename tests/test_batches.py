@@ -220,7 +220,7 @@ def visible_and_raw(conn, table):
 def test_export_batch_returns_poison_entries_and_writes_the_rest(conn_b):
     table = unique_table("poison")
     exporter = AccumuloExporter(conn_b, table, "difference")
-    good = [SequencedExport("k%d" % i, {"new": [{"row": "r%d" % i, "cf": "f", "cq": "q", "value": "v"}]}, 10 + i)
+    good = [SequencedExport(f"k{i}", {"new": [{"row": f"r{i}", "cf": "f", "cq": "q", "value": "v"}]}, 10 + i)
             for i in range(4)]
     bad_translation = SequencedExport("b", {"old": 5}, 20)
     bad_visibility = SequencedExport("c", {"new": [{"row": "vis", "cf": "f", "cq": "q", "cv": "a&|b",
@@ -266,10 +266,10 @@ def random_exports(kind: str, n: int, rnd: random.Random) -> list[SequencedExpor
     seqs = rnd.sample(range(1, 10 * n), n)
 
     def cell(with_value: bool = True):
-        c = {"row": "r%d" % rnd.randrange(6), "cf": "f", "cq": "q%d" % rnd.randrange(3),
+        c = {"row": f"r{rnd.randrange(6)}", "cf": "f", "cq": f"q{rnd.randrange(3)}",
              "cv": rnd.choice(["", "", "A", "A|B"])}
         if with_value:
-            c["value"] = "v%d" % rnd.randrange(5)
+            c["value"] = f"v{rnd.randrange(5)}"
         return c
 
     out = []
@@ -283,9 +283,9 @@ def random_exports(kind: str, n: int, rnd: random.Random) -> list[SequencedExpor
         elif kind == "cells":
             value = [dict(cell(), delete=rnd.random() < 0.3) for _ in range(rnd.randrange(1, 4))]
         else:
-            value = [{"cq": "q%d" % rnd.randrange(2), "v": rnd.choice([None, "x", "y"])}
+            value = [{"cq": f"q{rnd.randrange(2)}", "v": rnd.choice([None, "x", "y"])}
                      for _ in range(rnd.randrange(1, 5))]
-        out.append(SequencedExport("r%d" % rnd.randrange(4) if kind == "user" else "k", value, seq))
+        out.append(SequencedExport(f"r{rnd.randrange(4)}" if kind == "user" else "k", value, seq))
     return out
 
 
