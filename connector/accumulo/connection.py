@@ -8,6 +8,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from ._idl import proxy
 from .cells import Cell, IteratorSetting, Range
 from .errors import AccumuloSecurityError, InvalidMutationError, TableExistsError, TableNotFoundError, translate
@@ -255,6 +257,16 @@ class Connection:
         from .scanner import scan
 
         return scan(self, table, range, columns, authorizations, iterators, batch_size)
+
+    def scan_batches(self, table: str, range: Range | None = None, columns: Sequence[Any] | None = None,
+                     authorizations: Iterable[BytesLike] | None = None,
+                     iterators: Sequence[IteratorSetting] = (), batch_size: int = 1000) -> Iterator[pa.RecordBatch]:
+        """As :meth:`scan`, but one Arrow batch per page of up to ``batch_size`` cells (columns row, cf,
+        cq, cv, ts int64, value), decoded natively. Resumes after the last cell yielded when the
+        connection or the scanner is lost."""
+        from .scanner import scan_batches
+
+        return scan_batches(self, table, range, columns, authorizations, iterators, batch_size)
 
     def batch_scan(self, table: str, ranges: Sequence[Range], columns: Sequence[Any] | None = None,
                    authorizations: Iterable[BytesLike] | None = None,

@@ -74,3 +74,10 @@ def largest_binary(row: bytes, updates: Sequence[Sequence[Any]], size_bound: int
     if size_bound <= 1 << 16:
         return size_bound
     return max(len(row), *(max(len(u[0]), len(u[1]), len(u[2]), len(u[4])) for u in updates))
+
+
+def update_message_limit(max_frame_bytes: int, largest: int) -> int:
+    """The longest ``update`` message a columnar encoder may produce under ``max_frame_bytes`` when the
+    longest binary it carries is ``largest`` bytes: the same ``entries + largest <= budget`` rule as the
+    per-mutation path (the message head is counted again on top: a few bytes of slack)."""
+    return update_entries_budget(max_frame_bytes) - largest

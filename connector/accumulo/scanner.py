@@ -5,20 +5,24 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import pyarrow as pa
 
 from ._idl import proxy
 from .cells import Cell, IteratorSetting, Key, Range, columns_to_thrift
 from .errors import AccumuloSecurityError, AccumuloServerError, ConnectionLostError, UnknownScannerError, translate
 from .mutation import BytesLike, to_bytes
 from .transport import is_transient
-from .wire_scan import next_k
+from .wire_scan import next_k, next_k_batch
 
 if TYPE_CHECKING:
     from .connection import Connection
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+P = TypeVar("P")  # a page: a list of cells or a cells batch
 
 
 def _auths(authorizations: Iterable[BytesLike] | None) -> set[bytes] | None:
@@ -51,11 +55,11 @@ def scan_error(exc: BaseException, where: str) -> BaseException:
     return err
 
 
-def _next_page(conn: Connection, scanner_id: str, k: int) -> tuple[list[Cell], bool]:
+def _page(conn: Connection, fetch: Callable[[Any, str, int], T], scanner_id: str, k: int) -> T:
     """One page of a scanner. Not retried: a lost reply would skip cells (the caller resumes instead)."""
     client = conn._thread_client()
     try:
-        return next_k(client, scanner_id, k)
+        return fetch(client, scanner_id, k)
     except Exception as exc:
         if is_transient(exc):
             conn._drop_thread_client()
@@ -63,26 +67,34 @@ def _next_page(conn: Connection, scanner_id: str, k: int) -> tuple[list[Cell], b
         raise scan_error(exc, f"{conn.host}:{conn.port}") from exc
 
 
-def scan(conn: Connection, table: str, rng: Range | None, columns: Sequence[Any] | None,
-         authorizations: Iterable[BytesLike] | None, iterators: Sequence[IteratorSetting],
-         batch_size: int) -> Iterator[Cell]:
+def _next_page(conn: Connection, scanner_id: str, k: int) -> tuple[list[Cell], bool]:
+    return _page(conn, next_k, scanner_id, k)
+
+
+def _resumable(conn: Connection, table: str, rng: Range | None, columns: Sequence[Any] | None,
+               authorizations: Iterable[BytesLike] | None, iterators: Sequence[IteratorSetting],
+               batch_size: int, fetch: Callable[[Any, str, int], tuple[P, bool]],
+               last_key: Callable[[P], Key | None]) -> Iterator[P]:
+    """Pages of ``range`` in key order; a lost connection or scanner resumes on a fresh scanner right
+    after the last cell of the last page yielded (``last_key``; None for an empty page)."""
     rng = rng or Range()
     auths = _auths(authorizations)
     thrift_columns = columns_to_thrift(columns)
     thrift_iters = [i.to_thrift() for i in iterators] or None
-    last: Cell | None = None  # the last cell yielded; turned into a Key only to resume (not per cell)
+    last: Key | None = None
     failures = 0
     while True:
-        current = rng if last is None else rng.after(Key.of(last))
+        current = rng if last is None else rng.after(last)
         options = proxy.ScanOptions(authorizations=auths, range=current.to_thrift(), columns=thrift_columns,
                                     iterators=thrift_iters, bufferSize=batch_size)
         scanner_id = conn.call("createScanner", table, options)
         try:
             while True:
-                cells, more = _next_page(conn, scanner_id, batch_size)
-                yield from cells
-                if cells:
-                    last = cells[-1]
+                page, more = _page(conn, fetch, scanner_id, batch_size)
+                key = last_key(page)
+                if key is not None:
+                    last = key
+                yield page
                 if not more:
                     return
         except (ConnectionLostError, UnknownScannerError) as exc:
@@ -95,6 +107,35 @@ def scan(conn: Connection, table: str, rng: Range | None, columns: Sequence[Any]
             time.sleep(min(conn.retry.max_wait, conn.retry.initial_wait * 2**failures))
         finally:
             _close_quietly(conn, scanner_id)
+
+
+def _last_cell_key(cells: list[Cell]) -> Key | None:
+    return Key.of(cells[-1]) if cells else None
+
+
+def _last_batch_key(batch: pa.RecordBatch) -> Key | None:
+    if not batch.num_rows:
+        return None
+    i = batch.num_rows - 1
+    return Key(*(batch.column(name)[i].as_py() for name in ("row", "cf", "cq", "cv", "ts")))
+
+
+def scan(conn: Connection, table: str, rng: Range | None, columns: Sequence[Any] | None,
+         authorizations: Iterable[BytesLike] | None, iterators: Sequence[IteratorSetting],
+         batch_size: int) -> Iterator[Cell]:
+    for cells in _resumable(conn, table, rng, columns, authorizations, iterators, batch_size, next_k,
+                            _last_cell_key):
+        yield from cells
+
+
+def scan_batches(conn: Connection, table: str, rng: Range | None, columns: Sequence[Any] | None,
+                 authorizations: Iterable[BytesLike] | None, iterators: Sequence[IteratorSetting],
+                 batch_size: int) -> Iterator[pa.RecordBatch]:
+    """As :func:`scan`, one cells batch per ``nextK`` page, decoded natively (empty pages skipped)."""
+    for batch in _resumable(conn, table, rng, columns, authorizations, iterators, batch_size, next_k_batch,
+                            _last_batch_key):
+        if batch.num_rows:
+            yield batch
 
 
 def batch_scan(conn: Connection, table: str, ranges: Sequence[Range], columns: Sequence[Any] | None,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+import pyarrow as pa
 from thriftpy2.protocol import TCompactProtocol
 from thriftpy2.thrift import TApplicationException
 from thriftpy2.transport import TMemoryBuffer, TTransportException
@@ -18,6 +19,16 @@ from thriftpy2.transport import TMemoryBuffer, TTransportException
 from ._idl import proxy
 from .cells import Cell
 from .wire import _FIELD1_BINARY, _binary, varint
+
+#: what ``Connection.scan_batches`` yields, one batch per ``nextK`` page (as ``columnar.decode_next_k_reply``)
+CELLS_SCHEMA = pa.schema([pa.field(name, pa.int64() if name == "ts" else pa.binary(), nullable=False)
+                          for name in ("row", "cf", "cq", "cv", "ts", "value")])
+
+
+def decode_next_k_reply(frame: bytes) -> tuple[pa.RecordBatch, bool] | None:
+    from connector.columnar import decode_next_k_reply as native  # late: columnar imports this package
+
+    return native(frame)
 
 _CALL, _REPLY, _EXCEPTION = 1, 2, 3
 _TRUE, _FALSE, _I64, _BINARY, _LIST, _STRUCT = 1, 2, 6, 8, 9, 12
@@ -139,14 +150,43 @@ def _recv_exact(sock: Any, n: int) -> bytes:
     return bytes(buf)
 
 
-def next_k(client: Any, scanner_id: str, k: int) -> tuple[list[Cell], bool]:
-    """Call ``nextK`` on ``client``'s socket and decode the reply; raises what the generic call raises."""
+def next_k_frame(client: Any, scanner_id: str, k: int) -> bytes:
+    """Call ``nextK`` on ``client``'s socket and return the reply message (the frame without its length)."""
     sock = client.raw_socket.sock
     sock.sendall(encode_next_k(scanner_id, k))
     (size,) = struct.unpack("!i", _recv_exact(sock, 4))
     frame = _recv_exact(sock, size)
     if frame[0] != 0x82:
         raise TTransportException(TTransportException.UNKNOWN, "not a compact-protocol reply")
+    return frame
+
+
+def next_k_batch(client: Any, scanner_id: str, k: int) -> tuple[pa.RecordBatch, bool]:
+    """``nextK`` with the reply decoded natively into a cells batch (row, cf, cq, cv, ts, value); a reply
+    the native decoder hands back (an exception, an unknown field) goes through thriftpy2, which raises
+    what the generic call raises."""
+    frame = next_k_frame(client, scanner_id, k)
+    decoded = decode_next_k_reply(frame)
+    if decoded is not None:
+        return decoded
+    cells, more = decode_reply(frame)
+    return cells_batch(cells), more
+
+
+def cells_batch(cells: list[Cell]) -> pa.RecordBatch:
+    """Cells as a scanned-cells batch (the rare path: replies the native decoder does not take)."""
+    columns = list(zip(*cells, strict=True)) if cells else [()] * 6
+    return pa.record_batch([pa.array(col, type=f.type) for col, f in zip(columns, CELLS_SCHEMA, strict=True)],
+                           schema=CELLS_SCHEMA)
+
+
+def next_k(client: Any, scanner_id: str, k: int) -> tuple[list[Cell], bool]:
+    """Call ``nextK`` on ``client``'s socket and decode the reply; raises what the generic call raises."""
+    return decode_reply(next_k_frame(client, scanner_id, k))
+
+
+def decode_reply(frame: bytes) -> tuple[list[Cell], bool]:
+    """A ``nextK`` reply message decoded into cells (in Python), or the error it carries raised."""
     mtype = frame[1] >> 5
     _, pos = _varint(frame, 2)  # seqid
     _, pos = _read_binary(frame, pos)  # method name

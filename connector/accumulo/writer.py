@@ -7,11 +7,22 @@ import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from ._idl import proxy
 from .errors import ConnectionLostError, InvalidMutationError, MutationsRejectedError, translate
-from .frames import check_max_frame_bytes, check_writer_id, largest_binary, row_entry_bytes, update_entries_budget
-from .mutation import Mutation
+from .frames import (
+    check_max_frame_bytes,
+    check_writer_id,
+    largest_binary,
+    row_entry_bytes,
+    update_entries_budget,
+    update_message_limit,
+)
+from .mutation import Mutation, _checked_visibility
 from .transport import close_client, is_transient, send_frame
+from .visibility import VisibilityError
 from .wire import encode_column_update, encode_row_entry, encode_update_message
 
 if TYPE_CHECKING:
@@ -24,6 +35,16 @@ DURABILITY = {"default": 0, "none": 1, "log": 2, "flush": 3, "sync": 4}
 
 class _WriterLost(ConnectionError):
     """The gateway forgot our writer (restart or idle expiry): reopen and replay, like a dropped socket."""
+
+
+class _Cells:
+    """A batch given to ``add_cells``, kept until flushed: replaying it re-encodes it for the new writer id."""
+
+    __slots__ = ("cells", "largest")
+
+    def __init__(self, cells: pa.RecordBatch, largest: int) -> None:
+        self.cells = cells
+        self.largest = largest
 
 
 class BatchWriter:
@@ -85,7 +106,8 @@ class BatchWriter:
         self._rows: dict[bytes, list[bytes]] = {}
         self._rows_bytes = 0
         self._rows_largest = 0  # longest binary in the chunk being built (see frames)
-        self._unacked: list[tuple[int, bytes]] = []
+        # sent since the last successful flush, in order: encoded chunks (rows, entries) and cell batches
+        self._unacked: list[tuple[int, bytes] | _Cells] = []
         self._unacked_bytes = 0
         self._largest_frame = 0  # of the unacknowledged ones, to explain a connection the server closed
         self._client: Any = None
@@ -94,6 +116,8 @@ class BatchWriter:
         self._closed = False
         #: mutations accepted by add_mutation since the writer was opened
         self.mutations_added = 0
+        #: cell changes accepted by add_cells since the writer was opened
+        self.cells_added = 0
         self.connection.retry.run(self._open, self._on_transient, f"createWriter on {table}")
 
     # --- public -------------------------------------------------------------------------------------
@@ -140,6 +164,41 @@ class BatchWriter:
     def add_mutations(self, mutations: Iterable[Mutation]) -> None:
         for m in mutations:
             self.add_mutation(m)
+
+    def add_cells(self, cells: pa.RecordBatch) -> None:
+        """Queue a whole batch of cell changes (``connector.columnar.UPDATE_SCHEMA``: row, cf, cq, cv, ts
+        (null: the server chooses), value (null for a delete), delete), encoded natively into ``update``
+        frames. Cells of one row form one mutation and travel in one frame.
+
+        Raises ``InvalidMutationError`` (nothing queued, nothing sent) for a bad visibility expression, an
+        empty row, a put without a value, a negative timestamp, or a row that cannot fit in one frame.
+        Afterwards the batch is treated like added mutations: sent at once, replayed after a reconnect,
+        durable after ``flush()``.
+        """
+        if cells.num_rows == 0:
+            return
+        _check_visibilities(cells)
+        largest = _largest_binary(cells)
+        batch = _Cells(cells, largest)
+        with self._lock:
+            self._check_open()
+            frames = self._encode_cells(batch)  # raises before anything is queued
+            self._send_rows()  # what add_mutation queued before goes first
+            self._unacked.append(batch)
+            self._unacked_bytes += sum(map(len, frames))
+            self.cells_added += cells.num_rows
+            if not self._broken:
+                try:
+                    for frame in frames:
+                        self._largest_frame = max(self._largest_frame, len(frame))
+                        send_frame(self._client, frame)
+                except Exception as exc:
+                    if not is_transient(exc):
+                        raise
+                    log.warning("writer on %s lost its connection (%s); will reconnect and resend", self.table, exc)
+                    self._broken = True
+            if self._unacked_bytes >= self.max_memory or (self._broken and self._unacked):
+                self._flush_locked()
 
     def flush(self) -> None:
         """Send everything queued and return once it is durable in Accumulo."""
@@ -222,6 +281,25 @@ class BatchWriter:
             log.warning("writer on %s: reopening after a rejection failed (%s); will retry", self.table, exc)
             self._broken = True
 
+    def _encode_cells(self, batch: _Cells) -> list[bytes]:
+        """The batch's ``update`` frames for the current writer id, under the frame rule of :mod:`.frames`."""
+        from connector import columnar  # late: columnar imports this package
+
+        limit = update_message_limit(self.max_frame_bytes, batch.largest)
+        if limit < 1:
+            raise InvalidMutationError(
+                f"a cell of {batch.largest} bytes cannot fit in one Thrift frame under "
+                f"max_frame_bytes={self.max_frame_bytes} (frame + largest value must fit; see "
+                f"connector.accumulo.frames)")
+        writer_id = self._writer_id or ""
+        try:
+            # frames of about chunk_bytes, as add_mutation sends; a larger row gets the whole budget
+            return columnar.encode_update_frames(writer_id, batch.cells, min(self.chunk_bytes, limit))
+        except InvalidMutationError:
+            if self.chunk_bytes >= limit:
+                raise
+            return columnar.encode_update_frames(writer_id, batch.cells, limit)
+
     def _on_transient(self, _exc: BaseException) -> None:
         self._broken = True
 
@@ -268,10 +346,14 @@ class BatchWriter:
     def _flush_once(self) -> None:
         if self._broken:
             self._open()
-            for n_rows, entries in self._unacked:
-                frame = encode_update_message(self._writer_id or "", n_rows, entries)
-                self._largest_frame = max(self._largest_frame, len(frame))
-                send_frame(self._client, frame)
+            for sent in self._unacked:
+                if isinstance(sent, _Cells):
+                    frames = self._encode_cells(sent)
+                else:
+                    frames = [encode_update_message(self._writer_id or "", *sent)]
+                for frame in frames:
+                    self._largest_frame = max(self._largest_frame, len(frame))
+                    send_frame(self._client, frame)
             self._broken = False
         try:
             self._client.flush(self._writer_id)
@@ -288,3 +370,27 @@ class BatchWriter:
             if is_transient(exc):
                 raise
             raise translate(exc) from exc
+
+
+def _check_visibilities(cells: pa.RecordBatch) -> None:
+    """Each distinct visibility expression of the batch checked once, as ``Mutation`` checks each cell's."""
+    cv = cells.column("cv")
+    for expr in pc.unique(cv).to_pylist():
+        if not expr:
+            continue
+        try:
+            _checked_visibility(expr)
+        except VisibilityError as exc:
+            first = pc.index(cv, pa.scalar(expr, cv.type)).as_py()
+            row = cells.column("row")[first].as_py()
+            raise InvalidMutationError(f"row {row!r}: {exc}") from None
+
+
+def _largest_binary(cells: pa.RecordBatch) -> int:
+    """The longest row, family, qualifier, visibility or value of the batch (the frame rule needs it)."""
+    largest = 0
+    for name in ("row", "cf", "cq", "cv", "value"):
+        longest = pc.max(pc.binary_length(cells.column(name))).as_py()
+        if longest is not None and longest > largest:
+            largest = longest
+    return largest

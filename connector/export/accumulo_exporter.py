@@ -6,11 +6,26 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from connector.accumulo import BatchWriter, Connection, Mutation, MutationsRejectedError
+import pyarrow as pa
+import pyarrow.compute as pc
 
-from .core import DATA_ERRORS, BatchTranslationError, CellChange, SequencedExport, Translator, translation_reason
+from connector import columnar
+from connector.accumulo import BatchWriter, Connection, InvalidMutationError, Mutation, MutationsRejectedError
+from connector.accumulo.mutation import _checked_visibility
+from connector.accumulo.visibility import VisibilityError
+
+from .core import (
+    DATA_ERRORS,
+        BatchTranslationError,
+    EntryFailure,
+    SequencedExport,
+    Translator,
+    translation_reason,
+)
 from .tombstones import TOMBSTONE, DeleteMode, install_tombstone_filter
-from .translators import translator_from_name
+from .translators import BUILT_IN, translator_from_name
+
+Cell = tuple[bytes, bytes, bytes, bytes]
 
 
 class ExportRejectedError(MutationsRejectedError):
@@ -46,6 +61,9 @@ class AccumuloExporter:
         self.translator: Translator = (
             translator_from_name(translator) if isinstance(translator, str) else translator
         )
+        #: the built-in translator's name when export_batch may run it natively
+        self._native_name = next((name for name, fn in BUILT_IN.items()
+                                  if fn is self.translator and name in columnar.NATIVE_TRANSLATORS), None)
         self.delete_mode = DeleteMode(delete_mode)
         self._writer_options = writer_options or {}
         self._lock = threading.Lock()
@@ -60,20 +78,20 @@ class AccumuloExporter:
     def mutations(self, export: SequencedExport) -> list[Mutation]:
         """The mutations one export becomes: one per destination row, every change at ``ts = seq``."""
         by_row: dict[bytes, Mutation] = {}
-        seen: dict[tuple[bytes, bytes, bytes, bytes], CellChange] = {}
+        seen: dict[Cell, bytes | None] = {}
         for change in self.translator(export):
             seen.pop(change.cell, None)  # last change to a cell wins: never a put and a delete at one ts
-            seen[change.cell] = change
-        for change in seen.values():
-            m = by_row.get(change.row)
+            seen[change.cell] = change.value
+        for (row, cf, cq, cv), value in seen.items():
+            m = by_row.get(row)
             if m is None:
-                m = by_row[change.row] = Mutation(change.row)
-            if change.value is not None:
-                m.put(change.cf, change.cq, change.value, visibility=change.cv, timestamp=export.seq)
+                m = by_row[row] = Mutation(row)
+            if value is not None:
+                m.put(cf, cq, value, visibility=cv, timestamp=export.seq)
             elif self.delete_mode is DeleteMode.TOMBSTONE:
-                m.put(change.cf, change.cq, TOMBSTONE, visibility=change.cv, timestamp=export.seq)
+                m.put(cf, cq, TOMBSTONE, visibility=cv, timestamp=export.seq)
             else:
-                m.delete(change.cf, change.cq, visibility=change.cv, timestamp=export.seq)
+                m.delete(cf, cq, visibility=cv, timestamp=export.seq)
         return list(by_row.values())
 
     def export(self, exports: Sequence[SequencedExport]) -> None:
@@ -92,18 +110,109 @@ class AccumuloExporter:
         if failures:
             raise BatchTranslationError(failures)
         with self._lock:
-            writer = self._writer
-            if writer is None:
-                writer = self._writer = self.connection.batch_writer(self.table, **self._writer_options)
-            try:
-                writer.add_mutations(mutations)
-                writer.flush()
-            except MutationsRejectedError as exc:
-                raise ExportRejectedError(f"export of {len(exports)} exports to {self.table} rejected: {exc}") from exc
-            except BaseException:
-                self._discard_writer()
-                raise
+            self._write(lambda writer: writer.add_mutations(mutations), len(exports))
             self.exported += len(exports)
+
+    def export_batch(self, exports: pa.RecordBatch, *, key_serializer: str = "json",
+                     value_serializer: str = "json") -> list[EntryFailure]:
+        """Write a batch of serialized exports (columns ``key`` binary, ``value`` binary, ``seq`` int64)
+        and return when it is durable, each cell at ``ts = seq``.
+
+        An export that cannot be written (undecodable, or refused by its translator) is left out and
+        returned as an ``EntryFailure`` (in batch order) with the reason ``export()`` or the queue codec
+        gives; the rest of the batch is written all the same. Built-in translators with JSON values run
+        natively over the whole batch (they ignore the key, which is not decoded); other translators or
+        serializers deserialize and translate each export in Python (the slow path). Transport failures
+        and rejections raise as in ``export()``, and then nothing of the batch counts as written.
+        """
+        for name, kind in (("key", pa.binary()), ("value", pa.binary()), ("seq", pa.int64())):
+            if exports.schema.get_field_index(name) < 0 or exports.schema.field(name).type != kind:
+                raise TypeError(f"export_batch needs columns key (binary), value (binary), seq (int64); "
+                                f"got {exports.schema}")
+        failures = _seq_failures(exports.column("seq"))
+        if self._native_name is not None and value_serializer == "json":
+            translated = columnar.translate(self._native_name, exports)
+            for e in translated.errors:
+                failures.setdefault(e.entry, EntryFailure(e.entry, e.kind, e.message))
+            changes = translated.changes
+            failures.update(_visibility_failures(changes, failures))
+            if failures:
+                dropped = pa.array(sorted(failures), pa.int32())
+                changes = changes.filter(pc.invert(pc.is_in(changes.column("entry"), value_set=dropped)))
+            updates = self._stamped(changes, exports.column("seq"))
+        else:
+            updates = self._updates_in_python(exports, failures, key_serializer, value_serializer)
+        with self._lock:
+            if updates.num_rows:
+                self._write(lambda writer: writer.add_cells(updates), exports.num_rows)
+            self.exported += exports.num_rows - len(failures)
+        return [failures[i] for i in sorted(failures)]
+
+    def _stamped(self, changes: pa.RecordBatch, seqs: pa.Array) -> pa.RecordBatch:
+        """Changes as updates at ts = seq; in tombstone mode a delete becomes a put of TOMBSTONE."""
+        updates = columnar.changes_to_updates(changes, seqs)
+        if self.delete_mode is DeleteMode.TOMBSTONE:
+            schema = updates.schema
+            value = pc.if_else(updates.column("delete"), pa.scalar(TOMBSTONE, pa.binary()), updates.column("value"))
+            updates = updates.set_column(schema.get_field_index("value"), schema.field("value"), value)
+            updates = updates.set_column(schema.get_field_index("delete"), schema.field("delete"),
+                                         pc.is_null(value))  # all false: no deletes left
+        return updates
+
+    def _updates_in_python(self, exports: pa.RecordBatch, failures: dict[int, EntryFailure],
+                           key_serializer: str, value_serializer: str) -> pa.RecordBatch:
+        """The slow path: each export deserialized and run through ``mutations()`` (its collapse, checks
+        and delete mode), the mutations gathered into one updates batch."""
+        from connector.queue.serializers import serializer_from_name  # the names the queue config uses
+
+        keys_serde, values_serde = serializer_from_name(key_serializer), serializer_from_name(value_serializer)
+        columns: tuple[list[Any], ...] = ([], [], [], [], [], [], [])
+        row_c, cf_c, cq_c, cv_c, ts_c, value_c, delete_c = columns
+        triples = zip(exports.column("key").to_pylist(), exports.column("value").to_pylist(),
+                      exports.column("seq").to_pylist(), strict=True)
+        for i, (key_bytes, value_bytes, seq) in enumerate(triples):
+            if i in failures:
+                continue
+            try:
+                key = keys_serde.loads(key_bytes)
+            except Exception as exc:  # noqa: BLE001 - a deserializer may raise anything; named in the reason
+                failures[i] = EntryFailure(i, "undecodable", f"undecodable key: {type(exc).__name__}: {exc}")
+                continue
+            try:
+                value = values_serde.loads(value_bytes)
+            except Exception as exc:  # noqa: BLE001
+                failures[i] = EntryFailure(i, "undecodable", f"undecodable value: {type(exc).__name__}: {exc}")
+                continue
+            try:
+                mutations = self.mutations(SequencedExport(key, value, seq))
+            except DATA_ERRORS as exc:  # as export(): anything else fails the batch
+                failures[i] = EntryFailure(i, "translation", translation_reason(exc))
+                continue
+            for m in mutations:
+                for cf, cq, cv, ts, v, delete in m.updates:
+                    row_c.append(m.row)
+                    cf_c.append(cf)
+                    cq_c.append(cq)
+                    cv_c.append(cv)
+                    ts_c.append(ts)
+                    value_c.append(None if delete else v)
+                    delete_c.append(delete)
+        return pa.record_batch([pa.array(c, type=f.type) for c, f in zip(columns, columnar.UPDATE_SCHEMA, strict=True)],
+                               schema=columnar.UPDATE_SCHEMA)
+
+    def _write(self, add: Any, n_exports: int) -> None:
+        """Add to the shared writer and flush (durable); called with the lock held."""
+        writer = self._writer
+        if writer is None:
+            writer = self._writer = self.connection.batch_writer(self.table, **self._writer_options)
+        try:
+            add(writer)
+            writer.flush()
+        except MutationsRejectedError as exc:
+            raise ExportRejectedError(f"export of {n_exports} exports to {self.table} rejected: {exc}") from exc
+        except BaseException:
+            self._discard_writer()
+            raise
 
     def _discard_writer(self) -> None:
         # after a transport failure the writer's state is unknown: start the next batch on a fresh one
@@ -122,3 +231,36 @@ class AccumuloExporter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _seq_failures(seqs: pa.Array) -> dict[int, EntryFailure]:
+    """Exports whose seq cannot be a timestamp (``SequencedExport``'s check), found without a row loop."""
+    bad = pc.indices_nonzero(pc.fill_null(pc.less(seqs, 0), True)).to_pylist()
+    reason = "ValueError: seq must be an int in [0, 2**63-1], got {!r}"
+    return {i: EntryFailure(i, "translation", reason.format(seqs[i].as_py())) for i in bad}
+
+
+def _visibility_failures(changes: pa.RecordBatch, failed: dict[int, EntryFailure]) -> dict[int, EntryFailure]:
+    """Exports with a change whose visibility is not a valid expression, with the reason ``export()``
+    records (``Mutation``'s InvalidMutationError) for the first such change. Each distinct expression is
+    checked once."""
+    cv = changes.column("cv")
+    bad: dict[bytes, str] = {}
+    for expr in pc.unique(cv).to_pylist():
+        if expr:
+            try:
+                _checked_visibility(expr)
+            except VisibilityError as exc:
+                bad[expr] = str(exc)
+    out: dict[int, EntryFailure] = {}
+    if not bad:
+        return out
+    hits = pc.indices_nonzero(pc.is_in(cv, value_set=pa.array(list(bad), cv.type))).to_pylist()
+    entries, rows = changes.column("entry"), changes.column("row")
+    for i in hits:  # only the bad changes: poison entries are rare
+        entry = entries[i].as_py()
+        if entry in failed or entry in out:
+            continue
+        error = InvalidMutationError(f"row {rows[i].as_py()!r}: {bad[cv[i].as_py()]}")
+        out[entry] = EntryFailure(entry, "translation", translation_reason(error))
+    return out
