@@ -168,7 +168,10 @@ class Connection:
                 if is_transient(exc):
                     self._drop_thread_client()
                     raise
-                raise translate(exc) from exc
+                translated = translate(exc)
+                if translated is exc:  # already ours (the secret check's errors) or not a Thrift error
+                    raise
+                raise translated from exc
 
         policy = self.retry if retry else NO_RETRY
         return policy.run(attempt, self._drop_thread_client, f"{method} on {self.host}:{self.port}")
