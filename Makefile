@@ -9,7 +9,7 @@ CRATE     := connector/_native
 NATIVE_SRC := $(wildcard $(CRATE)/Cargo.toml $(CRATE)/Cargo.lock $(CRATE)/src/*.rs $(CRATE)/src/*/*.rs)
 CARGO_ENV := PYO3_PYTHON=$(abspath $(VPY))
 
-.PHONY: deps build lint test demo demo-wordcount cluster bench clean
+.PHONY: deps build gateway-jar lint test demo demo-wordcount cluster bench clean
 
 deps: $(STAMP) /usr/bin/thrift
 
@@ -30,6 +30,10 @@ $(STAMP): pyproject.toml $(NATIVE_SRC)
 
 build: deps
 	$(VPY) -c "from integration.harness import build_gateway; build_gateway()"
+
+# the deployable gateway: java -jar <printed path> --config gateway.properties (integration/gateway/README.md)
+gateway-jar: deps
+	@$(VPY) -c "from integration.harness import build_gateway, gateway_jar; build_gateway(); print(gateway_jar())"
 
 lint: deps
 	$(VPY) -m ruff check connector integration tests examples

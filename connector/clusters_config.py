@@ -7,6 +7,8 @@ overrides it. The embedded harness writes one for the clusters it starts. Exampl
     host = "127.0.0.1"
     port = 42424
     secret_file = "/etc/accumulo-export/a.secret"   # or: secret_env = "A_GATEWAY_SECRET"
+    tls_ca_file = "/etc/accumulo-export/ca.pem"      # optional: TLS, the CA that signed the gateway's cert
+    # tls_cert_file, tls_key_file: a client certificate (PEM); tls_server_hostname: the certificate's name
 
 A cluster that names neither uses ACCUMULO_GATEWAY_SECRET_FILE or ACCUMULO_GATEWAY_SECRET; one that names a
 source that is missing is an error, never a fall-back to another secret.
@@ -21,6 +23,7 @@ from pathlib import Path
 from connector.spark.options import GatewayOptions
 
 CONFIG_ENV = "ACCUMULO_EXPORT_CONFIG"
+TLS_KEYS = ("tls_ca_file", "tls_cert_file", "tls_key_file", "tls_server_hostname")
 DEFAULT_PATH = Path("~/.config/accumulo-export/clusters.toml")
 
 
@@ -48,7 +51,7 @@ def load_clusters(path: Path | None = None) -> dict[str, GatewayOptions]:
             raise ConfigError(f"{path}: cluster {name!r} has no port")
         out[name] = GatewayOptions(host=str(entry.get("host", "127.0.0.1")), port=int(entry["port"]),
                                    secret_file=entry.get("secret_file"), secret_env=entry.get("secret_env"),
-                                   name=name)
+                                   name=name, **{k: entry.get(k) for k in TLS_KEYS})
     return out
 
 
@@ -68,6 +71,7 @@ def write_clusters(path: Path, clusters: dict[str, GatewayOptions]) -> None:
             lines.append(f'secret_file = "{g.secret_file}"')
         elif g.secret_env:
             lines.append(f'secret_env = "{g.secret_env}"')
+        lines += [f'{k} = "{getattr(g, k)}"' for k in TLS_KEYS if getattr(g, k)]
         lines.append("")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

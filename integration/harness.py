@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 GATEWAY_DIR = ROOT / "integration" / "gateway"
 IDL = ROOT / "connector" / "accumulo" / "proxy.thrift"
 LAUNCHER = "exportconnector.gateway.Launcher"
-GATEWAY_MAIN = "exportconnector.gateway.GatewayMain"
+GATEWAY_MAIN = "exportconnector.gateway.GatewayMain"  # the deployable jar's Main-Class
 BENCH_WRITER = "exportconnector.gateway.BenchWriter"
 
 
@@ -51,12 +51,14 @@ def _sources_hash() -> str:
 
 
 def build_gateway(force: bool = False) -> str:
-    """Build the gateway when its pom, sources or the IDL changed; return the runtime classpath."""
+    """Build the gateway when its pom, sources or the IDL changed; return the classpath of the launcher
+    (classes plus every dependency, the minicluster too). The deployable jar is ``gateway_jar()``."""
     target = GATEWAY_DIR / "target"
     stamp = target / ".build-hash"
     cp_file = target / "classpath.txt"
     digest = _sources_hash()
-    if force or not stamp.exists() or stamp.read_text() != digest or not cp_file.exists():
+    jar_missing = not list(target.glob("accumulo-gateway-*-all.jar"))
+    if force or not stamp.exists() or stamp.read_text() != digest or not cp_file.exists() or jar_missing:
         if shutil.which("mvn") is None:
             raise HarnessError("Maven (mvn) is not on PATH; install it (make deps does)")
         if shutil.which("thrift") is None:
@@ -69,6 +71,77 @@ def build_gateway(force: bool = False) -> str:
                 raise HarnessError(f"gateway build failed (mvn {' '.join(args)}):\n{tail}")
         stamp.write_text(digest)
     return f"{target / 'classes'}{os.pathsep}{cp_file.read_text().strip()}"
+
+
+def gateway_jar() -> Path:
+    """The deployable gateway jar (``java -jar <jar> --config gateway.properties``), built by ``build_gateway``."""
+    jars = sorted((GATEWAY_DIR / "target").glob("accumulo-gateway-*-all.jar"))
+    if not jars:
+        raise HarnessError("the gateway jar is missing: run build_gateway() (make gateway-jar)")
+    return jars[-1]
+
+
+def write_properties(path: Path, values: dict[str, str], comment: str) -> None:
+    """A Java .properties file with mode 0600 (it may name secret files, or hold Accumulo's auth.token)."""
+    def esc(text: str) -> str:
+        return text.replace("\\", "\\\\").replace("\n", "\\n").replace(":", "\\:").replace("=", "\\=")
+
+    _write_private(path, f"# {comment}\n" + "".join(f"{esc(k)}={esc(v)}\n" for k, v in values.items()))
+
+
+@dataclass(frozen=True)
+class GatewayTls:
+    """TLS material of a gateway (PEM paths): its certificate and key, the CA clients verify it with, and
+    optionally the CA its clients' certificates must chain to (then client certificates are required)."""
+
+    cert_file: str
+    key_file: str
+    ca_file: str
+    client_ca_file: str | None = None
+
+    def properties(self) -> dict[str, str]:
+        props = {"gateway.tls.enabled": "true", "gateway.tls.cert.file": self.cert_file,
+                 "gateway.tls.key.file": self.key_file}
+        if self.client_ca_file:
+            props["gateway.tls.client.ca.file"] = self.client_ca_file
+        return props
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    proc = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise HarnessError(f"openssl {args[0]} failed: {proc.stderr.strip()}")
+
+
+def make_test_pki(folder: Path, hosts: Sequence[str] = ("127.0.0.1", "localhost")) -> dict[str, Path]:
+    """A throwaway PKI made with the openssl CLI (EC P-256, one day): ``ca``, ``server`` (for ``hosts``) and
+    ``client`` signed by it, and an unrelated ``other_ca``. Returns PEM paths: ``<name>.pem``, ``<name>.key``."""
+    if shutil.which("openssl") is None:
+        raise HarnessError("the openssl command is needed to make test certificates")
+    folder.mkdir(parents=True, exist_ok=True)
+    out: dict[str, Path] = {}
+
+    def key(name: str) -> None:
+        _openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", f"{name}.key",
+                 cwd=folder)
+        os.chmod(folder / f"{name}.key", 0o600)
+        out[f"{name}_key"] = folder / f"{name}.key"
+        out[name] = folder / f"{name}.pem"
+
+    for ca in ("ca", "other_ca"):
+        key(ca)
+        _openssl("req", "-x509", "-new", "-key", f"{ca}.key", "-out", f"{ca}.pem", "-days", "1",
+                 "-subj", f"/CN=export connector test {ca}", cwd=folder)
+    san = ",".join(f"IP:{h}" if h.replace(".", "").isdigit() else f"DNS:{h}" for h in hosts)
+    for name, ext in (("server", f"subjectAltName={san}\nextendedKeyUsage=serverAuth"),
+                      ("client", "extendedKeyUsage=clientAuth")):
+        key(name)
+        _openssl("req", "-new", "-key", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN=test {name}",
+                 cwd=folder)
+        (folder / f"{name}.ext").write_text(ext + "\n")
+        _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+                 "-out", f"{name}.pem", "-days", "1", "-extfile", f"{name}.ext", cwd=folder)
+    return out
 
 
 def java_command(classpath: str, main: str, *args: str, heap: str = "1g", tmpdir: Path | None = None) -> list[str]:
@@ -94,17 +167,27 @@ class Cluster:
     secret_file: str
     password_file: str = field(repr=False)
 
+    tls_ca_file: str | None = None  # set when the gateways serve TLS
+
     def connect(self, **kwargs):  # noqa: ANN003, ANN201 - returns connector.accumulo.Connection
         """A client Connection to this cluster's gateway."""
         from connector.accumulo import Connection
 
+        if self.tls_ca_file:
+            kwargs.setdefault("tls_ca_file", self.tls_ca_file)
         return Connection(self.gateway_host, self.gateway_port, secret_file=self.secret_file, **kwargs)
 
     def gateway_options(self):  # noqa: ANN201 - returns connector.spark.GatewayOptions
         """Where this cluster's gateway is, for the Spark layer and the CLI (the secret stays in its file)."""
         from connector.spark.options import GatewayOptions
 
-        return GatewayOptions(self.gateway_host, self.gateway_port, secret_file=self.secret_file)
+        return GatewayOptions(self.gateway_host, self.gateway_port, secret_file=self.secret_file,
+                              tls_ca_file=self.tls_ca_file)
+
+    def client_properties(self) -> dict[str, str]:
+        """accumulo-client.properties for this cluster (holds the root password: write it 0600)."""
+        return {"instance.name": self.instance, "instance.zookeepers": self.zookeepers, "auth.type": "password",
+                "auth.principal": self.user, "auth.token": Path(self.password_file).read_text().strip()}
 
     def java_env(self) -> dict[str, str]:
         """Environment for a Java program of the gateway module talking to this cluster directly."""
@@ -187,10 +270,11 @@ def _stop(proc: subprocess.Popen, grace: float = 60.0) -> None:
 @contextlib.contextmanager
 def clusters(names: Sequence[str] = ("a", "b"), data_dir: str | None = None,
              start_timeout: float = 300.0, idle_timeout_ms: int | None = None,
-             max_frame_bytes: int | None = None) -> Iterator[Clusters]:
+             max_frame_bytes: int | None = None, tls: GatewayTls | None = None) -> Iterator[Clusters]:
     """Start one MiniAccumuloCluster and gateway per name; stop and clean up on exit.
 
-    ``max_frame_bytes`` sets the gateways' Thrift frame limit (default 64 MiB; upstream's proxy: 16 MiB).
+    Each gateway runs from a generated gateway.properties, as deployed ones do. ``max_frame_bytes`` sets
+    their Thrift frame limit (default 64 MiB; upstream's proxy: 16 MiB); ``tls`` makes them serve TLS.
     """
     classpath = build_gateway()
     state_dir = Path(tempfile.mkdtemp(prefix="accumulo-harness-"))
@@ -206,6 +290,10 @@ def clusters(names: Sequence[str] = ("a", "b"), data_dir: str | None = None,
         args += ["--idle-timeout-ms", str(idle_timeout_ms)]
     if max_frame_bytes:
         args += ["--max-frame-bytes", str(max_frame_bytes)]
+    if tls:
+        extra = state_dir / "gateway-extra.properties"
+        write_properties(extra, tls.properties(), "added to every gateway's generated gateway.properties")
+        args += ["--gateway-properties", str(extra)]
     env = dict(os.environ, ACCUMULO_ROOT_PASSWORD=password_file.read_text())
     env.pop("ACCUMULO_GATEWAY_SECRET", None)
     with open(log_file, "wb") as log:
@@ -219,7 +307,8 @@ def clusters(names: Sequence[str] = ("a", "b"), data_dir: str | None = None,
             c["name"]: Cluster(name=c["name"], instance=c["instance"], zookeepers=c["zookeepers"],
                                user=c.get("user", "root"), gateway_host=c["gateway_host"],
                                gateway_port=int(c["gateway_port"]), dir=c.get("dir", ""),
-                               secret_file=str(secret_file), password_file=str(password_file))
+                               secret_file=str(secret_file), password_file=str(password_file),
+                               tls_ca_file=tls.ca_file if tls else None)
             for c in ready["clusters"]
         }
         yield Clusters(by_name, classpath, state_dir, log_file)
@@ -229,28 +318,55 @@ def clusters(names: Sequence[str] = ("a", "b"), data_dir: str | None = None,
 
 
 class StandaloneGateway:
-    """A gateway in its own JVM against a running cluster, so tests can kill -9 and restart it."""
+    """The deployable gateway (``java -jar <jar> --config gateway.properties``) against a running cluster, in
+    its own JVM, so tests can kill -9 and restart it. Its config files live in the harness's state folder.
+    ``classpath`` is unused (kept for callers); the jar is the one ``build_gateway`` made."""
 
-    def __init__(self, cluster: Cluster, classpath: str, port: int = 0, idle_timeout_ms: int | None = None,
-                 max_frame_bytes: int | None = None) -> None:
+    _seq = 0
+
+    def __init__(self, cluster: Cluster, classpath: str = "", port: int = 0, idle_timeout_ms: int | None = None,
+                 max_frame_bytes: int | None = None, tls: GatewayTls | None = None,
+                 extra_properties: dict[str, str] | None = None) -> None:
         self.cluster = cluster
-        self.classpath = classpath
         self.port = port
-        self.extra_args = ["--idle-timeout-ms", str(idle_timeout_ms)] if idle_timeout_ms else []
+        self.tls = tls
+        self.settings: dict[str, str] = {"gateway.host": "127.0.0.1", "gateway.secret.file": cluster.secret_file}
+        if idle_timeout_ms:
+            self.settings["gateway.idle.timeout.ms"] = str(idle_timeout_ms)
         if max_frame_bytes:
-            self.extra_args += ["--max-frame-bytes", str(max_frame_bytes)]
+            self.settings["gateway.max.frame.bytes"] = str(max_frame_bytes)
+        if tls:
+            self.settings.update(tls.properties())
+        self.settings.update(extra_properties or {})
         self.proc: subprocess.Popen | None = None
-        self.log_file = Path(cluster.secret_file).parent / f"gateway-{cluster.name}-{os.getpid()}.log"
+        StandaloneGateway._seq += 1
+        self.dir = Path(cluster.secret_file).parent / f"gateway-{cluster.name}-{os.getpid()}-{StandaloneGateway._seq}"
+        self.log_file = self.dir.with_suffix(".log")
+        self.config_file = self.dir / "gateway.properties"
 
     def start(self, timeout: float = 60.0) -> int:
-        args = [*self.cluster.java_args(), "--host", "127.0.0.1", "--port", str(self.port), *self.extra_args]
+        self.dir.mkdir(exist_ok=True)
+        client_file = self.dir / "accumulo-client.properties"
+        write_properties(client_file, self.cluster.client_properties(), f"cluster {self.cluster.name}")
+        write_properties(self.config_file, {**self.settings, "accumulo.client.properties": str(client_file),
+                                            "gateway.port": str(self.port)}, "standalone test gateway")
+        command = ["java", "-Xmx512m", "-XX:+UseSerialGC", "-jar", str(gateway_jar()), "--config",
+                   str(self.config_file)]
+        env = {k: v for k, v in os.environ.items() if k not in ("ACCUMULO_GATEWAY_SECRET", "ACCUMULO_PASSWORD")}
         with open(self.log_file, "ab") as log:
-            self.proc = subprocess.Popen(java_command(self.classpath, GATEWAY_MAIN, *args, heap="512m"),
-                                         stdout=subprocess.PIPE, stderr=log, env=self.cluster.java_env(),
-                                         text=True, stdin=subprocess.DEVNULL)
+            self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, env=env, text=True,
+                                         stdin=subprocess.DEVNULL)
         ready = wait_for_ready(self.proc, timeout, self.log_file, "the standalone gateway")
         self.port = int(ready["port"])
         return self.port
+
+    def connect(self, **kwargs):  # noqa: ANN003, ANN201 - returns connector.accumulo.Connection
+        """A client Connection to this gateway (with its CA file when it serves TLS)."""
+        from connector.accumulo import Connection
+
+        if self.tls:
+            kwargs.setdefault("tls_ca_file", self.tls.ca_file)
+        return Connection("127.0.0.1", self.port, secret_file=self.cluster.secret_file, **kwargs)
 
     def kill(self) -> None:
         """SIGKILL: no goodbye to clients, open writers and scanners vanish."""

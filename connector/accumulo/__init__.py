@@ -22,11 +22,13 @@ from .errors import (
     MutationsRejectedError,
     TableExistsError,
     TableNotFoundError,
+    TlsError,
     UnknownScannerError,
     UnknownWriterError,
 )
 from .frames import DEFAULT_MAX_FRAME_BYTES
 from .mutation import ColumnUpdate, Mutation
+from .tls import TlsOptions
 from .transport import RetryPolicy
 from .writer import BatchWriter
 
@@ -36,5 +38,5 @@ __all__ = [
     "DEFAULT_MAX_FRAME_BYTES", "DEFAULT_PORT",
     "InvalidMutationError", "IteratorSetting", "Key", "Mutation", "MutationsRejectedError", "Range",
     "RetryPolicy", "SECRET_ENV", "SECRET_FILE_ENV", "TableExistsError", "TableNotFoundError",
-    "UnknownScannerError", "UnknownWriterError", "resolve_secret",
+    "TlsError", "TlsOptions", "UnknownScannerError", "UnknownWriterError", "resolve_secret",
 ]

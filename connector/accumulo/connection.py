@@ -12,9 +12,17 @@ import pyarrow as pa
 
 from ._idl import proxy
 from .cells import Cell, IteratorSetting, Range
-from .errors import AccumuloSecurityError, InvalidMutationError, TableExistsError, TableNotFoundError, translate
+from .errors import (
+    AccumuloSecurityError,
+    InvalidMutationError,
+    TableExistsError,
+    TableNotFoundError,
+    TlsError,
+    translate,
+)
 from .frames import CALL_OVERHEAD_BYTES, DEFAULT_MAX_FRAME_BYTES, check_max_frame_bytes
 from .mutation import BytesLike, Mutation, to_bytes
+from .tls import TlsOptions, speaks_tls
 from .transport import NO_RETRY, RetryPolicy, close_client, is_transient, open_client
 
 SECRET_ENV = "ACCUMULO_GATEWAY_SECRET"
@@ -56,6 +64,13 @@ class Connection:
 
     ``max_frame_bytes`` is the largest Thrift frame the client sends (default 15 MiB, under upstream's
     16 MiB ``maxFrameSize``); see :mod:`connector.accumulo.frames`.
+
+    TLS (:mod:`connector.accumulo.tls`): ``tls_ca_file`` turns it on; the gateway's certificate must verify
+    against that CA file and name ``tls_server_hostname`` (default: ``host``). ``tls_cert_file`` and
+    ``tls_key_file`` (PEM) give a client certificate, for gateways that require one. Failures that no retry
+    cures raise ``TlsError``: a certificate that does not verify, or a plain client on a TLS gateway (the
+    gateway drops the connection; the message says the gateway may require TLS). Without TLS the secret
+    crosses the network in clear.
     """
 
     def __init__(
@@ -68,7 +83,12 @@ class Connection:
         timeout: float = 120.0,
         retry: RetryPolicy | None = None,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        tls_ca_file: str | os.PathLike[str] | None = None,
+        tls_cert_file: str | os.PathLike[str] | None = None,
+        tls_key_file: str | os.PathLike[str] | None = None,
+        tls_server_hostname: str | None = None,
     ) -> None:
+        self.tls = TlsOptions.from_paths(tls_ca_file, tls_cert_file, tls_key_file, tls_server_hostname)
         self.host = host
         self.port = int(port)
         self.timeout = timeout
@@ -82,7 +102,7 @@ class Connection:
         self._closed = False
 
     def __repr__(self) -> str:  # never shows the secret
-        return f"Connection(host={self.host!r}, port={self.port})"
+        return f"Connection(host={self.host!r}, port={self.port}, tls={self.tls is not None})"
 
     # --- plumbing -----------------------------------------------------------------------------------
 
@@ -90,7 +110,7 @@ class Connection:
         """Open a dedicated Thrift client (used by writers, which must not share a socket)."""
         if self._closed:
             raise RuntimeError("connection is closed")
-        return open_client(self.host, self.port, self.timeout)
+        return open_client(self.host, self.port, self.timeout, self.tls)
 
     def _thread_client(self) -> Any:
         client = getattr(self._local, "client", None)
@@ -117,8 +137,11 @@ class Connection:
             if exc.type != TApplicationException.UNKNOWN_METHOD:  # an older gateway: calls check it anyway
                 close_client(client)
                 raise translate(exc) from exc
-        except Exception:
+        except Exception as exc:
             close_client(client)
+            if self.tls is None and is_transient(exc) and speaks_tls(self.host, self.port):
+                raise TlsError(f"{self.host}:{self.port} closed the connection on the first call and answers "
+                               f"TLS: the gateway may require TLS (set tls_ca_file)") from None
             raise
         self._secret_checked = True
 
@@ -138,8 +161,8 @@ class Connection:
         """
 
         def attempt() -> Any:
-            client = self._thread_client()
             try:
+                client = self._thread_client()  # opening and the secret check fail like calls
                 if secret:
                     return getattr(client, method)(self._secret, *args)
                 return getattr(client, method)(*args)
@@ -147,7 +170,10 @@ class Connection:
                 if is_transient(exc):
                     self._drop_thread_client()
                     raise
-                raise translate(exc) from exc
+                translated = translate(exc)
+                if translated is exc:  # already ours (the secret check's errors) or not a Thrift error
+                    raise
+                raise translated from exc
 
         policy = self.retry if retry else NO_RETRY
         return policy.run(attempt, self._drop_thread_client, f"{method} on {self.host}:{self.port}")

@@ -44,6 +44,12 @@ class ConnectionLostError(AccumuloError, ConnectionError):
     """The gateway could not be reached, even after the configured retries."""
 
 
+class TlsError(AccumuloError):
+    """TLS to the gateway failed in a way a retry cannot cure: the server's certificate did not verify
+    against ``tls_ca_file`` (or names another host), the gateway wants a client certificate, or a plain
+    client reached a gateway that requires TLS. The message says which and what to check."""
+
+
 def translate(exc: BaseException) -> BaseException:
     """Map an exception raised by the Thrift client to this module's typed errors (others pass through)."""
     from ._idl import proxy
@@ -60,8 +66,15 @@ def translate(exc: BaseException) -> BaseException:
     for thrift_type, ours in mapping.items():
         if isinstance(exc, thrift_type):
             return ours(getattr(exc, "msg", None) or type(exc).__name__)
+    import ssl
+
     from thriftpy2.thrift import TApplicationException
 
+    if isinstance(exc, ssl.SSLError):  # after the handshake: TLS 1.3 reports a refused client cert here
+        reason = exc.reason or str(exc)
+        hint = (": the gateway may require a client certificate (tls_cert_file, tls_key_file) signed by the CA "
+                "it trusts" if "CERTIFICATE" in reason.upper() else "")
+        return TlsError(f"TLS: {reason}{hint}")
     if isinstance(exc, TApplicationException):
         # calls whose IDL declares no exception (tableExists, listTables) carry the type in the message
         message = exc.message or str(exc)

@@ -17,6 +17,7 @@ from thriftpy2.transport import TFramedTransportFactory, TSocket, TTransportExce
 
 from ._idl import proxy
 from .errors import ConnectionLostError
+from .tls import TlsOptions
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -72,10 +73,26 @@ class RetryPolicy:
 NO_RETRY = RetryPolicy(attempts=1)
 
 
-def open_client(host: str, port: int, timeout: float) -> GatewayClient:
-    """A new Thrift client on its own socket (framed transport, compact protocol)."""
-    sock = TSocket(host, port, socket_timeout=int(timeout * 1000),
-                   connect_timeout=int(min(timeout, 10.0) * 1000))
+class TlsSocket(TSocket):
+    """A thriftpy2 socket that connects, then does the TLS handshake itself, so a certificate that does not
+    verify surfaces as ``TlsError`` (thriftpy2's own TSSLSocket reports every failure as "could not
+    connect", and its ``validate=True`` does not check the host name)."""
+
+    def __init__(self, host: str, port: int, tls: TlsOptions, socket_timeout: int, connect_timeout: int) -> None:
+        super().__init__(host, port, socket_timeout=socket_timeout, connect_timeout=connect_timeout)
+        self.tls = tls
+
+    def open(self) -> None:
+        super().open()  # TCP: failures are TTransportException (transient)
+        assert self.sock is not None
+        self.sock = self.tls.wrap(self.sock, self.host, self.port)
+
+
+def open_client(host: str, port: int, timeout: float, tls: TlsOptions | None = None) -> GatewayClient:
+    """A new Thrift client on its own socket (framed transport, compact protocol; inside TLS if ``tls``)."""
+    socket_timeout, connect_timeout = int(timeout * 1000), int(min(timeout, 10.0) * 1000)
+    sock = (TlsSocket(host, port, tls, socket_timeout, connect_timeout) if tls
+            else TSocket(host, port, socket_timeout=socket_timeout, connect_timeout=connect_timeout))
     transport = TFramedTransportFactory().get_transport(sock)
     transport.open()
     return GatewayClient(proxy.AccumuloProxy, TCompactProtocolFactory().get_protocol(transport), sock)

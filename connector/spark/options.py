@@ -18,6 +18,7 @@ from connector.accumulo import SECRET_ENV, SECRET_FILE_ENV, AccumuloSecurityErro
 from connector.queue import QueueConfig
 
 _FORBIDDEN = ("secret", "shared_secret", "sharedsecret", "password")
+_TLS_KEYS = ("tls_ca_file", "tls_cert_file", "tls_key_file", "tls_server_hostname")
 
 
 class OptionError(ValueError):
@@ -88,13 +89,19 @@ class GatewayOptions:
 
     ``secret_file`` or ``secret_env`` names where the secret is; with neither, the client's defaults
     (ACCUMULO_GATEWAY_SECRET_FILE, then ACCUMULO_GATEWAY_SECRET). ``name`` (the cluster's name in the CLI's
-    config) only makes messages clearer."""
+    config) only makes messages clearer. ``tls_ca_file`` turns TLS on (``tls_cert_file``/``tls_key_file``:
+    a client certificate; ``tls_server_hostname``: the name the certificate must carry, default ``host``);
+    paths only, readable where the connection is made (every executor)."""
 
     host: str
     port: int
     secret_file: str | None = None
     secret_env: str | None = None
     name: str = field(default="", compare=False)
+    tls_ca_file: str | None = None
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    tls_server_hostname: str | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str], prefix: str) -> GatewayOptions:
@@ -105,11 +112,13 @@ class GatewayOptions:
             secret_file=options.get(f"{prefix}secret_file") or None,
             secret_env=options.get(f"{prefix}secret_env") or None,
             name=options.get(f"{prefix}name") or "",
+            **{key: options.get(f"{prefix}{key}") or None for key in _TLS_KEYS},
         )
 
     def to_options(self, prefix: str) -> dict[str, str]:
         out = {f"{prefix}host": self.host, f"{prefix}port": str(self.port)}
-        for key, value in (("secret_file", self.secret_file), ("secret_env", self.secret_env), ("name", self.name)):
+        for key, value in (("secret_file", self.secret_file), ("secret_env", self.secret_env), ("name", self.name),
+                           *((k, getattr(self, k)) for k in _TLS_KEYS)):
             if value:
                 out[f"{prefix}{key}"] = value
         return out
@@ -138,8 +147,10 @@ class GatewayOptions:
         """A new connection (the caller closes it)."""
         secret = self.secret()
         try:
-            return Connection(self.host, self.port, secret, secret_file=self.secret_file)
-        except AccumuloSecurityError as exc:  # an unreadable or empty secret file
+            return Connection(self.host, self.port, secret, secret_file=self.secret_file,
+                              tls_ca_file=self.tls_ca_file, tls_cert_file=self.tls_cert_file,
+                              tls_key_file=self.tls_key_file, tls_server_hostname=self.tls_server_hostname)
+        except (AccumuloSecurityError, ValueError) as exc:  # an unreadable or empty secret file, bad TLS options
             raise OptionError(f"{self.describe()}: {exc}") from None
 
     def shared(self) -> Connection:

@@ -1,28 +1,26 @@
 package exportconnector.gateway;
 
+import java.nio.file.Path;
 import java.util.LinkedHashMap;
 import java.util.Map;
+import java.util.Properties;
 import java.util.Set;
 import java.util.concurrent.CountDownLatch;
 
 import org.apache.accumulo.core.client.Accumulo;
 import org.apache.accumulo.core.client.AccumuloClient;
-import org.apache.accumulo.core.client.security.tokens.PasswordToken;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * A standalone gateway in front of any Accumulo instance.
+ * The deployable gateway: {@code java -jar accumulo-gateway.jar --config gateway.properties}.
  *
- * <pre>
- * GatewayMain --instance NAME --zookeepers HOST:PORT --user USER
- *             [--host 127.0.0.1] [--port 0] [--idle-timeout-ms 600000]
- *             [--password-file PATH] [--secret-file PATH] [--max-frame-bytes 67108864]
- * </pre>
- *
- * The password comes from $ACCUMULO_PASSWORD or --password-file, the shared secret from
- * $ACCUMULO_GATEWAY_SECRET or --secret-file; neither is ever taken as a flag value. Once
- * listening it prints one line, {@code READY {"host": ..., "port": ...}}, to stdout.
+ * The config ({@link GatewayConfig}, documented in integration/gateway/README.md) names an
+ * {@code accumulo-client.properties} file, read by Accumulo's own client, so every authentication
+ * and SSL setting it supports (password, Kerberos/SASL, ...) works unchanged, plus the gateway's
+ * bind address and port, shared secret file, TLS, idle timeout and frame limit. No secret is ever
+ * taken from the command line. Once listening it prints one line to stdout,
+ * {@code READY {"host": ..., "port": ..., "tls": ...}}.
  */
 public final class GatewayMain {
   private static final Logger LOG = LoggerFactory.getLogger(GatewayMain.class);
@@ -43,37 +41,9 @@ public final class GatewayMain {
   }
 
   private static void run(String[] argv) throws Exception {
-    Args a = new Args(argv, Set.of("instance", "zookeepers", "user", "host", "port",
-        "idle-timeout-ms", "password-file", "secret-file", "max-frame-bytes"), Set.of());
-    String instance = a.require("instance");
-    String zookeepers = a.require("zookeepers");
-    String user = a.require("user");
-    String host = a.get("host", "127.0.0.1");
-    int port = a.getInt("port", 0);
-    long idle = a.getLong("idle-timeout-ms", DEFAULT_IDLE_TIMEOUT_MS);
-    if (idle <= 0) {
-      throw new IllegalArgumentException("--idle-timeout-ms must be positive");
-    }
-    int maxFrame = GatewayServer.checkMaxFrameBytes(
-          a.getInt("max-frame-bytes", GatewayServer.DEFAULT_MAX_FRAME_BYTES));
-    String password = Secrets.read("password", "ACCUMULO_PASSWORD", a.get("password-file", null),
-        "password-file");
-    SharedSecret secret = new SharedSecret(Secrets.read("gateway shared secret",
-        "ACCUMULO_GATEWAY_SECRET", a.get("secret-file", null), "secret-file"));
-
-    AccumuloClient client = Accumulo.newClient().to(instance, zookeepers).as(user, password).build();
-    try {
-      // fail at start-up, not on the first call, when the credentials are wrong
-      if (!client.securityOperations().authenticateUser(user, new PasswordToken(password))) {
-        throw new IllegalStateException("Accumulo refused the password of user " + user);
-      }
-    } catch (Exception e) {
-      client.close();
-      throw e;
-    }
-    Gateway gateway = new Gateway(client, secret, idle);
-    GatewayServer server =
-        GatewayServer.start(DeclaredExceptionsGuard.wrap(gateway), host, port, instance, maxFrame);
+    Args a = new Args(argv, Set.of("config"), Set.of());
+    GatewayConfig config = GatewayConfig.load(Path.of(a.require("config")));
+    Running running = Running.start(config, "main");
     Runnable stop = new Runnable() {
       private boolean done;
 
@@ -81,9 +51,7 @@ public final class GatewayMain {
       public synchronized void run() {
         if (!done) {
           done = true;
-          server.close();
-          gateway.close(); // flushes open writers
-          client.close();
+          running.close();
           LOG.info("gateway stopped");
         }
       }
@@ -91,13 +59,69 @@ public final class GatewayMain {
     Runtime.getRuntime().addShutdownHook(new Thread(stop, "gateway-shutdown"));
     Signals.onTermination(stop);
 
-    Map<String,Object> ready = new LinkedHashMap<>();
-    ready.put("host", server.host());
-    ready.put("port", server.port());
-    System.out.println("READY " + Json.write(ready));
+    System.out.println("READY " + Json.write(running.describe()));
     System.out.flush();
-    LOG.info("gateway for {} listening on {}:{}", instance, server.host(), server.port());
-
     new CountDownLatch(1).await(); // serve until the process is told to stop
+  }
+
+  /** A serving gateway: its Accumulo client, the handler and the Thrift server. */
+  static final class Running implements AutoCloseable {
+    final AccumuloClient client;
+    final Gateway gateway;
+    final GatewayServer server;
+    private boolean closed;
+
+    private Running(AccumuloClient client, Gateway gateway, GatewayServer server) {
+      this.client = client;
+      this.gateway = gateway;
+      this.server = server;
+    }
+
+    /**
+     * Connects to Accumulo as {@code accumulo.client.properties} says, proves the credentials
+     * once (so a wrong password fails at start-up, not on the first call) and starts serving.
+     */
+    static Running start(GatewayConfig config, String name) throws Exception {
+      SharedSecret secret = config.secret();
+      Properties props = config.accumuloClientProperties();
+      AccumuloClient client = Accumulo.newClient().from(props).build();
+      GatewayServer server = null;
+      try {
+        // authenticates; every user may read their own authorizations
+        client.securityOperations().getUserAuthorizations(client.whoami());
+        Gateway gateway = new Gateway(client, secret, config.idleTimeoutMs);
+        server = GatewayServer.start(DeclaredExceptionsGuard.wrap(gateway), config.host,
+            config.port, name, config.maxFrameBytes, config.tls);
+        LOG.info("gateway {} for Accumulo user {} listening on {}:{} ({})", name, client.whoami(),
+            server.host(), server.port(), server.tls() ? "TLS" : "plain, no TLS");
+        return new Running(client, gateway, server);
+      } catch (Exception e) {
+        if (server != null) {
+          server.close();
+        }
+        client.close();
+        throw e;
+      }
+    }
+
+    Map<String,Object> describe() {
+      Map<String,Object> m = new LinkedHashMap<>();
+      m.put("host", server.host());
+      m.put("port", server.port());
+      m.put("tls", server.tls());
+      return m;
+    }
+
+    /** Stops accepting calls, flushes open writers, closes the Accumulo client. */
+    @Override
+    public synchronized void close() {
+      if (closed) {
+        return;
+      }
+      closed = true;
+      server.close();
+      gateway.close();
+      client.close();
+    }
   }
 }

@@ -4,22 +4,31 @@ import java.io.IOException;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
+import java.net.SocketAddress;
+import java.security.GeneralSecurityException;
 import java.util.concurrent.SynchronousQueue;
 import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import org.apache.accumulo.proxy.thrift.AccumuloProxy;
+import org.apache.thrift.TException;
+import org.apache.thrift.TProcessor;
+import org.apache.thrift.TProcessorFactory;
 import org.apache.thrift.protocol.TCompactProtocol;
+import org.apache.thrift.protocol.TProtocol;
 import org.apache.thrift.server.TThreadPoolServer;
 import org.apache.thrift.transport.TServerSocket;
+import org.apache.thrift.transport.TSocket;
+import org.apache.thrift.transport.TTransport;
 import org.apache.thrift.transport.TTransportException;
 import org.apache.thrift.transport.layered.TFramedTransport;
 
 /**
  * The Thrift server: framed transport, compact protocol, one thread per connection. One thread
  * per connection matters: it applies a connection's oneway {@code update} calls in order, before
- * the {@code flush} that follows them (selector-based servers may reorder oneway calls).
+ * the {@code flush} that follows them (selector-based servers may reorder oneway calls). With TLS
+ * configured, the same framed/compact stream runs inside TLS (upstream's {@code thriftServerType=ssl}).
  */
 final class GatewayServer implements AutoCloseable {
   /** Largest frame accepted unless --max-frame-bytes says otherwise (upstream's proxy: 16M). */
@@ -28,23 +37,40 @@ final class GatewayServer implements AutoCloseable {
   private final TThreadPoolServer server;
   private final ServerSocket socket;
   private final String host;
+  private final boolean tls;
 
-  private GatewayServer(TThreadPoolServer server, ServerSocket socket, String host) {
+  private GatewayServer(TThreadPoolServer server, ServerSocket socket, String host, boolean tls) {
     this.server = server;
     this.socket = socket;
     this.host = host;
+    this.tls = tls;
+  }
+
+  /** The peer of the connection the current worker thread serves, for log lines (null outside). */
+  private static final ThreadLocal<SocketAddress> PEER = new ThreadLocal<>();
+
+  static String currentPeer() {
+    SocketAddress a = PEER.get();
+    return a == null ? "unknown peer" : a.toString();
   }
 
   /**
    * Binds now (port 0 picks a free port) and serves on a background thread. A frame longer than
    * {@code maxFrameBytes} closes its connection, as upstream's proxy does past its maxFrameSize.
+   * {@code tls} null: plain Thrift.
    */
   static GatewayServer start(AccumuloProxy.Iface handler, String host, int port, String name,
-      int maxFrameBytes) throws IOException, TTransportException {
+      int maxFrameBytes, GatewayConfig.Tls tls)
+      throws IOException, TTransportException, GeneralSecurityException {
     checkMaxFrameBytes(maxFrameBytes);
-    ServerSocket socket = new ServerSocket();
-    socket.setReuseAddress(true);
-    socket.bind(new InetSocketAddress(InetAddress.getByName(host), port), 128);
+    ServerSocket socket;
+    if (tls != null) {
+      socket = TlsServerSocket.bind(tls, host, port);
+    } else {
+      socket = new ServerSocket();
+      socket.setReuseAddress(true);
+      socket.bind(new InetSocketAddress(InetAddress.getByName(host), port), 128);
+    }
 
     AtomicInteger n = new AtomicInteger();
     // daemon workers, so an idle client connection never keeps the JVM alive at exit
@@ -55,7 +81,7 @@ final class GatewayServer implements AutoCloseable {
           return t;
         });
     TThreadPoolServer.Args args = new TThreadPoolServer.Args(new TServerSocket(socket))
-        .processor(new AccumuloProxy.Processor<>(handler))
+        .processorFactory(new PeerRecordingFactory(new AccumuloProxy.Processor<>(handler)))
         .transportFactory(new TFramedTransport.Factory(maxFrameBytes))
         .protocolFactory(new TCompactProtocol.Factory())
         .executorService(workers)
@@ -65,7 +91,37 @@ final class GatewayServer implements AutoCloseable {
     Thread serve = new Thread(server::serve, "gateway-" + name + "-accept");
     serve.setDaemon(true);
     serve.start();
-    return new GatewayServer(server, socket, host);
+    return new GatewayServer(server, socket, host, tls != null);
+  }
+
+  /**
+   * Remembers each connection's peer address for the worker thread that serves it (one thread per
+   * connection), so a refused shared secret can be logged with the address it came from.
+   */
+  private static final class PeerRecordingFactory extends TProcessorFactory {
+    private final TProcessor processor;
+
+    PeerRecordingFactory(TProcessor processor) {
+      super(processor);
+      this.processor = processor;
+    }
+
+    @Override
+    public TProcessor getProcessor(TTransport trans) {
+      SocketAddress peer = trans instanceof TSocket && ((TSocket) trans).getSocket() != null
+          ? ((TSocket) trans).getSocket().getRemoteSocketAddress() : null;
+      return new TProcessor() {
+        @Override
+        public void process(TProtocol in, TProtocol out) throws TException {
+          PEER.set(peer);
+          try {
+            processor.process(in, out);
+          } finally {
+            PEER.remove();
+          }
+        }
+      };
+    }
   }
 
   /** For argument parsing: a limit below 1 KiB could not even carry a createWriter call. */
@@ -83,6 +139,10 @@ final class GatewayServer implements AutoCloseable {
 
   int port() {
     return socket.getLocalPort();
+  }
+
+  boolean tls() {
+    return tls;
   }
 
   @Override

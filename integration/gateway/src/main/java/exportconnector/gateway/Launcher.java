@@ -11,6 +11,7 @@ import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Properties;
 import java.util.Set;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
@@ -28,12 +29,14 @@ import org.slf4j.LoggerFactory;
  * Starts N MiniAccumuloClusters, each with an in-process gateway, for tests and benchmarks.
  *
  * <pre>
- * Launcher --clusters a,b [--dir DIR] [--idle-timeout-ms N] [--secret-file PATH] [--ignore-stdin]
- *          [--max-frame-bytes N]
+ * Launcher --clusters a,b --secret-file PATH [--dir DIR] [--idle-timeout-ms N] [--ignore-stdin]
+ *          [--max-frame-bytes N] [--gateway-properties PATH]
  * </pre>
  *
- * The root password comes from $ACCUMULO_ROOT_PASSWORD, the gateways' shared secret from
- * $ACCUMULO_GATEWAY_SECRET or --secret-file. Data lives in DIR/NAME (default: a temporary
+ * The root password comes from $ACCUMULO_ROOT_PASSWORD, the gateways' shared secret from the file
+ * --secret-file names. Each gateway starts from a generated gateway.properties (see
+ * {@link EmbeddedCluster}); --gateway-properties adds settings to each (e.g. TLS; absolute paths).
+ * Data lives in DIR/NAME (default: a temporary
  * directory, deleted at exit). When every cluster serves, one line goes to stdout:
  * {@code READY {"clusters": [...]}}. Everything stops when stdin reaches EOF (unless
  * --ignore-stdin) or on SIGTERM / SIGINT.
@@ -64,25 +67,31 @@ public final class Launcher {
     }
     Launcher launcher;
     String rootPassword;
-    SharedSecret secret;
-    long idle;
-    int maxFrame;
+    Properties settings = new Properties();
     boolean ignoreStdin;
     try {
       Args a = new Args(argv, Set.of("clusters", "dir", "idle-timeout-ms", "secret-file",
-          "max-frame-bytes"),
+          "max-frame-bytes", "gateway-properties"),
           Set.of("ignore-stdin"));
       List<String> names = clusterNames(a.require("clusters"));
-      idle = a.getLong("idle-timeout-ms", GatewayMain.DEFAULT_IDLE_TIMEOUT_MS);
+      String extra = a.get("gateway-properties", null);
+      if (extra != null) {
+        try (java.io.Reader r = Files.newBufferedReader(Path.of(extra))) {
+          settings.load(r);
+        }
+      }
+      settings.setProperty(GatewayConfig.SECRET_FILE,
+          Path.of(a.require("secret-file")).toAbsolutePath().toString());
+      long idle = a.getLong("idle-timeout-ms", GatewayMain.DEFAULT_IDLE_TIMEOUT_MS);
       if (idle <= 0) {
         throw new IllegalArgumentException("--idle-timeout-ms must be positive");
       }
-      maxFrame = GatewayServer.checkMaxFrameBytes(
+      settings.setProperty(GatewayConfig.IDLE_TIMEOUT_MS, Long.toString(idle));
+      int maxFrame = GatewayServer.checkMaxFrameBytes(
           a.getInt("max-frame-bytes", GatewayServer.DEFAULT_MAX_FRAME_BYTES));
+      settings.setProperty(GatewayConfig.MAX_FRAME_BYTES, Integer.toString(maxFrame));
       ignoreStdin = a.flag("ignore-stdin");
       rootPassword = Secrets.read("root password", "ACCUMULO_ROOT_PASSWORD", null, null);
-      secret = new SharedSecret(Secrets.read("gateway shared secret", "ACCUMULO_GATEWAY_SECRET",
-          a.get("secret-file", null), "secret-file"));
       String dir = a.get("dir", null);
       if (dir == null) {
         launcher = new Launcher(names, Files.createTempDirectory("accumulo-clusters-"), true);
@@ -107,7 +116,7 @@ public final class Launcher {
     }, "launcher-shutdown"));
     Signals.onTermination(() -> launcher.exit(0));
     try {
-      launcher.start(rootPassword, secret, idle, maxFrame);
+      launcher.start(rootPassword, settings);
     } catch (Exception e) {
       System.err.println("launcher: start-up failed: " + e.getMessage());
       launcher.exit(1); // stops whatever did start
@@ -149,8 +158,7 @@ public final class Launcher {
   }
 
   /** Starts all clusters side by side: most of a start is waiting on child JVMs. */
-  private void start(String rootPassword, SharedSecret secret, long idle, int maxFrame)
-      throws Exception {
+  private void start(String rootPassword, Properties settings) throws Exception {
     long t0 = System.nanoTime();
     ExecutorService pool = Executors.newFixedThreadPool(clusters.size(), r -> {
       Thread t = new Thread(r, "cluster-start");
@@ -161,7 +169,7 @@ public final class Launcher {
       List<Future<?>> started = new ArrayList<>();
       for (EmbeddedCluster c : clusters) {
         started.add(pool.submit(() -> {
-          c.start(rootPassword, secret, idle, maxFrame);
+          c.start(rootPassword, settings);
           return null;
         }));
       }
