@@ -148,7 +148,7 @@ def test_combine_sums_relays_and_leaves_nothing(setup):
 
 def test_init_refuses_a_different_configuration_or_an_export_queue_id(setup):
     other = CombineConfig(table=setup.combine.table, cid="wc", num_buckets=setup.combine.num_buckets + 1)
-    with pytest.raises(CombineConfigError, match="initialised with num_buckets"):
+    with pytest.raises(CombineConfigError, match="initialised with buckets"):
         CombineQueue(setup.conn_a, other).init()
     clash = CombineConfig(table=setup.export.table, cid=setup.export.qid, num_buckets=3)
     with pytest.raises(CombineConfigError, match="export queue's id"):

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from connector.accumulo import Condition, ConditionalMutation, Connection, Range
+from connector.accumulo import Connection, Range
 from connector.queue import QueueError, Serializer, default_buckets_per_tablet, serializer_from_name
 from connector.queue.layout import CONFIG_FAMILY as EXPORT_CONFIG_FAMILY
 from connector.queue.layout import CONFIG_QUALIFIER as EXPORT_CONFIG_QUALIFIER
+from connector.queue.stored_config import ConfigCell, config_fields
 
 from .layout import CONFIG_FAMILY, CONFIG_QUALIFIER, CombineLayout
 
@@ -60,76 +60,45 @@ class CombineConfig:
         return serializer_from_name(self.key_serializer), serializer_from_name(self.value_serializer)
 
     def stored_fields(self) -> dict[str, Any]:
-        return {"num_buckets": self.num_buckets, "key_serializer": self.key_serializer,
-                "value_serializer": self.value_serializer, "buckets_per_tablet": self._bpt}
+        return config_fields(self.num_buckets, self.key_serializer, self.value_serializer, self._bpt)
 
 
-_CHECKED = ("num_buckets", "key_serializer", "value_serializer")
+def _cell(table: str, cid: str) -> ConfigCell:
+    return ConfigCell(table, CombineLayout(cid, 1).config_row, CONFIG_FAMILY, CONFIG_QUALIFIER,
+                      f"combine queue {cid!r} in table {table!r}", "combine init", CombineConfigError)
 
 
 def read_combine_config(conn: Connection, table: str, cid: str) -> dict[str, Any] | None:
     """What ``init`` stored for combine queue ``cid`` in ``table`` (None if nothing)."""
-    row = CombineLayout(cid, 1).config_row
-    for cell in conn.scan(table, Range.exact_row(row), columns=[(CONFIG_FAMILY, CONFIG_QUALIFIER)], batch_size=2):
-        try:
-            stored = json.loads(cell.value)
-            if not isinstance(stored, dict) or not isinstance(stored.get("num_buckets"), int):
-                raise ValueError("no num_buckets")
-        except ValueError as exc:
-            raise CombineConfigError(f"combine queue {cid!r} in table {table!r}: unreadable stored configuration "
-                                     f"{cell.value[:200]!r} ({exc})") from None
-        return stored
-    return None
+    return _cell(table, cid).read(conn)
 
 
 def check_combine_config(conn: Connection, config: CombineConfig, *, required: bool = False) -> None:
     """Raise ``CombineConfigError`` when ``config`` disagrees with what ``init`` stored (or, with
     ``required``, when nothing is stored)."""
-    stored = read_combine_config(conn, config.table, config.cid)
-    if stored is None:
-        if required:
-            raise CombineConfigError(f"combine queue {config.cid!r} in table {config.table!r} has no stored "
-                                     "configuration: run 'combine init' first")
-        return
-    conflicts = [f"{name} {stored.get(name)!r}, not {getattr(config, name)!r}"
-                 for name in _CHECKED if stored.get(name) != getattr(config, name)]
-    if conflicts:
-        raise CombineConfigError(f"combine queue {config.cid!r} in table {config.table!r} was initialised with "
-                                 f"{'; '.join(conflicts)}")
+    _cell(config.table, config.cid).check(conn, config.stored_fields(), required=required)
 
 
 def store_combine_config(conn: Connection, config: CombineConfig) -> bool:
     """Store ``config`` unless one is stored (atomically); True if this call stored it. Refused when the id
     is an export queue's in the same table (their rows would mix) or a different configuration is stored."""
-    row = config.layout.config_row
-    for _ in conn.scan(config.table, Range.exact_row(row), columns=[(EXPORT_CONFIG_FAMILY, EXPORT_CONFIG_QUALIFIER)],
-                       batch_size=2):
+    for _ in conn.scan(config.table, Range.exact_row(config.layout.config_row),
+                       columns=[(EXPORT_CONFIG_FAMILY, EXPORT_CONFIG_QUALIFIER)], batch_size=2):
         raise CombineConfigError(f"{config.cid!r} is an export queue's id in table {config.table!r}: "
                                  "give the combine queue another id")
-    value = json.dumps(config.stored_fields(), sort_keys=True).encode("utf-8")
-    with conn.conditional_writer(config.table) as writer:
-        mutation = ConditionalMutation(row, [Condition(CONFIG_FAMILY, CONFIG_QUALIFIER)])  # only if absent
-        mutation.put(CONFIG_FAMILY, CONFIG_QUALIFIER, value)
-        status = writer.write(mutation)
-    if status == "ACCEPTED":
-        return True
-    check_combine_config(conn, config, required=True)
-    return False
+    return _cell(config.table, config.cid).store(conn, config.stored_fields())
 
 
 def resolve_combine_config(conn: Connection, table: str, cid: str, *, num_buckets: int | None = None,
                            key_serializer: str | None = None,
                            value_serializer: str | None = None) -> CombineConfig:
     """The stored configuration, checked against any value given."""
-    stored = read_combine_config(conn, table, cid)
+    cell = _cell(table, cid)
+    stored = cell.read(conn)
     if stored is None:
-        raise CombineConfigError(f"combine queue {cid!r} in table {table!r} has no stored configuration: "
-                                 "run 'combine init' first")
-    given = {"num_buckets": num_buckets, "key_serializer": key_serializer, "value_serializer": value_serializer}
-    conflicts = [f"{name} {value!r}, but the combine queue was initialised with {stored.get(name)!r}"
-                 for name, value in given.items() if value is not None and value != stored.get(name)]
-    if conflicts:
-        raise CombineConfigError(f"combine queue {cid!r} in table {table!r}: {'; '.join(conflicts)}")
+        raise cell.missing()
+    cell.given_conflicts(stored, {"num_buckets": num_buckets, "key_serializer": key_serializer,
+                                  "value_serializer": value_serializer})
     return CombineConfig(table=table, cid=cid, num_buckets=stored["num_buckets"],
                          buckets_per_tablet=stored.get("buckets_per_tablet"),
                          key_serializer=stored.get("key_serializer", "json"),

@@ -7,7 +7,7 @@ and writes a whole batch (``export_batch``), and the deletes are one batch of ce
 The order per batch is what makes a crash harmless (invariant 2): parse; export what parses (the exporter
 writes every export it can translate and names those it cannot); dead-letter what could not be parsed,
 decoded or translated (flushed before its original is deleted); only after the export returned, delete each
-entry at its own timestamp and flush, before the next batch is exported. A crash anywhere leaves entries that
+entry at its own timestamp. A crash anywhere leaves entries that
 are exported again later (at least once), never entries deleted but not exported. A delete at the entry's
 timestamp hides only the version that was read, so an entry re-added meanwhile (newer timestamp) survives.
 (A re-add within the same server millisecond gets the same timestamp and is hidden too; the same row means the
@@ -15,8 +15,10 @@ same key and seq, i.e. the export that was just exported, so nothing is lost.)
 
 Reading overlaps exporting: the next pages of the scan are fetched by a reader thread while the current batch
 is translated and flushed on B (a bounded queue, so memory stays within a few batches). The deletes of a
-batch are flushed before the next batch is exported, so a batch's entries are never deleted before their
-export returned, which is the only ordering the invariant needs.
+batch are sent only after its export returned, so a batch's entries are never deleted before their export
+returned, which is the only ordering the invariant needs. The deletes need not be durable before the
+next export starts, so the drain waits for them at most once a second (``DELETE_FLUSH_SECONDS``) and at the
+end of the run: a delete lost in a crash only means that entry is exported again.
 
 Reading (:func:`read_bucket_batches`) and processing (:class:`EntryProcessor`) are separate so that the Spark
 sink can feed the processor with batches read by its data source.
@@ -24,6 +26,7 @@ sink can feed the processor with batches read by its data source.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import queue as queue_module
@@ -60,6 +63,8 @@ __all__ = ["DEFAULT_BUFFER_BYTES", "DrainStats", "EntryProcessor", "QueueEntry",
 log = logging.getLogger(__name__)
 
 DEFAULT_BUFFER_BYTES = 1 << 20
+#: how long the deletes of exported batches may stay unflushed while the next batches are exported
+DELETE_FLUSH_SECONDS = 1.0
 
 
 @dataclass
@@ -117,6 +122,7 @@ class EntryProcessor:
         self._codec = EntryCodec(config)
         self._writer_options = dict(writer_options or {})
         self.progress_row = progress_row
+        self._deletes_flushed = time.monotonic()
 
     def process(self, entries: Iterable[QueueEntry]) -> DrainStats:
         """Export and then delete ``entries`` (consumed lazily, batch by batch); returns what was done."""
@@ -135,7 +141,10 @@ class EntryProcessor:
                 self._process_batch(batch, writer, stats)
         except BaseException as exc:
             if writer is not None:
-                writer.__exit__(type(exc), exc, exc.__traceback__)  # keeps this exception, drops unsent
+                # what the writer holds are deletes of batches whose exports returned: worth keeping
+                with contextlib.suppress(Exception):
+                    writer.flush()
+                writer.__exit__(type(exc), exc, exc.__traceback__)  # keeps this exception
             raise
         else:
             if writer is not None:
@@ -179,10 +188,16 @@ class EntryProcessor:
         # every entry of the batch is now exported or dead-lettered: delete each at its own timestamp
         writer.add_cells(columnar.entry_deletes(rows, batch.column("ts")))
         stats.deleted += batch.num_rows
-        if self.progress_row is not None:  # rides on the flush below: live progress costs no round trip
+        if self.progress_row is not None:  # rides with the deletes: live progress costs no round trip
             writer.add_mutation(Mutation(self.progress_row).put(PROGRESS_FAMILY, PROGRESS_QUALIFIER,
                                                                 json.dumps(asdict(stats)).encode()))
-        writer.flush()  # before the next batch is exported
+        # The deletes are on their way (the writer sends full chunks at once); waiting for them to be durable
+        # need not hold up the next export: a delete lost in a crash only means that entry is exported again.
+        # So wait at most every DELETE_FLUSH_SECONDS, and when the run ends.
+        now = time.monotonic()
+        if now - self._deletes_flushed >= DELETE_FLUSH_SECONDS:
+            writer.flush()
+            self._deletes_flushed = now
 
     def _export(self, exports: pa.RecordBatch) -> list[EntryFailure]:
         export_batch = getattr(self.exporter, "export_batch", None)

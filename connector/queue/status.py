@@ -5,10 +5,13 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from connector import columnar
 from connector.accumulo import Connection, IteratorSetting
 
 from .config import QueueConfig
-from .errors import MalformedEntryError
 from .layout import DEAD_FAMILY, DEAD_REASON, ENTRY_FAMILY, ENTRY_QUALIFIER
 from .marks import read_marks
 
@@ -68,32 +71,31 @@ class QueueStatus:
 
 
 def queue_status(conn: Connection, config: QueueConfig, batch_size: int = 10_000) -> QueueStatus:
-    """Scan the queue once (and its dead letters once) and summarize what waits in it."""
+    """Scan the queue once (and its dead letters once) and summarize what waits in it. Pages are decoded and
+    rows parsed natively and summed with Arrow: no Python object per entry."""
     layout = config.layout
-    counts: dict[int, list[int]] = {}  # bucket -> [entries, bytes, oldest seq]
+    pages: list[pa.Table] = []
     malformed = 0
-    for cell in conn.scan(config.table, layout.queue_range(), columns=[(ENTRY_FAMILY, ENTRY_QUALIFIER)],
-                          batch_size=batch_size):
-        try:
-            parsed = layout.parse_row(cell.row)
-        except MalformedEntryError:
-            malformed += 1
-            continue
-        size = len(cell.row) + len(cell.value)
-        c = counts.get(parsed.bucket)
-        if c is None:
-            counts[parsed.bucket] = [1, size, parsed.seq]
-        else:
-            c[0] += 1
-            c[1] += size
-            c[2] = min(c[2], parsed.seq)
+    for page in conn.scan_batches(config.table, layout.queue_range(), columns=[(ENTRY_FAMILY, ENTRY_QUALIFIER)],
+                                  batch_size=batch_size):
+        parsed = columnar.parse_entry_rows(page.column("row"), layout)
+        ok = parsed.column("error").is_null()
+        malformed += page.num_rows - pc.sum(ok.cast(pa.int64())).as_py()
+        size = pc.add(pc.binary_length(page.column("row")), pc.binary_length(page.column("value")))
+        pages.append(pa.table({"bucket": parsed.column("bucket"), "size": size.cast(pa.int64()),
+                               "seq": parsed.column("seq")}).filter(ok))
+    buckets: tuple[BucketStatus, ...] = ()
+    if pages:
+        per_bucket = pa.concat_tables(pages).group_by("bucket").aggregate(
+            [("bucket", "count"), ("size", "sum"), ("seq", "min")]).sort_by("bucket")
+        buckets = tuple(BucketStatus(b, n, size, oldest) for b, n, size, oldest in zip(
+            *(per_bucket.column(c).to_pylist() for c in ("bucket", "bucket_count", "size_sum", "seq_min")),
+            strict=True))
     # one reason cell per dead-letter row: counting those avoids reading the (maybe large) values
     dead = sum(1 for _ in conn.scan(config.table, layout.dead_letter_range(), columns=[(DEAD_FAMILY, DEAD_REASON)],
                                     batch_size=batch_size))
-    buckets = tuple(BucketStatus(b, n, size, oldest) for b, (n, size, oldest) in sorted(counts.items()))
     marked = tuple(sorted(read_marks(conn, config)))
     return QueueStatus(layout.qid, layout.num_buckets, buckets, malformed, dead, marked)
-
 
 
 def count_entries(conn: Connection, config: QueueConfig, batch_size: int = 10_000, limit: int | None = None) -> int:
