@@ -89,7 +89,8 @@ def main() -> None:
         warm = QueueConfig(table="cpu_warm", qid="w", num_buckets=opts.buckets)
         with a.connect() as conn_a, ExportQueue(conn_a, warm) as q:
             q.init()
-            q.add_all((f"w{i}", {"new": [{"row": f"w{i}", "cf": "f", "cq": "q", "value": "1"}]}, i) for i in range(2000))
+            q.add_all((f"w{i}", {"new": [{"row": f"w{i}", "cf": "f", "cq": "q", "value": "1"}]}, i)
+                      for i in range(2000))
         run_batch(spark, DrainJob(source=job.source, dest=job.dest, queue=warm, dest_table="cpu_warm_index"))
         before, started = cpu_by_kind(), time.perf_counter()
         report = run_batch(spark, job)
