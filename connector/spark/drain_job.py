@@ -324,6 +324,7 @@ def start_stream(spark: SparkSession, job: DrainJob, checkpoint: str, report_dir
     """Start the streaming drain; the caller awaits or stops the returned query."""
     if check:
         preflight(job)
+    warm_python_workers(spark)
     reader = spark.readStream.format("export-queue").options(**job.source_options())
     if max_entries_per_trigger:
         reader = reader.option("max_entries_per_trigger", str(max_entries_per_trigger))
@@ -334,6 +335,21 @@ def start_stream(spark: SparkSession, job: DrainJob, checkpoint: str, report_dir
     else:
         writer = writer.trigger(processingTime=f"{trigger_seconds} seconds")
     return writer.start()
+
+
+def _load_connector(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    import connector._native  # noqa: F401 - loading is the point
+    import connector.spark.export_sink  # noqa: F401
+    import connector.spark.queue_source  # noqa: F401
+
+    yield from batches
+
+
+def warm_python_workers(spark: SparkSession) -> None:
+    """Start Spark's Python workers and load the connector in them (they are reused), so that the first
+    micro-batch of a stream does not pay for it: that start-up was the latency tail of a fresh stream."""
+    parallelism = max(1, spark.sparkContext.defaultParallelism)
+    spark.range(0, parallelism, numPartitions=parallelism).mapInArrow(_load_connector, "id long").collect()
 
 
 def collect_stream_reports(report_dir: str, report: DrainReport) -> None:
