@@ -151,7 +151,7 @@ def _translate_in_python(
     """The Python path for the few entries native code hands back (see :func:`translate`)."""
     from connector.export.core import SequencedExport, TranslationError
     from connector.export.translators import BUILT_IN
-    from connector.queue.serializers import JsonSerializer
+    from connector.serializers import JsonSerializer
 
     python_translator = BUILT_IN[translator]
     serializer = JsonSerializer()

@@ -16,7 +16,7 @@ from connector.columnar import UPDATE_SCHEMA
 from connector.export import AccumuloExporter, CellChange, EntryFailure, SequencedExport
 from connector.export.core import translation_reason
 from connector.export.tombstones import hide_tombstones_filter
-from connector.queue.serializers import JsonSerializer
+from connector.serializers import JsonSerializer
 from integration.harness import StandaloneGateway
 
 from .conftest import unique_table

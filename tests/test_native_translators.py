@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from connector import _native, columnar
 from connector.export.core import SequencedExport, TranslationError
 from connector.export.translators import BUILT_IN
-from connector.queue.serializers import JsonSerializer
+from connector.serializers import JsonSerializer
 
 NAMES = list(columnar.NATIVE_TRANSLATORS)
 

@@ -163,7 +163,7 @@ class AccumuloExporter:
                            key_serializer: str, value_serializer: str) -> pa.RecordBatch:
         """The slow path: each export deserialized and run through ``mutations()`` (its collapse, checks
         and delete mode), the mutations gathered into one updates batch."""
-        from connector.queue.serializers import serializer_from_name  # the names the queue config uses
+        from connector.serializers import serializer_from_name
 
         keys_serde, values_serde = serializer_from_name(key_serializer), serializer_from_name(value_serializer)
         columns: tuple[list[Any], ...] = ([], [], [], [], [], [], [])

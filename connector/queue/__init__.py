@@ -1,11 +1,11 @@
 """The export queue: a producer adds ``(key, value, seq)`` entries to a table, a drain exports them in batches
 and then deletes exactly what it exported.
 
-Modules, one idea each: ``layout`` (rows, buckets, splits, dead letters), ``serializers`` (keys and values as
-bytes), ``config`` (one queue's settings), ``codec`` (exports to entries and back), ``producer`` (adding),
-``status`` (what waits), ``stored_config`` (what ``init`` recorded), ``reader`` (reading entries), ``drain``
-(exporting and deleting them), ``dead_letters`` (what a drain set aside),
-``marks`` (bucket notifications for streaming drains)::
+Modules, one idea each: ``layout`` (rows, buckets, splits, dead letters), ``config`` (one queue's settings),
+``codec`` (exports to entries and back, with :mod:`connector.serializers`), ``producer`` (adding), ``status``
+(what waits), ``stored_config`` (what ``init`` recorded), ``reader`` (reading entries), ``drain`` (exporting and
+deleting them), ``dead_letters`` (what a drain set aside), ``marks`` (bucket notifications for streaming
+drains)::
 
     config = QueueConfig(table="exports", qid="idx", num_buckets=64)
     with ExportQueue(conn_a, config) as queue:
@@ -13,6 +13,8 @@ bytes), ``config`` (one queue's settings), ``codec`` (exports to entries and bac
         queue.add({"doc": 7}, {"title": "x"}, seq=1001)
     stats = drain_queue(conn_a, config, exporter)
 """
+
+from connector.serializers import BytesSerializer, JsonSerializer, Serializer, serializer_from_name
 
 from .codec import EntryCodec
 from .config import QueueConfig, default_buckets_per_tablet
@@ -32,7 +34,6 @@ from .layout import ParsedRow, QueueLayout, bucket_of, hex_width, murmur3_32
 from .marks import read_marks, settle_marks
 from .producer import ExportQueue
 from .reader import ENTRY_SCHEMA, QueueEntry, entries_to_batches, read_bucket, read_bucket_batches
-from .serializers import BytesSerializer, JsonSerializer, Serializer, serializer_from_name
 from .status import KEYS_ONLY, BucketStatus, QueueStatus, count_entries, queue_status
 from .stored_config import QueueConfigError, check_config, read_stored_config, resolve_config, store_config
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from connector.serializers import Serializer, serializer_from_name
+
 from .layout import QueueLayout
-from .serializers import Serializer, serializer_from_name
 
 TARGET_TABLETS = 16  # default split: at most this many bucket tablets, at least half of it when buckets allow
 

@@ -123,7 +123,8 @@ def _queue_entries(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch
     """The entry columns of the export-queue source's batches, renamed as the drain takes them."""
     for b in batches:
         names = b.schema.names
-        if "entry_row" not in names or "entry_ts" not in names:
+        if ("entry_row" not in names or "entry_ts" not in names or b.column("entry_row").null_count
+                or b.column("entry_ts").null_count):
             raise OptionError("drain mode needs the entry_row and entry_ts columns of the export-queue source")
         yield pa.record_batch([b.column("entry_row"), b.column("entry_ts"), b.column("value")], schema=ENTRY_SCHEMA)
 

@@ -1,4 +1,5 @@
-"""How keys and values become bytes in the queue, and back.
+"""How keys and values become bytes in the queue, and back (shared by the queue, which stores them, and the
+exporter, which reads them).
 
 A key's bytes choose its bucket and its row, so a key serializer must be deterministic: the same key must give
 the same bytes in every process, every time.
