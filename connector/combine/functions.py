@@ -3,10 +3,11 @@ observer (a batch of changes -> exports). Both are found by name so that Spark e
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from connector.plugins import callable_from_name
 
 #: ``combiner(key, current, deltas) -> new value``; ``current`` is None for a new key; returning None
 #: deletes the key
@@ -51,27 +52,11 @@ COMBINERS: dict[str, Combiner] = {"sum": sum_combiner}
 OBSERVERS: dict[str, Observer] = {"changes": changes_observer}
 
 
-def _load(kind: str, name: str, built_in: dict[str, Any]) -> Any:
-    if name in built_in:
-        return built_in[name]
-    if ":" not in name:
-        raise ValueError(f"unknown {kind} {name!r}: use one of {sorted(built_in)} or module:callable")
-    module_name, _, attr = name.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ValueError(f"{kind} {name!r}: cannot import {module_name!r}: {exc}") from None
-    target = getattr(module, attr, None)
-    if not callable(target):
-        raise ValueError(f"{kind} {name!r}: {module_name} has no callable {attr!r}")
-    return target
-
-
 def combiner_from_name(name: str) -> Combiner:
     """``sum`` or the callable at ``package.module:attribute``."""
-    return _load("combiner", name, COMBINERS)  # type: ignore[no-any-return]
+    return callable_from_name("combiner", name, COMBINERS)  # type: ignore[no-any-return]
 
 
 def observer_from_name(name: str) -> Observer:
     """``changes`` or the callable at ``package.module:attribute``."""
-    return _load("observer", name, OBSERVERS)  # type: ignore[no-any-return]
+    return callable_from_name("observer", name, OBSERVERS)  # type: ignore[no-any-return]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import importlib
+from connector.plugins import callable_from_name
 
 from .cell_rows import cell_rows
 from .core import Translator
@@ -14,16 +14,4 @@ BUILT_IN: dict[str, Translator] = {"difference": difference, "replicator": repli
 
 def translator_from_name(name: str) -> Translator:
     """The built-in translator of that name, or the callable at ``package.module:attribute``."""
-    if name in BUILT_IN:
-        return BUILT_IN[name]
-    if ":" not in name:
-        raise ValueError(f"unknown translator {name!r}: use one of {sorted(BUILT_IN)} or module:callable")
-    module_name, _, attr = name.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ValueError(f"translator {name!r}: cannot import {module_name!r}: {exc}") from None
-    target = getattr(module, attr, None)
-    if not callable(target):
-        raise ValueError(f"translator {name!r}: {module_name} has no callable {attr!r}")
-    return target
+    return callable_from_name("translator", name, BUILT_IN)  # type: ignore[no-any-return]
