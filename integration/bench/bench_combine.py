@@ -18,9 +18,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from connector.combine import CombineConfig, CombineQueue, combine_status  # noqa: E402
-from connector.combine.spark_job import CombineJob, run_combine  # noqa: E402
 from connector.queue import ExportQueue, QueueConfig, queue_status  # noqa: E402
 from connector.spark import spark_session  # noqa: E402
+from connector.spark.combine_job import CombineJob, run_combine  # noqa: E402
 from integration.bench.bench_client_write import java_write  # noqa: E402
 from integration.harness import clusters  # noqa: E402
 
