@@ -187,16 +187,7 @@ class BatchWriter:
             self._unacked.append(batch)
             self._unacked_bytes += sum(map(len, frames))
             self.cells_added += cells.num_rows
-            if not self._broken:
-                try:
-                    for frame in frames:
-                        self._largest_frame = max(self._largest_frame, len(frame))
-                        send_frame(self._client, frame)
-                except Exception as exc:
-                    if not is_transient(exc):
-                        raise
-                    log.warning("writer on %s lost its connection (%s); will reconnect and resend", self.table, exc)
-                    self._broken = True
+            self._send_frames(frames)
             if self._unacked_bytes >= self.max_memory or (self._broken and self._unacked):
                 self._flush_locked()
 
@@ -314,12 +305,18 @@ class BatchWriter:
         self._rows_largest = 0
         self._unacked.append((n_rows, entries))
         self._unacked_bytes += len(entries)
+        if not self._broken:  # else replayed by the next flush
+            self._send_frames([encode_update_message(self._writer_id or "", n_rows, entries)])
+
+    def _send_frames(self, frames: list[bytes]) -> None:
+        """Send ``update`` frames one-way; a dropped connection marks the writer broken (the next flush
+        reconnects and resends everything unacknowledged) instead of failing the caller."""
         if self._broken:
-            return  # replayed by the next flush
+            return
         try:
-            frame = encode_update_message(self._writer_id or "", n_rows, entries)
-            self._largest_frame = max(self._largest_frame, len(frame))
-            send_frame(self._client, frame)
+            for frame in frames:
+                self._largest_frame = max(self._largest_frame, len(frame))
+                send_frame(self._client, frame)
         except Exception as exc:
             if not is_transient(exc):
                 raise

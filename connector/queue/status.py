@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -99,9 +98,15 @@ def queue_status(conn: Connection, config: QueueConfig, batch_size: int = 10_000
 
 
 def count_entries(conn: Connection, config: QueueConfig, batch_size: int = 10_000, limit: int | None = None) -> int:
-    """How many entry rows wait in the queue (well-formed or not), reading keys only: cheaper than
-    :func:`queue_status` for a queue with large values, for progress reports. With ``limit``, counting
-    stops there ("at least ``limit``")."""
-    cells = conn.scan(config.table, config.layout.queue_range(), columns=[(ENTRY_FAMILY, ENTRY_QUALIFIER)],
-                      iterators=[KEYS_ONLY], batch_size=batch_size if limit is None else min(batch_size, limit + 1))
-    return sum(1 for _ in itertools.islice(cells, limit))
+    """How many entry rows wait in the queue (well-formed or not), reading keys only, page by page: cheaper
+    than :func:`queue_status` for progress reports. With ``limit``, counting stops there ("at least
+    ``limit``")."""
+    page_size = batch_size if limit is None else min(batch_size, limit + 1)
+    pages = conn.scan_batches(config.table, config.layout.queue_range(), columns=[(ENTRY_FAMILY, ENTRY_QUALIFIER)],
+                              iterators=[KEYS_ONLY], batch_size=page_size)
+    total = 0
+    for page in pages:
+        total += page.num_rows
+        if limit is not None and total >= limit:
+            return limit
+    return total

@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
@@ -120,20 +121,25 @@ class QueueBatchReader(DataSourceReader):
 
 
 def pending_by_bucket(gateway: GatewayOptions, config: QueueConfig, max_keys: int) -> dict[int, int]:
-    """Entries per non-empty bucket, from a keys-only scan. The scan stops after ``max_keys`` keys; the
-    buckets it did not reach then count as ``max_keys`` each (one full round of them may be scheduled)."""
+    """Entries per non-empty bucket, from a keys-only scan, page by page (rows parsed natively). The scan
+    stops after ``max_keys`` keys; the buckets it did not reach then count as ``max_keys`` each (one full
+    round of them may be scheduled)."""
     layout = config.layout
-    conn = gateway.shared()
     counts: dict[int, int] = {}
-    for i, cell in enumerate(conn.scan(config.table, layout.queue_range(), columns=[("e", "v")],
-                                       iterators=[KEYS_ONLY], batch_size=10_000)):
-        if i >= max_keys:
+    seen = 0
+    for page in gateway.shared().scan_batches(config.table, layout.queue_range(), columns=[("e", "v")],
+                                              iterators=[KEYS_ONLY], batch_size=10_000):
+        if seen >= max_keys:
             return {b: counts.get(b, max_keys) for b in range(config.num_buckets)}
-        # malformed rows in a bucket's range count too: the sink gets to dead-letter them
-        bucket = layout.bucket_range_of(cell.row)
-        if bucket is None:
-            continue
-        counts[bucket] = counts.get(bucket, 0) + 1
+        seen += page.num_rows
+        parsed = columnar.parse_entry_rows(page.column("row"), layout)
+        for pair in pc.value_counts(parsed.column("bucket").drop_null()).to_pylist():  # per bucket, not per row
+            counts[pair["values"]] = counts.get(pair["values"], 0) + pair["counts"]
+        # malformed rows in a bucket's range count too: the drain gets to dead-letter them (rare: per row)
+        for row in page.column("row").filter(parsed.column("error").is_valid()).to_pylist():
+            bucket = layout.bucket_range_of(row)
+            if bucket is not None:
+                counts[bucket] = counts.get(bucket, 0) + 1
     return counts
 
 
