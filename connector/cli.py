@@ -193,6 +193,9 @@ def parser() -> argparse.ArgumentParser:
                    help="max bytes (row + value) of entries per exported batch")
     d.add_argument("--fail-fast", action="store_true",
                    help="stop at the first malformed or untranslatable entry instead of dead-lettering it")
+    d.add_argument("--server-wait", type=_positive_seconds, default=300.0, metavar="SECONDS",
+                   help="how long a read or write on A or B may wait for a tablet server (one restarting after a "
+                        "crash) before the drain fails; nothing unexported is deleted, a rerun finishes")
     d.add_argument("--stream", action="store_true", help="keep draining new entries until Ctrl-C")
     d.add_argument("--trigger-seconds", type=_positive_seconds, default=1.0, help="--stream: micro-batch interval")
     d.add_argument("--max-entries-per-trigger", type=_int_at_least(1),
@@ -309,7 +312,7 @@ def cmd_drain(args: argparse.Namespace) -> int:
             raise UsageError(f"source {source.describe()}: {exc}") from None
     job = DrainJob(source=source, dest=dest, queue=queue, dest_table=args.dest_table,
                    translator=args.translator, delete_mode=args.delete_mode, buffer_bytes=args.buffer_bytes,
-                   fail_fast=args.fail_fast)
+                   fail_fast=args.fail_fast, server_wait=args.server_wait)
     preflight(job)
     if _drain_locally(args, job):
         return _run_drain(args, job, None)

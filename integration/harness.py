@@ -37,6 +37,10 @@ class HarnessError(RuntimeError):
     """The embedded clusters could not be built or started; the message says why."""
 
 
+#: the launcher's stdin commands (each answered by one stdout line, ``OK ...`` or ``ERR ...``)
+_LAUNCHER_COMMANDS = ("tserver stop ", "tserver start ")
+
+
 # --- build ---------------------------------------------------------------------------------------------
 
 
@@ -202,16 +206,55 @@ class Cluster:
 
 @dataclass
 class Clusters:
+    """The running clusters, by name. ``stop_tablet_servers``/``start_tablet_servers`` model a crashed tablet
+    server (SIGKILL) and its restart, through the launcher's stdin command channel."""
+
     by_name: dict[str, Cluster]
     classpath: str
     state_dir: Path
     log_file: Path
+    launcher: subprocess.Popen | None = field(default=None, repr=False)
+    _command_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __getitem__(self, name: str) -> Cluster:
         return self.by_name[name]
 
     def __iter__(self) -> Iterator[Cluster]:
         return iter(self.by_name.values())
+
+    def stop_tablet_servers(self, name: str, timeout: float = 60.0) -> str:
+        """Kill cluster ``name``'s tablet servers with SIGKILL (a crash: the manager is not told, unflushed
+        data is recovered from the write-ahead logs at the next start). Returns the launcher's reply."""
+        return self.command(f"tserver stop {name}", timeout)
+
+    def start_tablet_servers(self, name: str, timeout: float = 300.0) -> str:
+        """Start cluster ``name``'s tablet servers again; returns once its metadata table is served."""
+        return self.command(f"tserver start {name}", timeout)
+
+    def command(self, line: str, timeout: float = 60.0) -> str:
+        """Send one command line to the launcher and return its ``OK ...`` reply; ``ERR ...`` raises."""
+        proc = self.launcher
+        if proc is None or proc.stdin is None or proc.stdout is None or proc.poll() is not None:
+            raise HarnessError(f"cannot send {line!r}: the cluster launcher is not running")
+        if line not in _LAUNCHER_COMMANDS and not any(line.startswith(c) for c in _LAUNCHER_COMMANDS):
+            raise HarnessError(f"unknown launcher command {line!r}")
+        with self._command_lock:
+            proc.stdin.write(line + "\n")
+            proc.stdin.flush()
+            reply: list[str] = []
+            stdout = proc.stdout
+            reader = threading.Thread(target=lambda: reply.append(stdout.readline()), daemon=True)
+            reader.start()
+            reader.join(timeout)
+            if reader.is_alive() or not reply or not reply[0]:
+                # the reply may still come: the stream is unusable for later commands either way
+                self.launcher = None
+                raise HarnessError(f"no reply to {line!r} within {timeout:.0f} s; last lines of "
+                                   f"{self.log_file}:\n{_tail(self.log_file)}")
+        answer = reply[0].strip()
+        if not answer.startswith("OK "):
+            raise HarnessError(f"{line!r} failed: {answer}")
+        return answer
 
 
 def _write_private(path: Path, text: str) -> None:
@@ -311,7 +354,7 @@ def clusters(names: Sequence[str] = ("a", "b"), data_dir: str | None = None,
                                tls_ca_file=tls.ca_file if tls else None)
             for c in ready["clusters"]
         }
-        yield Clusters(by_name, classpath, state_dir, log_file)
+        yield Clusters(by_name, classpath, state_dir, log_file, launcher=proc)
     finally:
         _stop(proc)
         shutil.rmtree(state_dir, ignore_errors=True)

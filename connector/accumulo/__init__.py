@@ -22,6 +22,7 @@ from .errors import (
     MutationsRejectedError,
     TableExistsError,
     TableNotFoundError,
+    TimedOutError,
     TlsError,
     UnknownScannerError,
     UnknownWriterError,
@@ -38,5 +39,5 @@ __all__ = [
     "DEFAULT_MAX_FRAME_BYTES", "DEFAULT_PORT",
     "InvalidMutationError", "IteratorSetting", "Key", "Mutation", "MutationsRejectedError", "Range",
     "RetryPolicy", "SECRET_ENV", "SECRET_FILE_ENV", "TableExistsError", "TableNotFoundError",
-    "TlsError", "TlsOptions", "UnknownScannerError", "UnknownWriterError", "resolve_secret",
+    "TimedOutError", "TlsError", "TlsOptions", "UnknownScannerError", "UnknownWriterError", "resolve_secret",
 ]

@@ -70,6 +70,8 @@ class ConditionalWriter:
                  authorizations: Iterable[BytesLike] | None = None) -> None:
         self.connection = connection
         self.table = table
+        if timeout_ms is None and connection.server_wait is not None:
+            timeout_ms = connection.server_wait_ms
         options = proxy.ConditionalWriterOptions(
             timeoutMs=timeout_ms,
             authorizations={to_bytes(a, "auth") for a in authorizations or ()},

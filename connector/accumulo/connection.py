@@ -17,6 +17,7 @@ from .errors import (
     InvalidMutationError,
     TableExistsError,
     TableNotFoundError,
+    TimedOutError,
     TlsError,
     translate,
 )
@@ -26,6 +27,9 @@ from .tls import TlsOptions, speaks_tls
 from .transport import NO_RETRY, RetryPolicy, close_client, is_transient, open_client
 
 SECRET_ENV = "ACCUMULO_GATEWAY_SECRET"
+#: how much longer than ``server_wait`` the client waits for a reply before it calls the socket dead, so the
+#: gateway's own timeout (which carries the reason) always answers first
+SERVER_WAIT_MARGIN = 30.0
 SECRET_FILE_ENV = "ACCUMULO_GATEWAY_SECRET_FILE"
 DEFAULT_PORT = 42424
 
@@ -71,6 +75,17 @@ class Connection:
     cures raise ``TlsError``: a certificate that does not verify, or a plain client on a TLS gateway (the
     gateway drops the connection; the message says the gateway may require TLS). Without TLS the secret
     crosses the network in clear.
+
+    ``server_wait`` (seconds) bounds how long the gateway lets a scan, a writer's flush or a conditional
+    write wait for a tablet server (a crashed one being restarted, tablets being recovered): within it they
+    wait and carry on; after it they fail with ``TimedOutError``. It travels as the writers' and
+    conditional writers' ``timeoutMs`` and as the scanners' ``timeoutMs`` (an extension of this gateway;
+    upstream's proxy ignores it, and there only the socket timeout ends a stuck scan). The socket
+    ``timeout`` is raised to at least ``server_wait + SERVER_WAIT_MARGIN``, so the client never gives up on a
+    call (and retries it) while the gateway is still within the bound. None: no bound on the server side
+    (Accumulo waits as long as it takes; only the socket timeout and retries end a call). Table operations
+    (create, flush, compact, ...) are not bounded by it. ``name`` (a cluster name, say) makes messages
+    clearer.
     """
 
     def __init__(
@@ -87,11 +102,17 @@ class Connection:
         tls_cert_file: str | os.PathLike[str] | None = None,
         tls_key_file: str | os.PathLike[str] | None = None,
         tls_server_hostname: str | None = None,
+        server_wait: float | None = None,
+        name: str = "",
     ) -> None:
+        if server_wait is not None and not (0 < server_wait < float("inf")):
+            raise ValueError(f"server_wait must be a number of seconds > 0 (or None), got {server_wait!r}")
         self.tls = TlsOptions.from_paths(tls_ca_file, tls_cert_file, tls_key_file, tls_server_hostname)
         self.host = host
         self.port = int(port)
-        self.timeout = timeout
+        self.name = name
+        self.server_wait = server_wait
+        self.timeout = timeout if server_wait is None else max(timeout, server_wait + SERVER_WAIT_MARGIN)
         self.retry = retry or RetryPolicy()
         self.max_frame_bytes = check_max_frame_bytes(max_frame_bytes)
         self._secret = resolve_secret(shared_secret, secret_file)
@@ -103,6 +124,21 @@ class Connection:
 
     def __repr__(self) -> str:  # never shows the secret
         return f"Connection(host={self.host!r}, port={self.port}, tls={self.tls is not None})"
+
+    def describe(self) -> str:
+        """How messages name this connection's cluster: its ``name``, else the gateway's address."""
+        return f"cluster {self.name!r}" if self.name else f"gateway {self.host}:{self.port}"
+
+    @property
+    def server_wait_ms(self) -> int:
+        """``server_wait`` in milliseconds, as the Thrift options carry it (0: no bound)."""
+        return 0 if self.server_wait is None else max(1, round(self.server_wait * 1000))
+
+    def timed_out(self, table: str, what: str, detail: str = "") -> TimedOutError:
+        """The error for a scan or write on ``table`` that found no tablet server within ``server_wait``."""
+        bound = f"{self.server_wait:g} s" if self.server_wait is not None else "its timeout"
+        return TimedOutError(f"{self.describe()}, table {table!r}: no tablet server {what} within the "
+                             f"server_wait bound of {bound}" + (f" ({detail})" if detail else ""))
 
     # --- plumbing -----------------------------------------------------------------------------------
 

@@ -36,6 +36,12 @@ class UnknownScannerError(AccumuloError):
     """The gateway no longer knows the scanner (expired after idling, or the gateway restarted)."""
 
 
+class TimedOutError(AccumuloError):
+    """No tablet server served a scan, or took a writer's writes, within the connection's ``server_wait``
+    (e.g. the only tablet server of the cluster crashed and is not back yet). What a failed flush held is
+    not known to be durable: resend it (harmless for cells with explicit timestamps)."""
+
+
 class InvalidMutationError(AccumuloError, ValueError):
     """A mutation was refused on the client before anything was sent (bad visibility, too large, ...)."""
 
@@ -78,7 +84,8 @@ def translate(exc: BaseException) -> BaseException:
     if isinstance(exc, TApplicationException):
         # calls whose IDL declares no exception (tableExists, listTables) carry the type in the message
         message = exc.message or str(exc)
-        by_name = {"AccumuloSecurityException": AccumuloSecurityError,
+        by_name = {"TimedOutException": TimedOutError,
+                   "AccumuloSecurityException": AccumuloSecurityError,
                    "TableNotFoundException": TableNotFoundError,
                    "AccumuloServerException": AccumuloServerError}
         for name, ours in by_name.items():

@@ -63,6 +63,9 @@ struct ScanOptions {
   3:optional list<ScanColumn> columns
   4:optional list<IteratorSetting> iterators
   5:optional i32 bufferSize
+  // this gateway's extension (upstream's proxy skips the field): how long a scan may wait for a tablet
+  // server before it fails with TimedOutException; unset or 0: as long as it takes
+  101:optional i64 timeoutMs
 }
 
 struct BatchScanOptions {
@@ -71,6 +74,8 @@ struct BatchScanOptions {
   3:optional list<ScanColumn> columns
   4:optional list<IteratorSetting> iterators
   5:optional i32 threads
+  // as ScanOptions.timeoutMs
+  101:optional i64 timeoutMs
 }
 
 struct Column {

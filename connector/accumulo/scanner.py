@@ -12,7 +12,14 @@ import pyarrow as pa
 
 from ._idl import proxy
 from .cells import Cell, IteratorSetting, Key, Range, columns_to_thrift
-from .errors import AccumuloSecurityError, AccumuloServerError, ConnectionLostError, UnknownScannerError, translate
+from .errors import (
+    AccumuloSecurityError,
+    AccumuloServerError,
+    ConnectionLostError,
+    TimedOutError,
+    UnknownScannerError,
+    translate,
+)
 from .mutation import BytesLike, to_bytes
 from .transport import is_transient
 from .wire_scan import next_k, next_k_batch
@@ -50,6 +57,8 @@ def scan_error(exc: BaseException, where: str) -> BaseException:
             return AccumuloServerError(f"scan failed on the server ({where}), not a permission problem: {message}")
         return AccumuloSecurityError(message or "AccumuloSecurityException")
     err = translate(exc)
+    if isinstance(err, TimedOutError):
+        return err
     if isinstance(err, AccumuloServerError):
         return AccumuloServerError(f"scan failed on the server ({where}): {err}")
     return err
@@ -86,7 +95,8 @@ def _resumable(conn: Connection, table: str, rng: Range | None, columns: Sequenc
     while True:
         current = rng if last is None else rng.after(last)
         options = proxy.ScanOptions(authorizations=auths, range=current.to_thrift(), columns=thrift_columns,
-                                    iterators=thrift_iters, bufferSize=batch_size)
+                                    iterators=thrift_iters, bufferSize=batch_size,
+                                    timeoutMs=conn.server_wait_ms or None)
         scanner_id = conn.call("createScanner", table, options)
         try:
             while True:
@@ -97,6 +107,8 @@ def _resumable(conn: Connection, table: str, rng: Range | None, columns: Sequenc
                 yield page
                 if not more:
                     return
+        except TimedOutError as exc:
+            raise conn.timed_out(table, "served the scan") from exc
         except (ConnectionLostError, UnknownScannerError) as exc:
             # nextK is not safe to repeat (a lost reply skips cells): resume on a fresh scanner right
             # after the last cell we yielded
@@ -145,7 +157,8 @@ def batch_scan(conn: Connection, table: str, ranges: Sequence[Range], columns: S
     options = proxy.BatchScanOptions(authorizations=_auths(authorizations),
                                      ranges=[r.to_thrift() for r in ranges or [Range()]],
                                      columns=columns_to_thrift(columns),
-                                     iterators=[i.to_thrift() for i in iterators] or None, threads=threads)
+                                     iterators=[i.to_thrift() for i in iterators] or None, threads=threads,
+                                     timeoutMs=conn.server_wait_ms or None)
     scanner_id = conn.call("createBatchScanner", table, options)
     try:
         while True:

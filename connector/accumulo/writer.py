@@ -67,6 +67,10 @@ class BatchWriter:
     ``ConnectionLostError``). Replaying is harmless for cells with explicit timestamps; cells without one
     get the time of the replay. A ``flush()`` happens automatically when ``max_memory`` bytes are unflushed.
 
+    ``timeout_ms`` bounds how long the gateway waits for tablet servers to take the writes (default: the
+    connection's ``server_wait``; 0: no bound); past it ``flush()`` raises ``TimedOutError``, and what it
+    held is not known to be durable (resend it).
+
     As a context manager it flushes and closes on exit; if the block raised, mutations not yet sent are
     dropped and the original exception propagates.
     """
@@ -80,7 +84,7 @@ class BatchWriter:
         chunk_bytes: int = 4 << 20,
         max_mutation_bytes: int = 16 << 20,
         latency_ms: int = 0,
-        timeout_ms: int = 0,
+        timeout_ms: int | None = None,
         threads: int = 0,
         durability: str | None = None,
         max_frame_bytes: int | None = None,
@@ -98,6 +102,8 @@ class BatchWriter:
         self.frame_budget = update_entries_budget(self.max_frame_bytes)
         self.chunk_bytes = min(chunk_bytes, self.frame_budget)
         self.max_mutation_bytes = max_mutation_bytes
+        if timeout_ms is None:  # the connection's bound on waiting for tablet servers
+            timeout_ms = connection.server_wait_ms
         self._options = proxy.WriterOptions(
             maxMemory=max_memory, latencyMs=latency_ms, timeoutMs=timeout_ms, threads=threads,
             durability=DURABILITY[durability] if durability else None,
@@ -362,6 +368,8 @@ class BatchWriter:
             self._unacked_bytes = 0
             self._largest_frame = 0
             self._replace_writer()
+            if "TimedOutException" in (exc.msg or ""):  # no tablet server within the writer's timeout
+                raise self.connection.timed_out(self.table, "took the writes") from exc
             raise MutationsRejectedError(f"table {self.table}: {exc.msg}") from exc
         except Exception as exc:
             if is_transient(exc):

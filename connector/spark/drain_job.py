@@ -21,14 +21,14 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from connector.accumulo import AccumuloError
+from connector.accumulo import AccumuloError, TimedOutError
 from connector.export import translator_from_name
 from connector.queue import (
     DrainStats,
@@ -51,6 +51,17 @@ class DrainError(RuntimeError):
     """The drain cannot finish; the message says why (nothing was deleted that was not exported)."""
 
 
+#: default bound (seconds) on waiting for a tablet server of A or B during a drain (``DrainJob.server_wait``)
+DEFAULT_SERVER_WAIT = 300.0
+
+
+def timed_out(message: str) -> DrainError:
+    """The drain's error when a cluster had no tablet server within ``server_wait``: one line, what to do."""
+    return DrainError(f"{message}; the drain stopped (--server-wait / server_wait sets the bound); queue entries "
+                      f"are deleted only after their export was flushed, so a rerun once the tablet server serves "
+                      f"again finishes the job")
+
+
 @dataclass(frozen=True)
 class DrainJob:
     """Everything a drain needs, in one place."""
@@ -64,6 +75,18 @@ class DrainJob:
     buffer_bytes: int = 1 << 20
     fail_fast: bool = False
     buckets_per_partition: int | None = None
+    #: seconds a scan or flush on A or B may wait for a tablet server (a crashed one coming back) before the
+    #: drain fails with ``DrainError``; None leaves each ``GatewayOptions.server_wait`` as it is
+    server_wait: float | None = DEFAULT_SERVER_WAIT
+
+    def __post_init__(self) -> None:
+        if self.server_wait is not None:
+            if not (0 < self.server_wait < float("inf")):
+                raise ValueError(f"server_wait must be a number of seconds > 0, got {self.server_wait!r}")
+            for role in ("source", "dest"):
+                gateway: GatewayOptions = getattr(self, role)
+                if gateway.server_wait != self.server_wait:
+                    object.__setattr__(self, role, replace(gateway, server_wait=self.server_wait))
 
     def source_options(self) -> dict[str, str]:
         opts = {**self.source.to_options("source."), **queue_options(self.queue)}
@@ -164,7 +187,7 @@ def preflight(job: DrainJob) -> None:
 _TASK_ERROR = re.compile(r"^(?:connector\.[\w.]+\.)?(\w+(?:Error|Exception)): (.+)$", re.MULTILINE)
 _OURS = {"EntryTranslationError", "MalformedEntryError", "ExportRejectedError", "OptionError", "QueueConfigError",
          "MutationsRejectedError", "AccumuloSecurityError", "TableNotFoundError", "ConnectionLostError",
-         "InvalidMutationError", "TranslationError", "BatchTranslationError"}
+         "InvalidMutationError", "TranslationError", "BatchTranslationError", "TimedOutError"}
 
 
 def task_error(exc: BaseException) -> DrainError | None:
@@ -172,6 +195,8 @@ def task_error(exc: BaseException) -> DrainError | None:
     found = [m for m in _TASK_ERROR.finditer(str(exc)) if m.group(1) in _OURS]
     if not found:
         return None
+    if found[-1].group(1) == "TimedOutError":
+        return timed_out(found[-1].group(2).strip())
     return DrainError(found[-1].group(2).strip())
 
 
@@ -220,7 +245,10 @@ def drain_round(spark: SparkSession | None, job: DrainJob, buckets: list[int], r
     drainer = GroupDrainer(job, groups, run_id)
     if spark is None:
         with ThreadPoolExecutor(LOCAL_THREADS, thread_name_prefix="drain") as pool:
-            return sum(pool.map(drainer.drain_group, range(len(groups))), DrainStats())
+            try:
+                return sum(pool.map(drainer.drain_group, range(len(groups))), DrainStats())
+            except TimedOutError as exc:
+                raise timed_out(str(exc)) from exc
     ids = spark.range(len(groups), numPartitions=len(groups))
     try:
         rows = ids.mapInArrow(drainer, STATS_DDL).collect()
@@ -307,15 +335,21 @@ def _watching(job: DrainJob, run_id: str, report: DrainReport, started: float, p
     watcher = threading.Thread(target=watch, name=f"drain-progress-{run_id[:8]}", daemon=True)
     if progress:
         watcher.start()
+    server_down = False
     try:
         yield
+    except (TimedOutError, DrainError) as exc:
+        server_down = isinstance(exc, TimedOutError) or isinstance(exc.__cause__, TimedOutError) or (
+            "no tablet server" in str(exc))
+        raise
     finally:
         stop.set()
         if watcher.is_alive():
             watcher.join()
         report.live = DrainStats()
-        with contextlib.suppress(AccumuloError), job.source.connect() as conn:
-            clear_progress(conn, job.queue, run_id)
+        if not server_down:  # else it would wait out the bound once more; the rows only hold counters
+            with contextlib.suppress(AccumuloError), job.source.connect() as conn:
+                clear_progress(conn, job.queue, run_id)
 
 
 def start_stream(spark: SparkSession, job: DrainJob, checkpoint: str, report_dir: str,

@@ -91,7 +91,8 @@ class GatewayOptions:
     (ACCUMULO_GATEWAY_SECRET_FILE, then ACCUMULO_GATEWAY_SECRET). ``name`` (the cluster's name in the CLI's
     config) only makes messages clearer. ``tls_ca_file`` turns TLS on (``tls_cert_file``/``tls_key_file``:
     a client certificate; ``tls_server_hostname``: the name the certificate must carry, default ``host``);
-    paths only, readable where the connection is made (every executor)."""
+    paths only, readable where the connection is made (every executor). ``server_wait``: the connection's
+    bound on waiting for a tablet server (see :class:`~connector.accumulo.Connection`)."""
 
     host: str
     port: int
@@ -102,6 +103,8 @@ class GatewayOptions:
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
     tls_server_hostname: str | None = None
+    #: seconds a scan or a writer's flush may wait for a tablet server (None: no bound); see ``Connection``
+    server_wait: float | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str], prefix: str) -> GatewayOptions:
@@ -113,6 +116,8 @@ class GatewayOptions:
             secret_env=options.get(f"{prefix}secret_env") or None,
             name=options.get(f"{prefix}name") or "",
             **{key: options.get(f"{prefix}{key}") or None for key in _TLS_KEYS},
+            server_wait=(float_option(options, f"{prefix}server_wait", 1.0)
+                         if options.get(f"{prefix}server_wait") else None),
         )
 
     def to_options(self, prefix: str) -> dict[str, str]:
@@ -121,6 +126,8 @@ class GatewayOptions:
                            *((k, getattr(self, k)) for k in _TLS_KEYS)):
             if value:
                 out[f"{prefix}{key}"] = value
+        if self.server_wait is not None:
+            out[f"{prefix}server_wait"] = repr(float(self.server_wait))
         return out
 
     def describe(self) -> str:
@@ -149,7 +156,8 @@ class GatewayOptions:
         try:
             return Connection(self.host, self.port, secret, secret_file=self.secret_file,
                               tls_ca_file=self.tls_ca_file, tls_cert_file=self.tls_cert_file,
-                              tls_key_file=self.tls_key_file, tls_server_hostname=self.tls_server_hostname)
+                              tls_key_file=self.tls_key_file, tls_server_hostname=self.tls_server_hostname,
+                              server_wait=self.server_wait, name=self.name)
         except (AccumuloSecurityError, ValueError) as exc:  # an unreadable or empty secret file, bad TLS options
             raise OptionError(f"{self.describe()}: {exc}") from None
 

@@ -157,6 +157,52 @@ final class EmbeddedCluster implements AutoCloseable {
     }
   }
 
+  /**
+   * Kills the cluster's tablet servers with SIGKILL, as a crash would: no goodbye to the manager,
+   * no flush of in-memory data (it is recovered from the write-ahead logs at the next start).
+   * Returns how many were killed.
+   */
+  synchronized int killTabletServers() throws Exception {
+    MiniAccumuloClusterImpl m = running();
+    int killed = 0;
+    for (ProcessReference r : m.getProcesses().getOrDefault(ServerType.TABLET_SERVER, List.of())) {
+      Process p = r.getProcess();
+      if (p.isAlive()) {
+        p.destroyForcibly();
+        killed++;
+      }
+      if (!p.waitFor(30, TimeUnit.SECONDS)) {
+        throw new IllegalStateException("a tablet server of " + name + " outlived SIGKILL for 30 s");
+      }
+    }
+    m.getClusterControl().stop(ServerType.TABLET_SERVER); // forgets the dead processes
+    LOG.info("cluster {}: killed {} tablet server(s)", name, killed);
+    return killed;
+  }
+
+  /**
+   * Starts tablet servers up to the configured number and waits (bounded) until the metadata table
+   * is served again, which needs the write-ahead log recovery after a kill. Returns how many run.
+   */
+  synchronized int startTabletServers() throws Exception {
+    MiniAccumuloClusterImpl m = running();
+    long t0 = System.nanoTime();
+    m.getClusterControl().start(ServerType.TABLET_SERVER);
+    waitUntilServing(client);
+    int n = m.getProcesses().getOrDefault(ServerType.TABLET_SERVER, List.of()).size();
+    LOG.info("cluster {}: {} tablet server(s) serving again after {} s", name, n,
+        String.format("%.1f", (System.nanoTime() - t0) / 1e9));
+    return n;
+  }
+
+  private MiniAccumuloClusterImpl running() {
+    MiniAccumuloClusterImpl m = mac;
+    if (m == null || client == null || closed) {
+      throw new IllegalStateException("cluster " + name + " is not running");
+    }
+    return m;
+  }
+
   Map<String,Object> describe() {
     Map<String,Object> m = new LinkedHashMap<>();
     m.put("name", name);

@@ -71,6 +71,18 @@ final class Errors {
     return te.getMessage();
   }
 
+  /** Whether Accumulo gave up because of a client-side timeout (scanner or BatchWriter). */
+  static boolean isTimeout(Throwable e) {
+    List<Throwable> seen = new ArrayList<>();
+    for (Throwable c = e; c != null && !seen.contains(c); c = c.getCause()) {
+      seen.add(c);
+      if (c.getClass().getSimpleName().contains("TimedOut")) {
+        return true;
+      }
+    }
+    return false;
+  }
+
   static String describe(Throwable e) {
     return e.getClass().getName() + ": " + e.getMessage();
   }

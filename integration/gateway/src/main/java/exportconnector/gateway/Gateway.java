@@ -283,11 +283,14 @@ final class Gateway implements AccumuloProxy.Iface, AutoCloseable {
         if (o.isSetBufferSize() && o.bufferSize > 0) {
           s.setBatchSize(o.bufferSize);
         }
+        if (o.isSetTimeoutMs() && o.timeoutMs > 0) {
+          s.setTimeout(o.timeoutMs, TimeUnit.MILLISECONDS);
+        }
       } catch (RuntimeException e) {
         s.close();
         throw e;
       }
-      return scanners.add(new ScannerSession(s)).id;
+      return scanners.add(new ScannerSession(s, tableName, o.isSetTimeoutMs() ? o.timeoutMs : 0)).id;
     });
   }
 
@@ -307,11 +310,14 @@ final class Gateway implements AccumuloProxy.Iface, AutoCloseable {
         for (IteratorSetting it : Conversions.iterators(o.iterators)) {
           s.addScanIterator(it);
         }
+        if (o.isSetTimeoutMs() && o.timeoutMs > 0) {
+          s.setTimeout(o.timeoutMs, TimeUnit.MILLISECONDS);
+        }
       } catch (RuntimeException e) {
         s.close();
         throw e;
       }
-      return scanners.add(new ScannerSession(s)).id;
+      return scanners.add(new ScannerSession(s, tableName, o.isSetTimeoutMs() ? o.timeoutMs : 0)).id;
     });
   }
 
@@ -357,8 +363,16 @@ final class Gateway implements AccumuloProxy.Iface, AutoCloseable {
       throw new UnknownScanner("unknown scanner " + scanner);
     }
     try {
-      return call(() -> s.next(k));
-    } catch (org.apache.accumulo.proxy.thrift.AccumuloSecurityException | UnknownScanner e) {
+      return call(() -> {
+        try {
+          return s.next(k);
+        } catch (ScannerSession.TimedOut e) {
+          // no tablet server within the scan's timeout: named as such, so the client can say so
+          throw new TApplicationException(TApplicationException.INTERNAL_ERROR, e.getMessage());
+        }
+      });
+    } catch (TApplicationException | org.apache.accumulo.proxy.thrift.AccumuloSecurityException
+        | UnknownScanner e) {
       throw e;
     } catch (TException e) {
       throw new TApplicationException(TApplicationException.INTERNAL_ERROR,
@@ -405,7 +419,9 @@ final class Gateway implements AccumuloProxy.Iface, AutoCloseable {
     secret.check(sharedSecret);
     return call(() -> {
       var config = Conversions.writerConfig(opts);
-      return writers.add(new WriterSession(() -> client.createBatchWriter(tableName, config))).id;
+      long timeoutMs = opts == null ? 0 : opts.getTimeoutMs();
+      return writers.add(new WriterSession(() -> client.createBatchWriter(tableName, config),
+          tableName, timeoutMs)).id;
     });
   }
 

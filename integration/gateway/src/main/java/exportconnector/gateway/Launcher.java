@@ -1,8 +1,12 @@
 package exportconnector.gateway;
 
+import java.io.BufferedReader;
 import java.io.File;
 import java.io.IOException;
 import java.io.InputStream;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -40,6 +44,13 @@ import org.slf4j.LoggerFactory;
  * directory, deleted at exit). When every cluster serves, one line goes to stdout:
  * {@code READY {"clusters": [...]}}. Everything stops when stdin reaches EOF (unless
  * --ignore-stdin) or on SIGTERM / SIGINT.
+ *
+ * <p>After READY, stdin takes line commands, one at a time, each answered by one stdout line
+ * ({@code OK <command> <detail>} or {@code ERR <command>: <reason>}), for fault tests:
+ * <ul>
+ * <li>{@code tserver stop NAME}: SIGKILL the tablet servers of cluster NAME (a crash);</li>
+ * <li>{@code tserver start NAME}: start them again; answered once the metadata table is served.</li>
+ * </ul>
  */
 public final class Launcher {
   private static final Logger LOG = LoggerFactory.getLogger(Launcher.class);
@@ -127,7 +138,7 @@ public final class Launcher {
     if (ignoreStdin) {
       waitForever(); // until a signal
     }
-    waitForEof(System.in);
+    launcher.serveCommands(System.in, System.out);
     LOG.info("stdin closed: stopping");
     launcher.exit(0);
   }
@@ -284,14 +295,56 @@ public final class Launcher {
     }
   }
 
-  private static void waitForEof(InputStream in) {
-    byte[] buf = new byte[4096];
+  /**
+   * Answers line commands until stdin reaches EOF (the harness holds stdin open for as long as it
+   * wants the clusters; a broken stdin means the parent is gone: stop as for EOF).
+   */
+  private void serveCommands(InputStream in, PrintStream out) {
+    BufferedReader reader = new BufferedReader(new InputStreamReader(in, StandardCharsets.UTF_8));
     try {
-      while (in.read(buf) >= 0) {
-        // the harness holds stdin open for as long as it wants the clusters
+      String line;
+      while ((line = reader.readLine()) != null) {
+        String command = line.trim();
+        if (command.isEmpty()) {
+          continue;
+        }
+        String reply;
+        try {
+          reply = "OK " + command + " " + run(command.split("\\s+"));
+        } catch (Exception e) {
+          LOG.warn("command '{}' failed", command, e);
+          reply = "ERR " + command + ": " + Errors.describe(e).replace('\n', ' ');
+        }
+        out.println(reply);
+        out.flush();
       }
     } catch (IOException e) {
-      // a broken stdin means the parent is gone: stop as for EOF
+      // as for EOF
     }
+  }
+
+  /** One command; returns the detail of its OK reply. */
+  private String run(String[] words) throws Exception {
+    if (words.length == 3 && words[0].equals("tserver")) {
+      EmbeddedCluster c = cluster(words[2]);
+      switch (words[1]) {
+        case "stop":
+          return "killed=" + c.killTabletServers();
+        case "start":
+          return "running=" + c.startTabletServers();
+        default:
+          break;
+      }
+    }
+    throw new IllegalArgumentException("unknown command (known: tserver stop NAME, tserver start NAME)");
+  }
+
+  private EmbeddedCluster cluster(String name) {
+    for (EmbeddedCluster c : clusters) {
+      if (c.name.equals(name)) {
+        return c;
+      }
+    }
+    throw new IllegalArgumentException("no cluster named '" + name + "'");
   }
 }

@@ -14,23 +14,47 @@ import org.apache.accumulo.proxy.thrift.ScanResult;
 /** One client scan, read in pages by nextK. */
 final class ScannerSession extends Session {
   private final ScannerBase scanner;
+  private final String table;
+  private final long timeoutMs; // 0: none
   private Iterator<Map.Entry<Key,Value>> entries; // kept across calls: it holds the peeked entry
 
-  ScannerSession(ScannerBase scanner) {
+  /**
+   * The scan waited longer than its timeout for a tablet server. The message starts with
+   * "TimedOutException: ", which the client maps to its timeout error.
+   */
+  static final class TimedOut extends Exception {
+    private static final long serialVersionUID = 1L;
+
+    TimedOut(String message, Throwable cause) {
+      super(message, cause);
+    }
+  }
+
+  ScannerSession(ScannerBase scanner, String table, long timeoutMs) {
     this.scanner = scanner;
+    this.table = table;
+    this.timeoutMs = timeoutMs;
   }
 
   /** Up to k entries; {@code more} tells whether anything is left after them. */
-  ScanResult next(int k) {
-    if (entries == null) {
-      entries = scanner.iterator();
+  ScanResult next(int k) throws TimedOut {
+    try {
+      if (entries == null) {
+        entries = scanner.iterator();
+      }
+      List<KeyValue> page = new ArrayList<>(Math.max(0, Math.min(k, 4096)));
+      while (page.size() < k && entries.hasNext()) {
+        Map.Entry<Key,Value> e = entries.next();
+        page.add(Conversions.toThrift(e.getKey(), e.getValue()));
+      }
+      return new ScanResult(page, entries.hasNext());
+    } catch (RuntimeException e) {
+      if (timeoutMs > 0 && Errors.isTimeout(e)) {
+        throw new TimedOut("TimedOutException: the scan of table " + table + " found no tablet server"
+            + " to serve it within its timeout of " + timeoutMs + " ms", e);
+      }
+      throw e;
     }
-    List<KeyValue> page = new ArrayList<>(Math.max(0, Math.min(k, 4096)));
-    while (page.size() < k && entries.hasNext()) {
-      Map.Entry<Key,Value> e = entries.next();
-      page.add(Conversions.toThrift(e.getKey(), e.getValue()));
-    }
-    return new ScanResult(page, entries.hasNext());
   }
 
   @Override

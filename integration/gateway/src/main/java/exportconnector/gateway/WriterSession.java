@@ -4,6 +4,12 @@ import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 
 import org.apache.accumulo.core.client.BatchWriter;
 import org.apache.accumulo.core.client.MutationsRejectedException;
@@ -17,6 +23,14 @@ import org.slf4j.LoggerFactory;
  * could not report. Nothing is dropped silently: every failure is recorded and thrown by the next
  * flush or close. A BatchWriter that threw is unusable, so it is replaced by a fresh one with the
  * same options and the session carries on.
+ *
+ * <p>With a timeout (the writer options' {@code timeoutMs}), a flush or close never waits longer
+ * than that (plus {@link #GRACE_MS}) for tablet servers: Accumulo's BatchWriter enforces the timeout
+ * for servers that do not answer, and this session enforces it as well for the case where no server
+ * hosts the tablets at all (a crashed, only tablet server). Either way the failure is reported as a
+ * rejection whose text starts with "TimedOutException: ", and the BatchWriter is abandoned: it is
+ * closed in the background, where it may still write what it holds once a server is back (harmless
+ * for versioned cells and for deletes of exported entries; the client resends what it needs).
  */
 final class WriterSession extends Session {
   private static final Logger LOG = LoggerFactory.getLogger(WriterSession.class);
@@ -28,15 +42,37 @@ final class WriterSession extends Session {
     BatchWriter open() throws Exception;
   }
 
+  /** How much longer than the timeout a flush may take before the session gives up on it. */
+  static final long GRACE_MS = 5_000;
+  private static final ExecutorService WAITERS = Executors.newCachedThreadPool(r -> {
+    Thread t = new Thread(r, "writer-deadline");
+    t.setDaemon(true);
+    return t;
+  });
+
+  /** A flush or close that did not finish within the timeout. */
+  private static final class Late extends Exception {
+    private static final long serialVersionUID = 1L;
+  }
+
+  /** One step on the BatchWriter. */
+  private interface Step {
+    void run() throws MutationsRejectedException;
+  }
+
   private final Opener opener;
+  private final String table;
+  private final long timeoutMs; // 0: none
   private BatchWriter writer;
   private final Rejections rejections = new Rejections();
   // the mutations handed to the BatchWriter since the last flush, which a rejection may concern
   private final List<byte[]> pendingRows = new ArrayList<>();
   private long pendingCount;
 
-  WriterSession(Opener opener) throws Exception {
+  WriterSession(Opener opener, String table, long timeoutMs) throws Exception {
     this.opener = opener;
+    this.table = table;
+    this.timeoutMs = Math.max(0, timeoutMs);
     this.writer = opener.open(); // fails now (e.g. unknown table) rather than on the first update
   }
 
@@ -93,8 +129,12 @@ final class WriterSession extends Session {
       reopen();
     }
     if (writer != null) {
+      BatchWriter w = writer;
       try {
-        writer.flush();
+        within(w::flush);
+      } catch (Late e) {
+        late("flush");
+        reopen();
       } catch (MutationsRejectedException e) {
         rejected(e);
         reopen();
@@ -111,10 +151,13 @@ final class WriterSession extends Session {
   /** For closeWriter: flushes and closes, then reports any recorded failure. */
   void closeAndReport() throws org.apache.accumulo.proxy.thrift.MutationsRejectedException {
     if (writer != null) {
+      BatchWriter w = writer;
       try {
-        writer.close();
+        within(w::close);
+      } catch (Late e) {
+        late("close");
       } catch (MutationsRejectedException e) {
-        rejections.record(Rejections.describe(e) + pendingNote());
+        rejections.record(timeoutNote(e) + Rejections.describe(e) + pendingNote());
       } catch (RuntimeException e) {
         rejections.record("close failed: " + Errors.describe(e));
       }
@@ -135,8 +178,59 @@ final class WriterSession extends Session {
   }
 
   private void rejected(MutationsRejectedException e) {
-    rejections.record(Rejections.describe(e) + pendingNote());
+    rejections.record(timeoutNote(e) + Rejections.describe(e) + pendingNote());
     discardWriter();
+  }
+
+  /** Runs a flush or close, giving up after the timeout (plus grace) when there is one. */
+  private void within(Step step) throws MutationsRejectedException, Late {
+    if (timeoutMs == 0) {
+      step.run();
+      return;
+    }
+    Future<?> done = WAITERS.submit(() -> {
+      step.run();
+      return null;
+    });
+    try {
+      done.get(timeoutMs + GRACE_MS, TimeUnit.MILLISECONDS);
+    } catch (TimeoutException e) {
+      throw new Late();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException("interrupted while waiting for the BatchWriter", e);
+    } catch (ExecutionException e) {
+      Throwable cause = e.getCause();
+      if (cause instanceof MutationsRejectedException mre) {
+        throw mre;
+      }
+      if (cause instanceof RuntimeException re) {
+        throw re;
+      }
+      throw new IllegalStateException(cause);
+    }
+  }
+
+  /** The BatchWriter is stuck waiting for tablet servers: report it, and let it go in the background. */
+  private void late(String what) {
+    rejections.record("TimedOutException: no tablet server took the writes to table " + table
+        + " within the writer's timeout of " + timeoutMs + " ms (" + what + " gave up)" + pendingNote());
+    BatchWriter stuck = writer;
+    writer = null;
+    if (stuck != null) {
+      WAITERS.submit(() -> {
+        try {
+          stuck.close();
+        } catch (Exception e) {
+          // reported already
+        }
+      });
+    }
+  }
+
+  private String timeoutNote(MutationsRejectedException e) {
+    return Errors.isTimeout(e) ? "TimedOutException: no tablet server took the writes to table " + table
+        + " within the writer's timeout of " + timeoutMs + " ms; " : "";
   }
 
   private String pendingNote() {
