@@ -97,7 +97,10 @@ def _resumable(conn: Connection, table: str, rng: Range | None, columns: Sequenc
         options = proxy.ScanOptions(authorizations=auths, range=current.to_thrift(), columns=thrift_columns,
                                     iterators=thrift_iters, bufferSize=batch_size,
                                     timeoutMs=conn.server_wait_ms or None)
-        scanner_id = conn.call("createScanner", table, options)
+        try:
+            scanner_id = conn.call("createScanner", table, options)
+        except TimedOutError as exc:
+            raise conn.timed_out(table, "served the scan") from exc
         try:
             while True:
                 page, more = _page(conn, fetch, scanner_id, batch_size)
@@ -159,13 +162,18 @@ def batch_scan(conn: Connection, table: str, ranges: Sequence[Range], columns: S
                                      columns=columns_to_thrift(columns),
                                      iterators=[i.to_thrift() for i in iterators] or None, threads=threads,
                                      timeoutMs=conn.server_wait_ms or None)
-    scanner_id = conn.call("createBatchScanner", table, options)
+    try:
+        scanner_id = conn.call("createBatchScanner", table, options)
+    except TimedOutError as exc:
+        raise conn.timed_out(table, "served the scan") from exc
     try:
         while True:
             cells, more = _next_page(conn, scanner_id, batch_size)
             yield from cells
             if not more:
                 return
+    except TimedOutError as exc:
+        raise conn.timed_out(table, "served the scan") from exc
     finally:
         _close_quietly(conn, scanner_id)
 

@@ -71,6 +71,9 @@ final class EmbeddedCluster implements AutoCloseable {
     site.put("tserver.memory.maps.max", "256M"); // MAC's 40M minor-compacts constantly under load
     site.put("general.micrometer.enabled", "false"); // MAC turns metrics on; nobody reads them
     site.put("gc.cycle.delay", "60s"); // MAC collects every 4s, which costs CPU for nothing here
+    // after a tablet server is lost, wait this long before recovering its logs (default 10s, per level:
+    // root, metadata, user tablets); the delay lets HDFS recover leases, which a local file system has not
+    site.put("manager.recovery.delay", "1s");
     return site;
   }
 
@@ -88,6 +91,7 @@ final class EmbeddedCluster implements AutoCloseable {
     // the server processes' temporary files (Accumulo's VFS cache) go beside the cluster's folder, with it
     config.setSystemProperties(Map.of("java.io.tmpdir", tmpDir().getPath()));
     mac = new QuickStartCluster(config);
+    writeCoreSite(mac.getConfig().getConfDir());
     mac.start();
     checkOpen();
     client = Accumulo.newClient().to(mac.getInstanceName(), mac.getZooKeepers())
@@ -99,6 +103,22 @@ final class EmbeddedCluster implements AutoCloseable {
     LOG.info("cluster {} up in {} s: zookeepers {}, gateway {}:{}", name,
         String.format("%.1f", (System.nanoTime() - t0) / 1e9), mac.getZooKeepers(),
         gateway.server.host(), gateway.server.port());
+  }
+
+  /**
+   * Hadoop's default local file system keeps in the JVM what Accumulo hsyncs (its checksummed streams
+   * are not Syncable): a killed tablet server lost the write-ahead log entries of writes it had
+   * acknowledged, and its tablets could not be recovered. The raw local file system hands every hsync
+   * to the OS, where it survives the kill (Accumulo's own crash tests configure it the same way). The
+   * server processes find core-site.xml in MAC's conf folder, which is on their classpath.
+   */
+  private static void writeCoreSite(File confDir) throws IOException {
+    String xml = "<?xml version=\"1.0\"?>\n<configuration>\n"
+        + "  <property><name>fs.file.impl</name>"
+        + "<value>org.apache.hadoop.fs.RawLocalFileSystem</value></property>\n"
+        + "</configuration>\n";
+    Files.createDirectories(confDir.toPath());
+    Files.writeString(confDir.toPath().resolve("core-site.xml"), xml, StandardCharsets.UTF_8);
   }
 
   private Path writeGatewayConfig(String rootPassword, Properties gatewaySettings)

@@ -7,9 +7,13 @@ import java.util.Map;
 import java.util.Set;
 import java.util.TreeSet;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 
 import org.apache.accumulo.core.client.AccumuloClient;
 import org.apache.accumulo.core.client.BatchScanner;
@@ -60,6 +64,12 @@ final class Gateway implements AccumuloProxy.Iface, AutoCloseable {
   private final SessionRegistry<ConditionalWriterSession> conditionals =
       new SessionRegistry<>("conditional writer");
   private final ScheduledExecutorService sweeper;
+  // look-ups that a scan's timeout bounds (see scanAuths)
+  private final ExecutorService lookups = Executors.newCachedThreadPool(r -> {
+    Thread t = new Thread(r, "gateway-lookup");
+    t.setDaemon(true);
+    return t;
+  });
   // one warning per unknown writer id, not one per update call
   private final Set<String> warnedUnknownWriters = ConcurrentHashMap.newKeySet();
 
@@ -271,7 +281,8 @@ final class Gateway implements AccumuloProxy.Iface, AutoCloseable {
     secret.check(sharedSecret);
     return call(() -> {
       ScanOptions o = options == null ? new ScanOptions() : options;
-      Scanner s = client.createScanner(tableName, scanAuths(o.authorizations));
+      long timeoutMs = o.isSetTimeoutMs() ? o.timeoutMs : 0;
+      Scanner s = client.createScanner(tableName, scanAuths(o.authorizations, tableName, timeoutMs));
       try {
         if (o.range != null) {
           s.setRange(Conversions.toRange(o.range));
@@ -300,7 +311,8 @@ final class Gateway implements AccumuloProxy.Iface, AutoCloseable {
     secret.check(sharedSecret);
     return call(() -> {
       BatchScanOptions o = options == null ? new BatchScanOptions() : options;
-      Authorizations auths = scanAuths(o.authorizations);
+      long timeoutMs = o.isSetTimeoutMs() ? o.timeoutMs : 0;
+      Authorizations auths = scanAuths(o.authorizations, tableName, timeoutMs);
       BatchScanner s = o.isSetThreads() && o.threads > 0
           ? client.createBatchScanner(tableName, auths, o.threads)
           : client.createBatchScanner(tableName, auths);
@@ -322,11 +334,26 @@ final class Gateway implements AccumuloProxy.Iface, AutoCloseable {
   }
 
   /** Unset authorizations mean all of the user's own. */
-  private Authorizations scanAuths(Set<ByteBuffer> requested) throws Exception {
+  private Authorizations scanAuths(Set<ByteBuffer> requested, String table, long timeoutMs)
+      throws Exception {
     if (requested != null) {
       return Conversions.authorizations(requested);
     }
-    return userAuths();
+    if (timeoutMs <= 0) {
+      return userAuths();
+    }
+    // Accumulo asks a tablet server for them and waits as long as it takes: keep the scan's bound
+    Future<Authorizations> auths = lookups.submit(this::userAuths);
+    try {
+      return auths.get(timeoutMs, TimeUnit.MILLISECONDS);
+    } catch (TimeoutException e) {
+      auths.cancel(true);
+      throw new TApplicationException(TApplicationException.INTERNAL_ERROR, "TimedOutException: the scan"
+          + " of table " + table + " found no tablet server to look up the user's authorizations within"
+          + " its timeout of " + timeoutMs + " ms");
+    } catch (ExecutionException e) {
+      throw e.getCause() instanceof Exception cause ? cause : e;
+    }
   }
 
   private Authorizations userAuths() throws Exception {
@@ -556,6 +583,7 @@ final class Gateway implements AccumuloProxy.Iface, AutoCloseable {
   @Override
   public void close() {
     sweeper.shutdownNow();
+    lookups.shutdownNow();
     writers.closeAll();
     scanners.closeAll();
     conditionals.closeAll();

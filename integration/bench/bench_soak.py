@@ -1,0 +1,161 @@
+"""Soak benchmark (not a test): the streaming drain under a steady load for a long time (default 2k entries/s for
+30 minutes; ``--minutes 2`` for a short run).
+
+The producer and the visibility poller are those of ``bench_drain_latency`` (entries add cell rows with
+increasing sequence numbers; the poller scans B for newly visible cells). Prints the resident memory (RSS) of
+every process of the run at the start (once the stream is warm) and at the end: this Python driver, Spark's
+JVM, its Python workers, the launcher JVM hosting the gateways, and the clusters' JVMs (tablet servers and the
+other Accumulo/ZooKeeper processes), found in /proc. Then the entries lost (added but never visible on B; must
+be 0), the queue depth left on A, and the add-to-visible latency percentiles per window of added entries
+(``--window`` seconds; default a sixth of the run, i.e. 5 minutes for 30).
+
+The last line is ``ratio=<entries seen on B / entries added>``: 1.0 means nothing was lost; below 1.0 is a
+failure (the script then also exits with status 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from connector.queue import ExportQueue, QueueConfig, queue_status  # noqa: E402
+from connector.spark import DrainJob, spark_session, start_stream  # noqa: E402
+from integration.bench.bench_cpu_per_entry import kind_of  # noqa: E402
+from integration.bench.bench_drain_latency import RateProducer, percentile, poll_visible  # noqa: E402
+from integration.harness import clusters  # noqa: E402
+
+#: the process kinds of ``bench_cpu_per_entry.kind_of``, as this report names them
+LABELS = {"python driver": "python driver", "python workers": "python worker", "spark jvm": "spark jvm",
+          "gateways": "launcher+gateways jvm", "tablet servers": "tablet server", "other accumulo": "cluster jvm"}
+
+
+def rss_by_process() -> dict[int, tuple[str, str, int]]:
+    """pid -> (kind, short command, RSS in KiB) for every process of the run, read from /proc."""
+    out: dict[int, tuple[str, str, int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            status = (entry / "status").read_text()
+        except OSError:
+            continue  # gone meanwhile
+        kind = kind_of(int(entry.name), cmdline)
+        if kind is None:
+            continue
+        rss = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0)
+        out[int(entry.name)] = (LABELS[kind], _short(cmdline), rss)
+    return out
+
+
+def _short(cmdline: str) -> str:
+    """The main class or module of a command line, enough to tell processes of one kind apart."""
+    words = cmdline.split()
+    for i, word in enumerate(words):
+        if word == "-m" and i + 1 < len(words):
+            return words[i + 1]
+        if word.startswith(("org.apache.", "exportconnector.")):
+            return word.rsplit(".", 1)[-1] + (" " + words[i + 1] if i + 1 < len(words) and
+                                              not words[i + 1].startswith("-") else "")
+    return os.path.basename(words[0]) if words else "?"
+
+
+def print_rss(title: str, rss: dict[int, tuple[str, str, int]], before: dict[int, tuple[str, str, int]] | None = None,
+              ) -> None:
+    print(f"RSS {title}:")
+    for pid, (kind, what, kib) in sorted(rss.items(), key=lambda item: (item[1][0], item[0])):
+        change = ""
+        if before is not None:
+            change = f"  ({(kib - before[pid][2]) / 1024:+.0f} MiB)" if pid in before else "  (new)"
+        print(f"  {kind:22s} pid {pid:7d} {kib / 1024:8.0f} MiB  {what}{change}")
+    if before is not None:
+        for pid, (kind, what, kib) in sorted(before.items()):
+            if pid not in rss:
+                print(f"  {kind:22s} pid {pid:7d}      gone  {what} (was {kib / 1024:.0f} MiB)")
+
+
+def latency_windows(added_at: np.ndarray, seen_at: np.ndarray, window: float) -> list[str]:
+    """One line per window of added entries: how many, how many seen, latency p50/p99/max."""
+    start = float(np.nanmin(added_at))
+    lines = []
+    n_windows = int(np.ceil((np.nanmax(added_at) - start + 1e-9) / window)) or 1
+    which = np.floor((added_at - start) / window).astype(int)
+    for w in range(n_windows):
+        mine = which == w
+        seen = mine & ~np.isnan(seen_at)
+        latency = (seen_at - added_at)[seen]
+        head = f"  window {w + 1} ({w * window:.0f}-{(w + 1) * window:.0f} s): added {int(mine.sum())}, " \
+               f"seen {int(seen.sum())}"
+        if latency.size:
+            head += (f", latency p50={percentile(latency, 50):.3f}s p99={percentile(latency, 99):.3f}s "
+                     f"max={latency.max():.3f}s")
+        lines.append(head)
+    return lines
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rate", type=int, default=2000, help="entries added per second (default 2000)")
+    parser.add_argument("--minutes", type=float, default=30.0, help="how long to produce (default 30)")
+    parser.add_argument("--window", type=float, help="seconds per latency window (default: a sixth of the run)")
+    parser.add_argument("--buckets", type=int, default=13)
+    parser.add_argument("--trigger", type=float, default=0.2, help="micro-batch interval, seconds")
+    opts = parser.parse_args()
+    seconds = opts.minutes * 60
+    window = opts.window or seconds / 6
+    total = int(opts.rate * seconds)
+    with clusters(("a", "b")) as running:
+        a, b = running["a"], running["b"]
+        queue = QueueConfig(table="soak_queue", qid="sq", num_buckets=opts.buckets)
+        conn_a, conn_b = a.connect(), b.connect()
+        ExportQueue(conn_a, queue).init()
+        conn_b.create_table("soak_dest", exist_ok=True)
+        spark = spark_session(app_name="bench soak")
+        job = DrainJob(source=a.gateway_options(), dest=b.gateway_options(), queue=queue, dest_table="soak_dest",
+                       buckets_per_partition=-(-opts.buckets // 2))
+        tmp = tempfile.mkdtemp(prefix="soak-")
+        query = start_stream(spark, job, f"{tmp}/ckpt", f"{tmp}/reports", trigger_seconds=opts.trigger)
+        rss_start = rss_by_process()
+        print_rss("at the start (stream running, nothing produced yet)", rss_start)
+        producer = RateProducer(a, queue, opts.rate, total)
+        producing = threading.Thread(target=producer.run, name="producer")
+        started = time.perf_counter()
+        producing.start()
+        seen_at = poll_visible(conn_b, "soak_dest", producer, deadline=started + seconds + 120)
+        producing.join()
+        produced_in = max(float(np.nanmax(producer.added_at)) - started, 1e-9)
+        rss_end = rss_by_process()
+        depth = queue_status(conn_a, queue).entries
+        failure = query.exception() if not query.isActive else None
+        query.stop()
+        spark.stop()
+        print_rss("at the end", rss_end, rss_start)
+        seen = int(np.count_nonzero(~np.isnan(seen_at)))
+        lost = producer.added - seen
+        print(f"entries added={producer.added} in {produced_in:.0f} s ({producer.added / produced_in:.0f}/s, "
+              f"target {opts.rate}/s); seen on B={seen}; lost={lost} (must be 0); queue depth left on A={depth}")
+        if failure is not None:
+            print(f"the stream failed: {failure}")
+        print(f"latency per window of {window:.0f} s (by the time entries were added):")
+        for line in latency_windows(producer.added_at[:producer.added], seen_at[:producer.added], window):
+            print(line)
+        latency = (seen_at - producer.added_at)[~np.isnan(seen_at)]
+        if latency.size:
+            print(f"whole run: latency p50={percentile(latency, 50):.3f}s p99={percentile(latency, 99):.3f}s "
+                  f"max={latency.max():.3f}s")
+        ratio = seen / producer.added if producer.added else 0.0
+        print(f"ratio={ratio:.6f}")
+        return 0 if lost == 0 and failure is None else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
