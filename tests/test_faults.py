@@ -157,27 +157,32 @@ def test_source_tablet_server_killed_mid_drain_spark_drain_waits_and_completes(a
     s.verify()
 
 
-def test_outage_longer_than_the_bound_fails_loudly_and_a_rerun_leaves_b_exact(accumulo, fault_scenario, cli_env):
+@pytest.mark.parametrize("down", ["b", "a"])
+def test_outage_longer_than_the_bound_fails_loudly_and_a_rerun_leaves_b_exact(accumulo, fault_scenario, cli_env,
+                                                                               down):
     s = fault_scenario
     s.produce(TRANSACTIONS, seed=41)
     before = s.depth()
     bound = 10
-    with Outage(accumulo, "b") as outage:
+    with Outage(accumulo, down) as outage:
         proc = _start_cli_drain(cli_env, s, "--engine", "local", "--server-wait", str(bound))
         _wait_until_draining(s, before, proc)
         outage.kill(restart=False)
         rc, out, err = _finish(proc, timeout=120)
         failed_after = time.monotonic() - outage.killed_at
-        left = s.depth()
         outage.restart()
-    print(f"the drain failed {failed_after:.1f} s after the kill (bound {bound} s); {left} of {before} entries left")
+    left = s.depth()
+    print(f"{down.upper()} down: the drain failed {failed_after:.1f} s after the kill (bound {bound} s); "
+          f"{left} of {before} entries left")
     assert rc != 0
     lines = [line for line in err.splitlines() if line.startswith("accumulo-export: error:")]
     assert len(lines) == 1, err
-    assert "cluster 'B'" in lines[0] and repr(s.index) in lines[0] and f"{bound} s" in lines[0], lines[0]
-    assert "no tablet server" in lines[0]
+    table = s.index if down == "b" else s.queue.table
+    assert f"cluster '{down.upper()}'" in lines[0] and repr(table) in lines[0], lines[0]
+    assert f"bound of {bound} s" in lines[0] and "no tablet server" in lines[0], lines[0]
     assert failed_after < bound + 45, "the drain did not fail within roughly its bound"
     assert 0 < left < before  # it stopped mid-way; what it deleted had been exported
+
     again = run_cli(cli_env, *drain_args(s), "--engine", "local", "--server-wait", "120", timeout=300)
     assert again.returncode == 0, again.stderr
     s.verify()

@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from connector import columnar
-from connector.accumulo import BatchWriter, Connection, InvalidMutationError, Mutation, MutationsRejectedError
+from connector.accumulo import (
+    BatchWriter,
+    Connection,
+    InvalidMutationError,
+    Mutation,
+    MutationsRejectedError,
+    TimedOutError,
+)
 from connector.accumulo.mutation import _checked_visibility
 from connector.accumulo.visibility import VisibilityError
 
@@ -68,6 +77,8 @@ class AccumuloExporter:
         self._writer_options = writer_options or {}
         self._lock = threading.Lock()
         self._writer: BatchWriter | None = None
+        #: when the last write found no tablet server within the connection's server_wait, and its error
+        self._timed_out: tuple[float, TimedOutError] | None = None
         #: exports written so far
         self.exported = 0
         if create_table:
@@ -109,7 +120,7 @@ class AccumuloExporter:
                 failures[i] = translation_reason(exc)
         if failures:
             raise BatchTranslationError(failures)
-        with self._lock:
+        with self._turn():
             self._write(lambda writer: writer.add_mutations(mutations), len(exports))
             self.exported += len(exports)
 
@@ -142,7 +153,7 @@ class AccumuloExporter:
             updates = self._stamped(changes, exports.column("seq"))
         else:
             updates = self._updates_in_python(exports, failures, key_serializer, value_serializer)
-        with self._lock:
+        with self._turn():
             if updates.num_rows:
                 self._write(lambda writer: writer.add_cells(updates), exports.num_rows)
             self.exported += exports.num_rows - len(failures)
@@ -200,6 +211,17 @@ class AccumuloExporter:
         return pa.record_batch([pa.array(c, type=f.type) for c, f in zip(columns, columnar.UPDATE_SCHEMA, strict=True)],
                                schema=columnar.UPDATE_SCHEMA)
 
+    @contextlib.contextmanager
+    def _turn(self) -> Iterator[None]:
+        """Hold the writer's lock. A caller that waited for it while the call ahead found no tablet server
+        within ``server_wait`` fails at once with that error, instead of waiting out the bound once more."""
+        waiting_since = time.monotonic()
+        with self._lock:
+            if self._timed_out is not None and self._timed_out[0] >= waiting_since:
+                raise TimedOutError(f"{self._timed_out[1]} (a batch written by another thread timed out while "
+                                    f"this one waited)")
+            yield
+
     def _write(self, add: Any, n_exports: int) -> None:
         """Add to the shared writer and flush (durable); called with the lock held."""
         writer = self._writer
@@ -210,6 +232,10 @@ class AccumuloExporter:
             writer.flush()
         except MutationsRejectedError as exc:
             raise ExportRejectedError(f"export of {n_exports} exports to {self.table} rejected: {exc}") from exc
+        except TimedOutError as exc:
+            self._timed_out = (time.monotonic(), exc)
+            self._discard_writer()
+            raise
         except BaseException:
             self._discard_writer()
             raise

@@ -38,22 +38,42 @@ LABELS = {"python driver": "python driver", "python workers": "python worker", "
           "gateways": "launcher+gateways jvm", "tablet servers": "tablet server", "other accumulo": "cluster jvm"}
 
 
-def rss_by_process() -> dict[int, tuple[str, str, int]]:
-    """pid -> (kind, short command, RSS in KiB) for every process of the run, read from /proc."""
-    out: dict[int, tuple[str, str, int]] = {}
+def _ours() -> set[int]:
+    """This process and its descendants (the launcher JVM and its cluster JVMs, Spark's JVM and its Python
+    workers), not the processes of other runs on the same machine."""
+    parent: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+        if entry.name.isdigit():
+            try:
+                parent[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue  # gone meanwhile
+    me, ours = os.getpid(), {os.getpid()}
+    for pid in parent:
+        chain, p = [], pid
+        while p > 1 and p not in ours and len(chain) < 64:
+            chain.append(p)
+            p = parent.get(p, 0)
+        if p == me or p in ours:
+            ours.update(chain)
+    return ours
+
+
+def rss_by_process() -> dict[int, tuple[str, str, int]]:
+    """pid -> (kind, short command, RSS in KiB) for every process of this run, read from /proc."""
+    out: dict[int, tuple[str, str, int]] = {}
+    for pid in sorted(_ours()):
+        entry = Path("/proc") / str(pid)
         try:
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             status = (entry / "status").read_text()
         except OSError:
             continue  # gone meanwhile
-        kind = kind_of(int(entry.name), cmdline)
+        kind = kind_of(pid, cmdline)
         if kind is None:
             continue
         rss = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0)
-        out[int(entry.name)] = (LABELS[kind], _short(cmdline), rss)
+        out[pid] = (LABELS[kind], _short(cmdline), rss)
     return out
 
 
