@@ -218,8 +218,7 @@ class AccumuloExporter:
         waiting_since = time.monotonic()
         with self._lock:
             if self._timed_out is not None and self._timed_out[0] >= waiting_since:
-                raise TimedOutError(f"{self._timed_out[1]} (a batch written by another thread timed out while "
-                                    f"this one waited)")
+                raise TimedOutError(str(self._timed_out[1])) from self._timed_out[1]  # the same, once more
             yield
 
     def _write(self, add: Any, n_exports: int) -> None:

@@ -20,7 +20,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
@@ -244,11 +244,31 @@ def drain_round(spark: SparkSession | None, job: DrainJob, buckets: list[int], r
     groups = bucket_groups(buckets, job.buckets_per_partition or job.queue.tablet_buckets)
     drainer = GroupDrainer(job, groups, run_id)
     if spark is None:
-        with ThreadPoolExecutor(LOCAL_THREADS, thread_name_prefix="drain") as pool:
+        failing = threading.Event()
+
+        def drain_group(group_id: int) -> DrainStats:
+            if failing.is_set():  # another group failed: this round fails, so do not start more work
+                return DrainStats()
             try:
-                return sum(pool.map(drainer.drain_group, range(len(groups))), DrainStats())
-            except TimedOutError as exc:
-                raise timed_out(str(exc)) from exc
+                return drainer.drain_group(group_id)
+            except BaseException:
+                failing.set()
+                raise
+
+        with ThreadPoolExecutor(LOCAL_THREADS, thread_name_prefix="drain") as pool:
+            futures = [pool.submit(drain_group, g) for g in range(len(groups))]
+            wait(futures, return_when=FIRST_EXCEPTION)
+            failed = next((f for f in futures if f.done() and not f.cancelled() and f.exception()), None)
+            if failed is not None:
+                # groups not started yet are not: after a timeout each would wait out the bound again
+                for f in futures:
+                    f.cancel()
+                exc = failed.exception()
+                assert exc is not None
+                if isinstance(exc, TimedOutError):
+                    raise timed_out(str(exc)) from exc
+                raise exc
+            return sum((f.result() for f in futures), DrainStats())
     ids = spark.range(len(groups), numPartitions=len(groups))
     try:
         rows = ids.mapInArrow(drainer, STATS_DDL).collect()

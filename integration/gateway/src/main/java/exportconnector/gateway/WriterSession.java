@@ -215,17 +215,7 @@ final class WriterSession extends Session {
   private void late(String what) {
     rejections.record("TimedOutException: no tablet server took the writes to table " + table
         + " within the writer's timeout of " + timeoutMs + " ms (" + what + " gave up)" + pendingNote());
-    BatchWriter stuck = writer;
-    writer = null;
-    if (stuck != null) {
-      WAITERS.submit(() -> {
-        try {
-          stuck.close();
-        } catch (Exception e) {
-          // reported already
-        }
-      });
-    }
+    discardWriter();
   }
 
   private String timeoutNote(MutationsRejectedException e) {
@@ -254,15 +244,28 @@ final class WriterSession extends Session {
     }
   }
 
-  /** A BatchWriter that failed keeps failing; close it for its threads and drop it. */
+  /**
+   * A BatchWriter that failed keeps failing; close it for its threads and drop it. With a timeout the
+   * close happens in the background: a writer that timed out may wait for tablet servers once more
+   * while it closes, and the caller has been waiting long enough.
+   */
   private void discardWriter() {
-    if (writer != null) {
+    BatchWriter failed = writer;
+    writer = null;
+    if (failed == null) {
+      return;
+    }
+    Runnable close = () -> {
       try {
-        writer.close();
+        failed.close();
       } catch (Exception e) {
         // it already failed; the failure has been recorded
       }
-      writer = null;
+    };
+    if (timeoutMs > 0) {
+      WAITERS.submit(close);
+    } else {
+      close.run();
     }
   }
 
