@@ -78,8 +78,15 @@ def rss_by_process() -> dict[int, tuple[str, str, int]]:
 
 
 def _short(cmdline: str) -> str:
-    """The main class or module of a command line, enough to tell processes of one kind apart."""
+    """The main class or module of a command line, enough to tell processes of one kind apart; a cluster's
+    server processes get the cluster's name (their java.io.tmpdir is ``<cluster dir>-tmp``)."""
     words = cmdline.split()
+    tmpdir = next((w.split("=", 1)[1] for w in words if w.startswith("-Djava.io.tmpdir=")), "")
+    cluster = f" (cluster {os.path.basename(tmpdir)[:-4]})" if tmpdir.endswith("-tmp") else ""
+    return _main_of(words) + cluster
+
+
+def _main_of(words: list[str]) -> str:
     for i, word in enumerate(words):
         if word == "-m" and i + 1 < len(words):
             return words[i + 1]
