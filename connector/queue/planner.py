@@ -1,5 +1,6 @@
 """Planning a streaming drain: which buckets to drain next, from the bucket marks (O(buckets) per trigger)
-and, every ``sweep_seconds``, from a keys-only sweep of the whole queue for entries written without a mark.
+and, every ``sweep_seconds``, from a keys-only sweep of the whole queue (in the background) for entries
+written without a mark.
 
 Both streaming engines plan with :class:`StreamPlanner`: the Spark source (``connector.spark.queue_source``)
 and the in-process stream (``connector.spark.drain_job.run_local_stream``).
@@ -7,6 +8,7 @@ and the in-process stream (``connector.spark.drain_job.run_local_stream``).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Mapping
 
@@ -51,14 +53,31 @@ def pending_by_bucket(conn: Connection, config: QueueConfig, max_keys: int = MAX
 
 class StreamPlanner:
     """The buckets a streaming drain should drain next, as {bucketHex: token}: the marked buckets whose
-    token differs from the one they were last planned with, and, at the first call and then every
-    ``sweep_seconds``, the buckets a sweep finds holding entries (token "", as they may have no mark)."""
+    token differs from the one they were last planned with, plus the buckets a sweep found holding entries
+    (token "", as they may have no mark).
+
+    The sweep runs on a thread of its own, started at the first call and then every ``sweep_seconds``, so a
+    trigger never waits for it (a sweep of a large backlog takes seconds); its findings join the next plan
+    after it finished. Its findings may be stale: a bucket drained meanwhile is then read and found empty."""
 
     def __init__(self, connect: Callable[[], Connection], config: QueueConfig,
                  sweep_seconds: float = DEFAULT_SWEEP_SECONDS, max_sweep_keys: int = MAX_SWEEP_KEYS) -> None:
         self.connect, self.config = connect, config
         self.sweep_seconds, self.max_sweep_keys = sweep_seconds, max_sweep_keys
         self._last_sweep: float | None = None
+        self._sweeper: threading.Thread | None = None
+        self._found: set[int] = set()
+        self._failure: BaseException | None = None
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict:
+        # Spark pickles the stream reader (and so its planner) to the read tasks, which never plan: the
+        # sweep's thread, lock and findings stay here
+        return {"connect": self.connect, "config": self.config, "sweep_seconds": self.sweep_seconds,
+                "max_sweep_keys": self.max_sweep_keys}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(**state)  # type: ignore[misc]
 
     def marks(self) -> dict[str, str]:
         """bucketHex -> token of every marked bucket."""
@@ -66,13 +85,41 @@ class StreamPlanner:
         return {hex_of(b): t.decode() for b, t in read_marks(self.connect(), self.config).items()}
 
     def pending(self, planned: Mapping[str, str]) -> dict[str, str]:
-        """What to drain next, given what the last micro-batch was ``planned`` with (bucketHex -> token)."""
+        """What to drain next, given what the last micro-batch was ``planned`` with (bucketHex -> token).
+        Raises what the last sweep failed with, if it failed."""
         pending = {h: t for h, t in self.marks().items() if planned.get(h) != t}
+        hex_of = self.config.layout.bucket_hex
+        for bucket in self._take_found():
+            pending.setdefault(hex_of(bucket), "")
         now = time.monotonic()
-        if self._last_sweep is None or now - self._last_sweep >= self.sweep_seconds:
+        if (self._last_sweep is None or now - self._last_sweep >= self.sweep_seconds) and not self._sweeping():
             self._last_sweep = now
-            hex_of = self.config.layout.bucket_hex
-            for b, n in pending_by_bucket(self.connect(), self.config, self.max_sweep_keys).items():
-                if n:
-                    pending.setdefault(hex_of(b), "")
+            self._sweeper = threading.Thread(target=self._sweep, name="queue-sweep", daemon=True)
+            self._sweeper.start()
         return pending
+
+    def wait_for_sweep(self, timeout: float | None = None) -> None:
+        """Block until a running sweep has finished (its findings join the next plan)."""
+        if self._sweeper is not None:
+            self._sweeper.join(timeout)
+
+    def _sweeping(self) -> bool:
+        return self._sweeper is not None and self._sweeper.is_alive()
+
+    def _sweep(self) -> None:
+        try:
+            found = {b for b, n in pending_by_bucket(self.connect(), self.config, self.max_sweep_keys).items() if n}
+        except BaseException as exc:  # noqa: BLE001 - raised by the next pending() on the planning thread
+            with self._lock:
+                self._failure = exc
+            return
+        with self._lock:
+            self._found |= found
+
+    def _take_found(self) -> set[int]:
+        with self._lock:
+            failure, self._failure = self._failure, None
+            found, self._found = self._found, set()
+        if failure is not None:
+            raise failure
+        return found

@@ -35,7 +35,9 @@ def python_worker_rss_kb() -> int:
         if not entry.name.isdigit():
             continue
         try:
-            if b"pyspark" not in (entry / "cmdline").read_bytes():
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            # Spark's Python daemon and the workers it forks (not the JVM, whose class path names pyspark)
+            if not (b"python" in argv[0] and any(a.startswith(b"pyspark.") for a in argv[1:])):
                 continue
             for line in (entry / "status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
