@@ -4,8 +4,8 @@ Batch mode runs rounds until the queue is empty. A round is one Spark job with o
 non-empty buckets; each task drains its buckets itself, in Python (read, export, delete: see
 :mod:`connector.queue.drain`), and returns one row of counters. Spark carries bucket groups in and
 statistics out, never entries, so the JVM does no per-entry work. Streaming mode runs a structured
-streaming query at a trigger interval (or AvailableNow) over the ``export-queue`` source and the
-``accumulo-export`` sink, which deletes each entry after its export.
+streaming query at a trigger interval (or AvailableNow) over the ``export-queue-drain`` source, whose tasks
+likewise drain the buckets each micro-batch planned and yield counters (:mod:`connector.spark.drain_source`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from connector.accumulo import AccumuloError
@@ -43,7 +43,7 @@ from connector.queue import (
 )
 from connector.queue.planner import DEFAULT_SWEEP_SECONDS, StreamPlanner
 
-from .export_sink import shared_exporter
+from .export_sink import shared_exporter, write_report
 from .options import GatewayOptions, queue_options
 
 log = logging.getLogger(__name__)
@@ -361,20 +361,32 @@ def start_stream(spark: SparkSession, job: DrainJob, checkpoint: str, report_dir
     if check:
         preflight(job)
     warm_python_workers(spark, job)
-    reader = spark.readStream.format("export-queue").options(**job.source_options())
+    reader = spark.readStream.format("export-queue-drain").options(**job.sink_options(report_dir))
     if max_entries_per_trigger:
         reader = reader.option("max_entries_per_trigger", str(max_entries_per_trigger))
     if max_bytes_per_trigger:
         reader = reader.option("max_bytes_per_trigger", str(max_bytes_per_trigger))
     if sweep_seconds is not None:
         reader = reader.option("sweep_seconds", str(sweep_seconds))
-    writer = (reader.load().writeStream.format("accumulo-export").options(**job.sink_options(report_dir))
+    writer = (reader.load().writeStream.foreachBatch(_BatchReporter(report_dir))
               .option("checkpointLocation", checkpoint))
     if available_now:
         writer = writer.trigger(availableNow=True)
     else:
         writer = writer.trigger(processingTime=f"{trigger_seconds} seconds")
     return writer.start()
+
+
+@dataclass(frozen=True)
+class _BatchReporter:
+    """The streaming drain's ``foreachBatch``: runs the micro-batch (its tasks drain their buckets: see
+    :mod:`connector.spark.drain_source`) and writes the summed counters as the batch's report."""
+
+    report_dir: str
+
+    def __call__(self, counters: DataFrame, batch_id: int) -> None:
+        total = sum((DrainStats(**row.asDict()) for row in counters.collect()), DrainStats())
+        write_report(self.report_dir, total, batch_id)
 
 
 @dataclass(frozen=True)

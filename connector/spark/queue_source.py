@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
@@ -29,7 +28,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from connector import columnar
-from connector.queue import QueueConfig, read_bucket_batches, settle_marks
+from connector.queue import QueueConfig, read_bucket_head, settle_marks
 from connector.queue.planner import DEFAULT_SWEEP_SECONDS, StreamPlanner, pending_by_bucket
 
 from .options import GatewayOptions, OptionError, as_dict, float_option, int_option, queue_config
@@ -56,26 +55,11 @@ ARROW_SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("seq", 
 
 
 def read_group(gateway: GatewayOptions, config: QueueConfig, group: BucketGroup) -> Iterator[pa.RecordBatch]:
-    """The entries of a group of buckets, each bucket in key+seq order, as Arrow record batches: scan pages
-    decoded and rows parsed natively, no Python object per entry. A bucket's byte limit (row + value) ends
-    its read at the entry that reaches it (so at least one entry is read: the stream always moves on)."""
+    """The entries of a group of buckets, each bucket's head in key+seq order (within its limits), as Arrow
+    record batches: scan pages decoded and rows parsed natively, no Python object per entry."""
     conn = gateway.shared()
     for bucket, limit, byte_limit in group.buckets:
-        left, bytes_left = limit, byte_limit
-        for page in read_bucket_batches(conn, config, bucket):
-            if left is not None:
-                if left <= 0:
-                    break
-                page = page.slice(0, left)
-                left -= page.num_rows
-            if bytes_left is not None:
-                if bytes_left <= 0:
-                    break
-                sizes = pc.add(pc.binary_length(page.column("row")), pc.binary_length(page.column("value")))
-                before = pc.subtract(pc.cumulative_sum(sizes.cast(pa.int64())), sizes.cast(pa.int64()))
-                keep = pc.sum(pc.less(before, bytes_left).cast(pa.int64())).as_py()
-                page = page.slice(0, keep)
-                bytes_left -= pc.sum(sizes.slice(0, keep)).as_py() or 0
+        for page in read_bucket_head(conn, config, bucket, limit, byte_limit):
             parsed = columnar.parse_entry_rows(page.column("row"), config.layout)
             yield pa.record_batch([parsed.column("key"), page.column("value"), parsed.column("seq"),
                                    parsed.column("bucket"), page.column("row"), page.column("ts"),
@@ -112,6 +96,9 @@ class ExportQueueDataSource(DataSource):
         return QueueBatchReader(*self._parsed())
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return QueueStreamReader(*self._stream_settings())
+
+    def _stream_settings(self) -> tuple[GatewayOptions, QueueConfig, int, int | None, float, int | None]:
         gateway, config, per_partition = self._parsed()
         opts = as_dict(self.options)
         max_entries = int_option(opts, "max_entries_per_trigger", 0, minimum=0)
@@ -119,7 +106,7 @@ class ExportQueueDataSource(DataSource):
         if max_entries and max_bytes:
             raise OptionError("set max_entries_per_trigger or max_bytes_per_trigger, not both")
         sweep = float_option(opts, "sweep_seconds", DEFAULT_SWEEP_SECONDS)
-        return QueueStreamReader(gateway, config, per_partition, max_entries or None, sweep, max_bytes or None)
+        return gateway, config, per_partition, max_entries or None, sweep, max_bytes or None
 
 
 class QueueBatchReader(DataSourceReader):

@@ -103,15 +103,15 @@ def main() -> None:
         stop.set()
         adder.join()
         latencies = sorted(trickle_seen[i] - trickle_added[i] for i in trickle_seen if i in trickle_added)
-        batches = [p.numInputRows for p in query.recentProgress if p.numInputRows]
+        batches = len([p for p in query.recentProgress if p.numInputRows])
         query.stop()
         spark.stop()
         stream_rate = opts.entries / stream_seconds
         print(f"entries={opts.entries} buckets={opts.buckets}")
         print(f"batch drain:  {batch_rate:,.0f} entries/s")
         limit = f"{opts.max_bytes_per_trigger:,} bytes" if opts.max_bytes_per_trigger else "none"
-        print(f"stream read limit per micro-batch: {limit}; micro-batches with entries: {len(batches)}, "
-              f"entries per micro-batch max {max(batches, default=0):,}")
+        print(f"stream read limit per micro-batch: {limit}; micro-batches: {batches}, "
+              f"{opts.entries / max(1, batches):,.0f} entries each on average")
         print(f"stream catch-up: {stream_rate:,.0f} entries/s ({stream_seconds:.1f} s)")
         p50 = latencies[len(latencies) // 2] if latencies else float("nan")
         print(f"trickle: {len(trickle_added)} entries added during catch-up, {len(latencies)} visible before it "
