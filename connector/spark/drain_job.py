@@ -307,7 +307,8 @@ def run_local_stream(job: DrainJob, trigger_seconds: float = 1.0, progress: Prog
         pending = planner.pending(planned)
         if pending:
             stats = drain_round(None, job, sorted(int(h, 16) for h in pending), None)
-            settle_marks(job.source.shared(), job.queue, {int(h, 16): t.encode() for h, t in pending.items() if t})
+            tokens = {int(h, 16): t.encode() for h, t in pending.items() if t}
+            settle_marks(job.source.shared(), job.queue, tokens, drained_whole=tokens)
             report.rounds += 1
             report.totals += stats
             report.seconds = time.monotonic() - started
@@ -389,32 +390,15 @@ class _BatchReporter:
         write_report(self.report_dir, total, batch_id)
 
 
-@dataclass(frozen=True)
-class _WorkerWarmer:
-    """A warm-up task (pickled to the executors): load the connector and open what a drain task of ``job``
-    opens first (the source connection, the destination exporter), in the Python worker that runs it."""
-
-    job: DrainJob
-
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import connector.spark.queue_source  # noqa: F401 - loading is the point
-
-        job = self.job
-        job.source.shared()
-        shared_exporter(job.dest, job.dest_table, job.translator, job.delete_mode, True)
-        yield from batches
-
-
 def warm_python_workers(spark: SparkSession, job: DrainJob) -> None:
-    """Start Spark's Python workers, load the connector in them and open the drain's connections (workers,
-    and what they opened, are reused), so that the first micro-batches of a stream do not pay for it: that
-    start-up was the latency tail of a fresh stream."""
+    """Start the Python workers a streaming drain's tasks will run in, load the connector there and open the
+    drain's connections (workers, and what they opened, are reused), so that the first micro-batches of a
+    stream do not pay for it: that start-up was the latency tail of a fresh stream. The warm-up is a read of
+    a data source (``export-queue-warm-up``), not a ``mapInArrow``: Spark keeps the workers of data-source
+    reads apart from those of other Python steps."""
     parallelism = max(1, spark.sparkContext.defaultParallelism)
-    warm = _WorkerWarmer(job)
-    # a stream's task holds two workers at once (the source's reader and the sink's writer): chain two steps,
-    # so that twice the parallelism is started and left idle for reuse
-    (spark.range(0, parallelism, numPartitions=parallelism).mapInArrow(warm, "id long")
-     .mapInArrow(warm, "id long").collect())
+    (spark.read.format("export-queue-warm-up").options(**job.sink_options(""))
+     .option("partitions", str(parallelism)).load().collect())
 
 
 def collect_stream_reports(report_dir: str, report: DrainReport) -> None:

@@ -18,14 +18,14 @@ from dataclasses import asdict
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
 from connector.queue import drain_buckets
 
 from .drain_job import STATS_DDL, STATS_SCHEMA
 from .export_sink import SinkSettings
-from .options import as_dict
+from .options import as_dict, int_option
 from .queue_source import BucketGroup, ExportQueueDataSource, QueueStreamReader
 
 
@@ -57,3 +57,34 @@ class DrainStreamReader(QueueStreamReader):
         stats = drain_buckets(self.gateway.shared(), self.config, list(limits), sink.exporter(),
                               buffer_bytes=sink.buffer_bytes, fail_fast=sink.fail_fast, limits=limits)
         yield pa.RecordBatch.from_pylist([asdict(stats)], schema=STATS_SCHEMA)
+
+
+class WarmUpDataSource(DataSource):
+    """``spark.read.format("export-queue-warm-up")``: ``partitions`` tasks that read nothing; each loads the
+    connector and opens the drain's connections (source, destination exporter) in its Python worker, which
+    Spark then keeps for the stream's data-source reads. Options: those of ``export-queue-drain``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "export-queue-warm-up"
+
+    def schema(self) -> str:
+        return "opened long"
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        opts = as_dict(self.options)
+        return WarmUpReader(SinkSettings.parse(opts), int_option(opts, "partitions", 1, minimum=1))
+
+
+class WarmUpReader(DataSourceReader):
+    def __init__(self, sink: SinkSettings, partitions: int) -> None:
+        self.sink, self.count = sink, partitions
+
+    def partitions(self) -> list[InputPartition]:
+        return [InputPartition(i) for i in range(self.count)]
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[int]]:
+        if self.sink.source is not None:
+            self.sink.source.shared()
+        self.sink.exporter()
+        return iter(())

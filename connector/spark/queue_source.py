@@ -218,4 +218,6 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _settle(self, end: dict) -> None:
         planned = {int(h, 16): t.encode() for h, t in end.get("marks", {}).items() if t}
-        settle_marks(self.gateway.shared(), self.config, planned)
+        limits, byte_limits = end.get("limits", {}), end.get("byte_limits", {})
+        whole = [b for b in planned if limits.get(self._hex(b)) is None and self._hex(b) not in byte_limits]
+        settle_marks(self.gateway.shared(), self.config, planned, drained_whole=whole)
