@@ -33,6 +33,7 @@ from connector.queue import (
     requeue_dead_letters,
     resolve_config,
 )
+from connector.queue.planner import DEFAULT_SWEEP_SECONDS
 from connector.spark.options import OptionError
 
 if TYPE_CHECKING:  # Spark and rich load only when a drain runs: queue commands start faster without them
@@ -44,6 +45,7 @@ if TYPE_CHECKING:  # Spark and rich load only when a drain runs: queue commands 
 
 log = logging.getLogger("accumulo-export")
 PROGRESS_SECONDS = 2  # seconds between progress reports
+PROGRESS_COUNT_LIMIT = 100_000  # a stream's progress report counts the queue up to here (keys only), then "+"
 
 DESCRIPTION = "Export committed queue entries from cluster A into Accumulo tables on cluster B, with Spark."
 EPILOG = """clusters:
@@ -198,13 +200,23 @@ def parser() -> argparse.ArgumentParser:
                         "crash) before the drain fails; nothing unexported is deleted, a rerun finishes")
     d.add_argument("--stream", action="store_true", help="keep draining new entries until Ctrl-C")
     d.add_argument("--trigger-seconds", type=_positive_seconds, default=1.0, help="--stream: micro-batch interval")
-    d.add_argument("--max-entries-per-trigger", type=_int_at_least(1),
-                   help="--stream: at most this many entries per micro-batch (default: all pending)")
-    d.add_argument("--checkpoint", help="--stream: checkpoint folder, kept (default: a temporary one, removed)")
+    limits = d.add_mutually_exclusive_group()
+    limits.add_argument("--max-entries-per-trigger", type=_int_at_least(1),
+                        help="--stream with Spark: at most this many entries per micro-batch (default: all pending)")
+    limits.add_argument("--max-bytes-per-trigger", type=_int_at_least(1),
+                        help="--stream with Spark: at most about this many bytes (row + value) per micro-batch, "
+                             "shared among the pending buckets (default: all pending)")
+    d.add_argument("--checkpoint", help="--stream with Spark: checkpoint folder, kept (default: a temporary one, "
+                                        "removed)")
+    d.add_argument("--sweep-seconds", type=_positive_seconds, default=DEFAULT_SWEEP_SECONDS,
+                   help="--stream: the longest an entry written without a bucket mark waits (a full sweep of "
+                        "the queue runs this often)")
     d.add_argument("--master", help="Spark master (default: SPARK_MASTER or local[2])")
     d.add_argument("--engine", choices=["auto", "spark", "local"], default="auto",
-                   help="local: drain in this process without Spark; auto: local for a batch drain of a small "
-                        "queue (Spark's start-up would dominate) when no --master is given, else Spark")
+                   help="local: drain in this process without Spark (a stream then starts in about a second and "
+                        "drains whole buckets per micro-batch; it needs no checkpoint: the queue's marks are its "
+                        "state); auto: local for a batch drain of a small queue (Spark's start-up would "
+                        "dominate) when no --master is given, else Spark")
     from connector.combine.cli import register_combine_commands  # here: it imports this module
 
     register_combine_commands(sub)
@@ -382,7 +394,8 @@ class _ProgressView:
         self._last = (now, exported)
         depth = report.queue_depth if depth is None else depth
         what = "micro-batches" if self.stream else "rounds"
-        info = (f"{rate:,.0f}/s, queue depth {depth:,}, dead-lettered {report.dead_lettered:,}, "
+        shown = f"{depth:,}+" if self.stream and depth >= PROGRESS_COUNT_LIMIT else f"{depth:,}"
+        info = (f"{rate:,.0f}/s, queue depth {shown}, dead-lettered {report.dead_lettered:,}, "
                 f"{what} {report.rounds}")
         if self._bar is not None:
             self._bar.update(self._task, completed=report.deleted, total=report.deleted + depth, info=info)
@@ -399,7 +412,12 @@ def _drain_locally(args: argparse.Namespace, job: DrainJob) -> bool:
 
     if args.engine != "auto":
         if args.engine == "local" and args.stream:
-            raise UsageError("--stream needs Spark: use --engine auto or spark")
+            spark_only = [flag for flag, value in (("--checkpoint", args.checkpoint), ("--master", args.master),
+                                                   ("--max-entries-per-trigger", args.max_entries_per_trigger),
+                                                   ("--max-bytes-per-trigger", args.max_bytes_per_trigger))
+                          if value]
+            if spark_only:
+                raise UsageError(f"{', '.join(spark_only)} applies to Spark streams, not to --engine local")
         return bool(args.engine == "local")
     if args.stream or args.master or os.environ.get("SPARK_MASTER"):
         return False
@@ -421,11 +439,14 @@ def _run_drain(args: argparse.Namespace, job: DrainJob, spark: SparkSession | No
     try:
         if report_dir is None:
             report = run_batch(spark, job, view, check=False)
+        elif spark is None:
+            report, interrupted = _stream_locally(args, job, view)
         else:
-            assert spark is not None  # _drain_locally never picks --stream
             report = DrainReport()
             query = start_stream(spark, job, checkpoint, report_dir, args.trigger_seconds,
-                                 max_entries_per_trigger=args.max_entries_per_trigger, check=False)
+                                 max_entries_per_trigger=args.max_entries_per_trigger,
+                                 max_bytes_per_trigger=args.max_bytes_per_trigger, sweep_seconds=args.sweep_seconds,
+                                 check=False)
             started = time.monotonic()
             kept = f" (checkpoint {checkpoint})" if args.checkpoint else ""
             print(f"streaming drain started{kept}; Ctrl-C stops it", file=sys.stderr, flush=True)
@@ -435,7 +456,7 @@ def _run_drain(args: argparse.Namespace, job: DrainJob, spark: SparkSession | No
                         query.awaitTermination(PROGRESS_SECONDS)
                         collect_stream_reports(report_dir, report)
                         report.seconds = time.monotonic() - started
-                        view(report, count_entries(conn, job.queue))
+                        view(report, count_entries(conn, job.queue, limit=PROGRESS_COUNT_LIMIT))
             except KeyboardInterrupt:
                 interrupted = True
                 print("stopping after the running micro-batch ...", file=sys.stderr, flush=True)
@@ -457,6 +478,51 @@ def _run_drain(args: argparse.Namespace, job: DrainJob, spark: SparkSession | No
                "remaining": report.remaining}
     print(json.dumps(summary))
     return 130 if interrupted else 0
+
+
+def _stream_locally(args: argparse.Namespace, job: DrainJob, view: _ProgressView) -> tuple[DrainReport, bool]:
+    """The in-process stream until Ctrl-C (which ends it after the running micro-batch); the report, and
+    whether it was interrupted."""
+    import threading
+
+    from connector.spark.drain_job import run_local_stream
+
+    stop, done = threading.Event(), threading.Event()
+    holder: dict[str, DrainReport] = {}
+    failure: list[BaseException] = []
+    last_view = [0.0]
+
+    def progress(report: DrainReport) -> None:
+        if time.monotonic() - last_view[0] >= PROGRESS_SECONDS:
+            last_view[0] = time.monotonic()
+            with job.source.connect() as conn:
+                view(report, count_entries(conn, job.queue, limit=PROGRESS_COUNT_LIMIT))
+
+    def run() -> None:
+        try:
+            holder["report"] = run_local_stream(job, args.trigger_seconds, progress, stop=stop,
+                                                sweep_seconds=args.sweep_seconds, check=False)
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread, which raises it
+            failure.append(exc)
+        finally:
+            done.set()
+
+    # the stream runs in a thread so that Ctrl-C in the main thread ends it between micro-batches (an Event,
+    # not Thread.join: a join interrupted by Ctrl-C may later return before the thread ends)
+    threading.Thread(target=run, name="local-stream", daemon=True).start()
+    print("streaming drain started (in this process); Ctrl-C stops it", file=sys.stderr, flush=True)
+    interrupted = False
+    try:
+        while not done.wait(0.2):
+            pass
+    except KeyboardInterrupt:
+        interrupted = True
+        print("stopping after the running micro-batch ...", file=sys.stderr, flush=True)
+        stop.set()
+        done.wait()
+    if failure:
+        raise failure[0]
+    return holder["report"], interrupted
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -12,7 +13,7 @@ import time
 
 import pytest
 
-from connector.accumulo import Mutation
+from connector.accumulo import Mutation, Range
 from connector.queue import ExportQueue, QueueConfig, queue_status, read_marks, settle_marks
 
 from .conftest import ROOT, drain_args, unique_table
@@ -119,3 +120,85 @@ def test_stream_killed_and_restarted_from_its_checkpoint_while_producers_add(sce
         _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err[-2000:]
     scenario.verify()
+
+
+def _local_stream(scenario, cli_env, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "connector.cli", *drain_args(scenario), "--stream", "--engine",
+                             "local", "--trigger-seconds", "0.2", *extra], env=cli_env, cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def _wait_until_drained(scenario, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while scenario.depth() and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert scenario.depth() == 0
+
+
+def test_local_stream_killed_and_restarted_drains_marked_and_unmarked_entries(scenario, cli_env):
+    stop = threading.Event()
+
+    def produce() -> None:
+        seed = 81
+        while not stop.is_set():
+            scenario.produce(150, producers=1, seed=seed)
+            seed += 1
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    try:
+        proc = _local_stream(scenario, cli_env)
+        time.sleep(8)
+        os.killpg(proc.pid, signal.SIGKILL)  # mid-micro-batch, most likely: producers keep it busy
+        proc.wait()
+    finally:
+        stop.set()
+        producer.join()
+    # the in-process stream has no checkpoint: a new one resumes from the marks and its first sweep
+    proc = _local_stream(scenario, cli_env, "--sweep-seconds", "3")
+    try:
+        _wait_until_drained(scenario, 120)
+        # a row in the queue layout written by another program: no mark, found by the next sweep
+        row = scenario.queue.layout.entry_row(b'"unmarked"', 5)
+        with scenario.conn_a.batch_writer(scenario.queue.table) as w:
+            w.add_mutation(Mutation(row).put("e", "v", b'{"new": [{"row": "unmarked", "cf": "c", "cq": "", '
+                                                       b'"value": "1"}]}'))
+        assert read_marks(scenario.conn_a, scenario.queue) == {}
+        _wait_until_drained(scenario, 30)
+        assert len(list(scenario.conn_b.scan(scenario.index, Range.rows("unmarked", "unmarked")))) == 1
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err[-2000:]
+    assert "in this process" in err and "Traceback" not in err
+    assert json.loads(out.strip().splitlines()[-1])["exported"] > 0
+    with scenario.conn_b.batch_writer(scenario.index) as w:  # the stray row is not part of the oracle
+        w.add_mutation(Mutation("unmarked").delete("c", ""))
+    scenario.verify()
+    assert queue_status(scenario.conn_a, scenario.queue).marked == ()
+
+
+def test_a_byte_read_limit_drains_a_backlog_in_bounded_micro_batches(spark, scenario, tmp_path):
+    scenario.produce(600, seed=91)  # a backlog before the stream starts
+    status = queue_status(scenario.conn_a, scenario.queue)
+    largest = max(b.bytes for b in status.buckets)
+    limit = max(2000, status.bytes // 8)
+    job = scenario.job()
+    query = (spark.readStream.format("export-queue").options(**job.source_options())
+             .option("max_bytes_per_trigger", str(limit)).load()
+             .writeStream.format("accumulo-export").options(**job.sink_options(str(tmp_path / "r")))
+             .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(processingTime="0.2 seconds").start())
+    try:
+        deadline = time.monotonic() + 180
+        while scenario.depth() and time.monotonic() < deadline:
+            assert query.exception() is None
+            time.sleep(0.5)
+        assert scenario.depth() == 0
+        batches = [p for p in query.recentProgress if p.numInputRows]
+    finally:
+        query.stop()
+    scenario.verify()
+    # each micro-batch read about its byte share per bucket (at least one entry each), never the whole backlog
+    assert len(batches) >= 4, [p.numInputRows for p in batches]
+    assert max(p.numInputRows for p in batches) < status.entries
+    assert largest > limit // status.num_buckets  # the limit did cut inside buckets

@@ -55,7 +55,7 @@ from .layout import (
     PROGRESS_FAMILY,
     PROGRESS_QUALIFIER,
 )
-from .reader import QueueEntry, entries_to_batches, read_bucket_batches
+from .reader import QueueEntry, entries_to_batches, read_bucket_batches, read_bucket_head
 
 __all__ = ["DEFAULT_BUFFER_BYTES", "DrainStats", "EntryProcessor", "QueueEntry", "clear_progress", "drain_bucket",
            "drain_buckets", "drain_queue", "read_progress"]
@@ -338,12 +338,16 @@ def drain_bucket(source_conn: Connection, config: QueueConfig, bucket: int, expo
 
 def drain_buckets(source_conn: Connection, config: QueueConfig, buckets: Iterable[int], exporter: Exporter, *,
                   buffer_bytes: int = DEFAULT_BUFFER_BYTES, fail_fast: bool = False, batch_size: int = 1000,
-                  writer_options: Mapping[str, Any] | None = None, progress_row: bytes | None = None) -> DrainStats:
+                  writer_options: Mapping[str, Any] | None = None, progress_row: bytes | None = None,
+                  limits: Mapping[int, tuple[int | None, int | None]] | None = None) -> DrainStats:
     """Export and delete what a group of buckets holds now (one scan of each, in turn); returns the totals.
-    With ``progress_row``, the running totals are kept there after each batch (see :func:`read_progress`)."""
+    With ``progress_row``, the running totals are kept there after each batch (see :func:`read_progress`).
+    ``limits`` (bucket -> (max entries, max bytes)) drains only that much of a bucket's head."""
     processor = EntryProcessor(source_conn, config, exporter, buffer_bytes=buffer_bytes, fail_fast=fail_fast,
                                writer_options=writer_options, progress_row=progress_row)
-    pages = (page for b in buckets for page in read_bucket_batches(source_conn, config, b, batch_size))
+    limits = limits or {}
+    pages = (page for b in buckets
+             for page in read_bucket_head(source_conn, config, b, *limits.get(b, (None, None)), batch_size))
     return processor.process_batches(_prefetched(pages))
 
 

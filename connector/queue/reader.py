@@ -6,6 +6,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from connector.accumulo import Connection
 
@@ -48,6 +49,30 @@ def read_bucket_batches(conn: Connection, config: QueueConfig, bucket: int,
                                   batch_size=batch_size):
         if page.num_rows:
             yield pa.record_batch([page.column("row"), page.column("ts"), page.column("value")], schema=ENTRY_SCHEMA)
+
+
+def read_bucket_head(conn: Connection, config: QueueConfig, bucket: int, max_entries: int | None = None,
+                     max_bytes: int | None = None, batch_size: int = 1000) -> Iterator[pa.RecordBatch]:
+    """The first entries of one bucket (as :func:`read_bucket_batches`): at most ``max_entries``, and up to
+    the entry that reaches ``max_bytes`` (row + value; so at least one entry: a limited reader still moves
+    on). None: no such limit."""
+    left, bytes_left = max_entries, max_bytes
+    for page in read_bucket_batches(conn, config, bucket, batch_size):
+        if left is not None:
+            if left <= 0:
+                return
+            page = page.slice(0, left)
+            left -= page.num_rows
+        if bytes_left is not None:
+            if bytes_left <= 0:
+                return
+            sizes = pc.add(pc.binary_length(page.column("row")), pc.binary_length(page.column("value")))
+            sizes = sizes.cast(pa.int64())
+            before = pc.subtract(pc.cumulative_sum(sizes), sizes)  # bytes ahead of each entry
+            keep = pc.sum(pc.less(before, bytes_left).cast(pa.int64())).as_py()
+            page = page.slice(0, keep)
+            bytes_left -= pc.sum(sizes.slice(0, keep)).as_py() or 0
+        yield page
 
 
 def entries_to_batches(entries: Iterable[QueueEntry], rows_per_batch: int = 1000) -> Iterator[pa.RecordBatch]:

@@ -4,8 +4,8 @@ Batch mode runs rounds until the queue is empty. A round is one Spark job with o
 non-empty buckets; each task drains its buckets itself, in Python (read, export, delete: see
 :mod:`connector.queue.drain`), and returns one row of counters. Spark carries bucket groups in and
 statistics out, never entries, so the JVM does no per-entry work. Streaming mode runs a structured
-streaming query at a trigger interval (or AvailableNow) over the ``export-queue`` source and the
-``accumulo-export`` sink, which deletes each entry after its export.
+streaming query at a trigger interval (or AvailableNow) over the ``export-queue-drain`` source, whose tasks
+likewise drain the buckets each micro-batch planned and yield counters (:mod:`connector.spark.drain_source`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from connector.accumulo import AccumuloError, TimedOutError
@@ -39,9 +39,11 @@ from connector.queue import (
     drain_buckets,
     queue_status,
     read_progress,
+    settle_marks,
 )
+from connector.queue.planner import DEFAULT_SWEEP_SECONDS, StreamPlanner
 
-from .export_sink import shared_exporter
+from .export_sink import shared_exporter, write_report
 from .options import GatewayOptions, queue_options
 
 log = logging.getLogger(__name__)
@@ -215,7 +217,7 @@ class GroupDrainer:
 
     job: DrainJob
     groups: tuple[tuple[int, ...], ...]
-    run_id: str
+    run_id: str | None  # None: keep no progress rows
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
@@ -226,9 +228,9 @@ class GroupDrainer:
         """Drain the buckets of one group (in this process) and return what was done."""
         job = self.job
         exporter = shared_exporter(job.dest, job.dest_table, job.translator, job.delete_mode, True)
+        progress_row = None if self.run_id is None else job.queue.layout.progress_row(self.run_id, group_id)
         return drain_buckets(job.source.shared(), job.queue, self.groups[group_id], exporter,
-                             buffer_bytes=job.buffer_bytes, fail_fast=job.fail_fast,
-                             progress_row=job.queue.layout.progress_row(self.run_id, group_id))
+                             buffer_bytes=job.buffer_bytes, fail_fast=job.fail_fast, progress_row=progress_row)
 
 
 def bucket_groups(buckets: list[int], per_group: int) -> tuple[tuple[int, ...], ...]:
@@ -236,9 +238,9 @@ def bucket_groups(buckets: list[int], per_group: int) -> tuple[tuple[int, ...], 
     return tuple(tuple(buckets[i:i + per_group]) for i in range(0, len(buckets), per_group))
 
 
-def drain_round(spark: SparkSession | None, job: DrainJob, buckets: list[int], run_id: str) -> DrainStats:
+def drain_round(spark: SparkSession | None, job: DrainJob, buckets: list[int], run_id: str | None) -> DrainStats:
     """One Spark job draining ``buckets``: one task per bucket group; returns the summed counters. The tasks
-    keep their running counters in the progress rows of ``run_id`` (see :func:`read_progress`). A task's
+    keep their running counters in the progress rows of ``run_id`` (see :func:`read_progress`), if given. A task's
     failure raises ``DrainError`` with its message when the error is one of ours. Without ``spark`` the
     groups are drained in this process, on ``LOCAL_THREADS`` threads (for small queues: no Spark start-up)."""
     groups = bucket_groups(buckets, job.buckets_per_partition or job.queue.tablet_buckets)
@@ -333,6 +335,39 @@ def run_batch(spark: SparkSession | None, job: DrainJob, progress: ProgressFn | 
     return report
 
 
+def run_local_stream(job: DrainJob, trigger_seconds: float = 1.0, progress: ProgressFn | None = None, *,
+                     stop: threading.Event | None = None, sweep_seconds: float = DEFAULT_SWEEP_SECONDS,
+                     check: bool = True) -> DrainReport:
+    """A streaming drain in this process, without Spark, until ``stop`` is set (or Ctrl-C): every
+    ``trigger_seconds`` a micro-batch drains the buckets the marks (and, every ``sweep_seconds``, a sweep)
+    name, whole, on ``LOCAL_THREADS`` threads, then settles their marks. It keeps no checkpoint: the queue
+    and its marks are its whole state, so a restarted stream resumes where the last one stopped.
+    ``progress(report)`` is called after each micro-batch that found entries."""
+    if check:
+        preflight(job)
+    stop = stop or threading.Event()
+    report = DrainReport()
+    started = time.monotonic()
+    planner = StreamPlanner(job.source.shared, job.queue, sweep_seconds)
+    planned: dict[str, str] = {}
+    while not stop.is_set():
+        tick = time.monotonic()
+        pending = planner.pending(planned)
+        if pending:
+            stats = drain_round(None, job, sorted(int(h, 16) for h in pending), None)
+            tokens = {int(h, 16): t.encode() for h, t in pending.items() if t}
+            settle_marks(job.source.shared(), job.queue, tokens, drained_whole=tokens)
+            report.rounds += 1
+            report.totals += stats
+            report.seconds = time.monotonic() - started
+            if progress and stats.entries:
+                progress(report)
+        planned = pending
+        stop.wait(max(0.0, trigger_seconds - (time.monotonic() - tick)))
+    report.seconds = time.monotonic() - started
+    return report
+
+
 @contextlib.contextmanager
 def _watching(job: DrainJob, run_id: str, report: DrainReport, started: float, progress: ProgressFn | None,
               every: float) -> Iterator[None]:
@@ -374,15 +409,21 @@ def _watching(job: DrainJob, run_id: str, report: DrainReport, started: float, p
 
 def start_stream(spark: SparkSession, job: DrainJob, checkpoint: str, report_dir: str,
                  trigger_seconds: float = 1.0, available_now: bool = False,
-                 max_entries_per_trigger: int | None = None, *, check: bool = True) -> StreamingQuery:
-    """Start the streaming drain; the caller awaits or stops the returned query."""
+                 max_entries_per_trigger: int | None = None, *, max_bytes_per_trigger: int | None = None,
+                 sweep_seconds: float | None = None, check: bool = True) -> StreamingQuery:
+    """Start the streaming drain; the caller awaits or stops the returned query. A read limit (entries or
+    bytes of row + value per micro-batch, not both) makes a backlog drain in bounded micro-batches."""
     if check:
         preflight(job)
-    warm_python_workers(spark)
-    reader = spark.readStream.format("export-queue").options(**job.source_options())
+    warm_python_workers(spark, job)
+    reader = spark.readStream.format("export-queue-drain").options(**job.sink_options(report_dir))
     if max_entries_per_trigger:
         reader = reader.option("max_entries_per_trigger", str(max_entries_per_trigger))
-    writer = (reader.load().writeStream.format("accumulo-export").options(**job.sink_options(report_dir))
+    if max_bytes_per_trigger:
+        reader = reader.option("max_bytes_per_trigger", str(max_bytes_per_trigger))
+    if sweep_seconds is not None:
+        reader = reader.option("sweep_seconds", str(sweep_seconds))
+    writer = (reader.load().writeStream.foreachBatch(_BatchReporter(report_dir))
               .option("checkpointLocation", checkpoint))
     if available_now:
         writer = writer.trigger(availableNow=True)
@@ -391,19 +432,27 @@ def start_stream(spark: SparkSession, job: DrainJob, checkpoint: str, report_dir
     return writer.start()
 
 
-def _load_connector(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    import connector._native  # noqa: F401 - loading is the point
-    import connector.spark.export_sink  # noqa: F401
-    import connector.spark.queue_source  # noqa: F401
+@dataclass(frozen=True)
+class _BatchReporter:
+    """The streaming drain's ``foreachBatch``: runs the micro-batch (its tasks drain their buckets: see
+    :mod:`connector.spark.drain_source`) and writes the summed counters as the batch's report."""
 
-    yield from batches
+    report_dir: str
+
+    def __call__(self, counters: DataFrame, batch_id: int) -> None:
+        total = sum((DrainStats(**row.asDict()) for row in counters.collect()), DrainStats())
+        write_report(self.report_dir, total, batch_id)
 
 
-def warm_python_workers(spark: SparkSession) -> None:
-    """Start Spark's Python workers and load the connector in them (they are reused), so that the first
-    micro-batch of a stream does not pay for it: that start-up was the latency tail of a fresh stream."""
+def warm_python_workers(spark: SparkSession, job: DrainJob) -> None:
+    """Start the Python workers a streaming drain's tasks will run in, load the connector there and open the
+    drain's connections (workers, and what they opened, are reused), so that the first micro-batches of a
+    stream do not pay for it: that start-up was the latency tail of a fresh stream. The warm-up is a read of
+    a data source (``export-queue-warm-up``), not a ``mapInArrow``: Spark keeps the workers of data-source
+    reads apart from those of other Python steps."""
     parallelism = max(1, spark.sparkContext.defaultParallelism)
-    spark.range(0, parallelism, numPartitions=parallelism).mapInArrow(_load_connector, "id long").collect()
+    (spark.read.format("export-queue-warm-up").options(**job.sink_options(""))
+     .option("partitions", str(parallelism)).load().collect())
 
 
 def collect_stream_reports(report_dir: str, report: DrainReport) -> None:

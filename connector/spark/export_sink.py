@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -96,15 +97,18 @@ def _missing(name: str) -> str:
 
 
 _exporters: dict[tuple, AccumuloExporter] = {}
+_exporters_lock = threading.Lock()
 
 
 def shared_exporter(dest: GatewayOptions, table: str, translator: str, mode: str, create: bool) -> AccumuloExporter:
-    # one exporter (one open writer) per Python worker and destination, reused across tasks
+    # one exporter (one open writer) per Python worker and destination, reused across tasks and by the
+    # threads of an in-process drain (the lock keeps two threads from each making one)
     key = (dest, table, translator, mode, create)
-    exporter = _exporters.get(key)
-    if exporter is None:
-        exporter = _exporters[key] = AccumuloExporter(dest.shared(), table, translator, create_table=create,
-                                                      delete_mode=mode)
+    with _exporters_lock:
+        exporter = _exporters.get(key)
+        if exporter is None:
+            exporter = _exporters[key] = AccumuloExporter(dest.shared(), table, translator, create_table=create,
+                                                          delete_mode=mode)
     return exporter
 
 

@@ -14,38 +14,38 @@ that entry), ``error`` (why the entry is malformed, else null; key, seq and buck
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
+    ReadMaxBytes,
     ReadMaxRows,
     SupportsTriggerAvailableNow,
 )
 from pyspark.sql.types import StructType
 
 from connector import columnar
-from connector.queue import KEYS_ONLY, QueueConfig, read_bucket_batches, read_marks, settle_marks
+from connector.queue import QueueConfig, read_bucket_head, settle_marks
+from connector.queue.planner import DEFAULT_SWEEP_SECONDS, StreamPlanner, pending_by_bucket
 
-from .options import GatewayOptions, as_dict, float_option, int_option, queue_config
+from .options import GatewayOptions, OptionError, as_dict, float_option, int_option, queue_config
 
 SCHEMA = ("key binary, value binary, seq long, bucket int, entry_row binary, entry_ts long, error string")
 SOURCE_PREFIX = "source."
-DEFAULT_SWEEP_SECONDS = 30.0  # the longest an entry written without a bucket mark waits
 
 
 class BucketGroup(InputPartition):
-    """One Spark input partition: (bucket, how many entries to read at most; None = all) pairs."""
+    """One Spark input partition: (bucket, at most how many entries, at most how many bytes) triples, read
+    from each bucket's head; None = no such limit."""
 
-    def __init__(self, buckets: Sequence[tuple[int, int | None]]) -> None:
+    def __init__(self, buckets: Sequence[tuple[int, int | None, int | None]]) -> None:
         super().__init__(tuple(buckets))
 
     @property
-    def buckets(self) -> tuple[tuple[int, int | None], ...]:
+    def buckets(self) -> tuple[tuple[int, int | None, int | None], ...]:
         return self.value
 
 
@@ -55,24 +55,18 @@ ARROW_SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("seq", 
 
 
 def read_group(gateway: GatewayOptions, config: QueueConfig, group: BucketGroup) -> Iterator[pa.RecordBatch]:
-    """The entries of a group of buckets, each bucket in key+seq order, as Arrow record batches: scan pages
-    decoded and rows parsed natively, no Python object per entry."""
+    """The entries of a group of buckets, each bucket's head in key+seq order (within its limits), as Arrow
+    record batches: scan pages decoded and rows parsed natively, no Python object per entry."""
     conn = gateway.shared()
-    for bucket, limit in group.buckets:
-        left = limit
-        for page in read_bucket_batches(conn, config, bucket):
-            if left is not None:
-                if left <= 0:
-                    break
-                page = page.slice(0, left)
-                left -= page.num_rows
+    for bucket, limit, byte_limit in group.buckets:
+        for page in read_bucket_head(conn, config, bucket, limit, byte_limit):
             parsed = columnar.parse_entry_rows(page.column("row"), config.layout)
             yield pa.record_batch([parsed.column("key"), page.column("value"), parsed.column("seq"),
                                    parsed.column("bucket"), page.column("row"), page.column("ts"),
                                    parsed.column("error")], schema=ARROW_SCHEMA)
 
 
-def group_buckets(buckets: Sequence[tuple[int, int | None]], per_partition: int) -> list[BucketGroup]:
+def group_buckets(buckets: Sequence[tuple[int, int | None, int | None]], per_partition: int) -> list[BucketGroup]:
     return [BucketGroup(buckets[i:i + per_partition]) for i in range(0, len(buckets), per_partition)]
 
 
@@ -81,7 +75,8 @@ class ExportQueueDataSource(DataSource):
 
     Options: ``source.host``, ``source.port``, ``source.secret_file`` or ``source.secret_env``;
     ``queue.table``, ``queue.id``, ``queue.buckets`` (and ``queue.key_serializer``/``value_serializer``);
-    ``buckets_per_partition``; streaming: ``max_entries_per_trigger`` (default: all available).
+    ``buckets_per_partition``; streaming: ``max_entries_per_trigger`` or ``max_bytes_per_trigger`` (row +
+    value bytes; default: all available), ``sweep_seconds``.
     """
 
     @classmethod
@@ -101,11 +96,17 @@ class ExportQueueDataSource(DataSource):
         return QueueBatchReader(*self._parsed())
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return QueueStreamReader(*self._stream_settings())
+
+    def _stream_settings(self) -> tuple[GatewayOptions, QueueConfig, int, int | None, float, int | None]:
         gateway, config, per_partition = self._parsed()
         opts = as_dict(self.options)
         max_entries = int_option(opts, "max_entries_per_trigger", 0, minimum=0)
+        max_bytes = int_option(opts, "max_bytes_per_trigger", 0, minimum=0)
+        if max_entries and max_bytes:
+            raise OptionError("set max_entries_per_trigger or max_bytes_per_trigger, not both")
         sweep = float_option(opts, "sweep_seconds", DEFAULT_SWEEP_SECONDS)
-        return QueueStreamReader(gateway, config, per_partition, max_entries or None, sweep)
+        return gateway, config, per_partition, max_entries or None, sweep, max_bytes or None
 
 
 class QueueBatchReader(DataSourceReader):
@@ -113,59 +114,40 @@ class QueueBatchReader(DataSourceReader):
         self.gateway, self.config, self.per_partition = gateway, config, per_partition
 
     def partitions(self) -> Sequence[InputPartition]:
-        return group_buckets([(b, None) for b in range(self.config.num_buckets)], self.per_partition)
+        return group_buckets([(b, None, None) for b in range(self.config.num_buckets)], self.per_partition)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, BucketGroup)
         return read_group(self.gateway, self.config, partition)
 
 
-def pending_by_bucket(gateway: GatewayOptions, config: QueueConfig, max_keys: int) -> dict[int, int]:
-    """Entries per non-empty bucket, from a keys-only scan, page by page (rows parsed natively). The scan
-    stops after ``max_keys`` keys; the buckets it did not reach then count as ``max_keys`` each (one full
-    round of them may be scheduled)."""
-    layout = config.layout
-    counts: dict[int, int] = {}
-    seen = 0
-    for page in gateway.shared().scan_batches(config.table, layout.queue_range(), columns=[("e", "v")],
-                                              iterators=[KEYS_ONLY], batch_size=10_000):
-        if seen >= max_keys:
-            return {b: counts.get(b, max_keys) for b in range(config.num_buckets)}
-        seen += page.num_rows
-        parsed = columnar.parse_entry_rows(page.column("row"), layout)
-        for pair in pc.value_counts(parsed.column("bucket").drop_null()).to_pylist():  # per bucket, not per row
-            counts[pair["values"]] = counts.get(pair["values"], 0) + pair["counts"]
-        # malformed rows in a bucket's range count too: the drain gets to dead-letter them (rare: per row)
-        for row in page.column("row").filter(parsed.column("error").is_valid()).to_pylist():
-            bucket = layout.bucket_range_of(row)
-            if bucket is not None:
-                counts[bucket] = counts.get(bucket, 0) + 1
-    return counts
-
-
 class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Plans micro-batches from the bucket marks (:mod:`connector.queue.marks`), O(buckets) per trigger.
+    """Plans micro-batches from the bucket marks (:class:`connector.queue.planner.StreamPlanner`), O(buckets)
+    per trigger.
 
-    An offset is ``{"batch": n, "marks": {bucketHex: token}, "limits": {bucketHex: n or null}}``: the
-    buckets a micro-batch drains, the mark token each was planned with ("" for a bucket found by the sweep),
-    and how many entries to read from its head (null: the whole bucket, so nothing starves behind newer
-    entries with smaller keys). A mark whose token was already planned is not planned again; ``commit``
-    settles the marks of the batch before (cleared if the bucket is empty, renewed if entries are left).
+    An offset is ``{"batch": n, "marks": {bucketHex: token}, "limits": {bucketHex: n or null},
+    "byte_limits": {bucketHex: n}}``: the buckets a micro-batch drains, the mark token each was planned with
+    ("" for a bucket found by the sweep), and how many entries (or bytes) to read from its head (null: the
+    whole bucket, so nothing starves behind newer entries with smaller keys). A mark whose token was already
+    planned is not planned again; ``commit`` settles the marks of the batch before (cleared if the bucket is
+    empty, renewed if entries are left).
 
     Every ``sweep_seconds`` (and at the first trigger) a keys-only scan of the queue also plans the buckets
     that hold entries without a mark, so no entry waits longer than that. With a read limit
-    (``max_entries_per_trigger``) each pending bucket reads its share from its head. AvailableNow drains what
-    a full scan found when the query started (at most those counts per bucket).
+    (``max_entries_per_trigger`` or ``max_bytes_per_trigger``) each pending bucket reads its share from its
+    head, so a backlog drains in bounded micro-batches and a bucket with new entries is not starved behind
+    others. AvailableNow drains what a full scan found when the query started (at most those counts per
+    bucket; a byte limit then applies on top).
     """
 
     MAX_SCAN_KEYS = 500_000
 
     def __init__(self, gateway: GatewayOptions, config: QueueConfig, per_partition: int,
-                 max_entries: int | None, sweep_seconds: float = DEFAULT_SWEEP_SECONDS) -> None:
+                 max_entries: int | None, sweep_seconds: float = DEFAULT_SWEEP_SECONDS,
+                 max_bytes: int | None = None) -> None:
         self.gateway, self.config, self.per_partition = gateway, config, per_partition
-        self.max_entries = max_entries
-        self.sweep_seconds = sweep_seconds
-        self._last_sweep: float | None = None
+        self.max_entries, self.max_bytes = max_entries, max_bytes
+        self.planner = StreamPlanner(gateway.shared, config, sweep_seconds, self.MAX_SCAN_KEYS)
         self._available_now: dict[str, int] | None = None  # per bucket: entries still to schedule
         self._settled = 0  # the last batch whose marks were settled
 
@@ -176,10 +158,12 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {"batch": 0, "marks": {}, "limits": {}}
 
     def getDefaultReadLimit(self) -> ReadLimit:
+        if self.max_bytes:
+            return ReadMaxBytes(self.max_bytes)
         return ReadMaxRows(self.max_entries) if self.max_entries else ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        counts = pending_by_bucket(self.gateway, self.config, self.MAX_SCAN_KEYS)
+        counts = pending_by_bucket(self.gateway.shared(), self.config, self.MAX_SCAN_KEYS)
         self._available_now = {self._hex(b): n for b, n in counts.items() if n}
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
@@ -201,29 +185,24 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 n = min(self._available_now[h], share or self._available_now[h])
                 self._available_now[h] -= n
             limits[h] = n
-        return {"batch": int(start.get("batch", 0)) + 1, "marks": pending, "limits": limits}
+        offset = {"batch": int(start.get("batch", 0)) + 1, "marks": pending, "limits": limits}
+        if isinstance(limit, ReadMaxBytes):
+            byte_share = max(1, limit.max_bytes // len(pending))
+            offset["byte_limits"] = dict.fromkeys(pending, byte_share)
+        return offset
 
     def _pending(self, start: dict) -> dict[str, str]:
         """bucketHex -> token of the buckets to drain next."""
         if self._available_now is not None:  # a bounded run: only what was there when it started
-            marks = {self._hex(b): t.decode() for b, t in read_marks(self.gateway.shared(), self.config).items()}
+            marks = self.planner.marks()
             return {h: marks.get(h, "") for h, left in self._available_now.items() if left > 0}
-        planned = start.get("marks", {})
-        pending = {self._hex(b): t.decode() for b, t in read_marks(self.gateway.shared(), self.config).items()}
-        pending = {h: t for h, t in pending.items() if planned.get(h) != t}
-        now = time.monotonic()
-        if self._last_sweep is None or now - self._last_sweep >= self.sweep_seconds:
-            self._last_sweep = now
-            for b, n in pending_by_bucket(self.gateway, self.config, self.MAX_SCAN_KEYS).items():
-                if n:
-                    pending.setdefault(self._hex(b), "")
-        return pending
+        return self.planner.pending(start.get("marks", {}))
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         if end.get("batch") == start.get("batch"):
             return []
-        limits = end.get("limits", {})
-        todo = [(int(h, 16), limits.get(h)) for h in sorted(end.get("marks", {}))]
+        limits, byte_limits = end.get("limits", {}), end.get("byte_limits", {})
+        todo = [(int(h, 16), limits.get(h), byte_limits.get(h)) for h in sorted(end.get("marks", {}))]
         return group_buckets(todo, self.per_partition)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -239,4 +218,6 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _settle(self, end: dict) -> None:
         planned = {int(h, 16): t.encode() for h, t in end.get("marks", {}).items() if t}
-        settle_marks(self.gateway.shared(), self.config, planned)
+        limits, byte_limits = end.get("limits", {}), end.get("byte_limits", {})
+        whole = [b for b in planned if limits.get(self._hex(b)) is None and self._hex(b) not in byte_limits]
+        settle_marks(self.gateway.shared(), self.config, planned, drained_whole=whole)

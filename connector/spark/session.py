@@ -9,12 +9,16 @@ from pyspark.sql import SparkSession
 
 
 def register(spark: SparkSession) -> SparkSession:
-    """Register the ``export-queue`` source and the ``accumulo-export`` sink on ``spark``."""
+    """Register the ``export-queue`` source, the ``accumulo-export`` sink and the streaming drain's
+    ``export-queue-drain`` source on ``spark``."""
+    from .drain_source import QueueDrainDataSource, WarmUpDataSource
     from .export_sink import AccumuloExportDataSource
     from .queue_source import ExportQueueDataSource
 
     spark.dataSource.register(ExportQueueDataSource)
     spark.dataSource.register(AccumuloExportDataSource)
+    spark.dataSource.register(QueueDrainDataSource)
+    spark.dataSource.register(WarmUpDataSource)
     return spark
 
 

@@ -35,7 +35,9 @@ def python_worker_rss_kb() -> int:
         if not entry.name.isdigit():
             continue
         try:
-            if b"pyspark" not in (entry / "cmdline").read_bytes():
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            # Spark's Python daemon and the workers it forks (not the JVM, whose class path names pyspark)
+            if not (b"python" in argv[0] and any(a.startswith(b"pyspark.") for a in argv[1:])):
                 continue
             for line in (entry / "status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
@@ -50,6 +52,8 @@ def main() -> None:
     parser.add_argument("--entries", type=int, default=1_000_000)
     parser.add_argument("--buckets", type=int, default=64)
     parser.add_argument("--trickle-rate", type=int, default=50, help="new entries/s added during catch-up")
+    parser.add_argument("--max-bytes-per-trigger", type=int, default=16 << 20,
+                        help="the stream's read limit (row + value bytes per micro-batch; 0: none)")
     opts = parser.parse_args()
     with clusters(("a", "b")) as running:
         a, b = running["a"], running["b"]
@@ -80,7 +84,8 @@ def main() -> None:
                     time.sleep(1 / opts.trickle_rate)
 
         started = time.perf_counter()
-        query = start_stream(spark, job, f"{tmp}/ckpt", f"{tmp}/reports", trigger_seconds=0.5)
+        query = start_stream(spark, job, f"{tmp}/ckpt", f"{tmp}/reports", trigger_seconds=0.5,
+                             max_bytes_per_trigger=opts.max_bytes_per_trigger or None)
         adder = threading.Thread(target=trickle)
         adder.start()
         trickle_seen: dict[int, float] = {}
@@ -93,14 +98,20 @@ def main() -> None:
                 raise SystemExit(f"stream failed: {query.exception()}")
             time.sleep(1)
         stream_seconds = time.perf_counter() - started
+        if query.exception() is not None:
+            raise SystemExit(f"stream failed: {query.exception()}")
         stop.set()
         adder.join()
         latencies = sorted(trickle_seen[i] - trickle_added[i] for i in trickle_seen if i in trickle_added)
+        batches = len([p for p in query.recentProgress if p.numInputRows])
         query.stop()
         spark.stop()
         stream_rate = opts.entries / stream_seconds
         print(f"entries={opts.entries} buckets={opts.buckets}")
         print(f"batch drain:  {batch_rate:,.0f} entries/s")
+        limit = f"{opts.max_bytes_per_trigger:,} bytes" if opts.max_bytes_per_trigger else "none"
+        print(f"stream read limit per micro-batch: {limit}; micro-batches: {batches}, "
+              f"{opts.entries / max(1, batches):,.0f} entries each on average")
         print(f"stream catch-up: {stream_rate:,.0f} entries/s ({stream_seconds:.1f} s)")
         p50 = latencies[len(latencies) // 2] if latencies else float("nan")
         print(f"trickle: {len(trickle_added)} entries added during catch-up, {len(latencies)} visible before it "

@@ -1,0 +1,90 @@
+"""The ``export-queue-drain`` Spark streaming source: the streaming drain's micro-batches, drained in the tasks.
+
+It plans exactly as the ``export-queue`` source does (bucket marks, the sweep, read limits: see
+:class:`~connector.spark.queue_source.QueueStreamReader`), but each task drains its group of buckets itself,
+as a batch round's task does (read, export, delete: :func:`connector.queue.drain_buckets`), and yields one
+row of counters (the ``DrainStats`` columns). So Spark carries plans in and counters out, never entries, and
+a stream catches up with a backlog at the batch drain's rate. ``start_stream`` reads it with ``foreachBatch``,
+which collects each micro-batch's counters on the driver.
+
+Options: those of ``export-queue`` and of the ``accumulo-export`` sink in drain mode (``dest.*``, ``table``,
+``translator``, ``delete_mode``, ``create_table``, ``buffer_bytes``, ``fail_fast``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import asdict
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.types import StructType
+
+from connector.queue import drain_buckets
+
+from .drain_job import STATS_DDL, STATS_SCHEMA
+from .export_sink import SinkSettings
+from .options import as_dict, int_option
+from .queue_source import BucketGroup, ExportQueueDataSource, QueueStreamReader
+
+
+class QueueDrainDataSource(ExportQueueDataSource):
+    """``spark.readStream.format("export-queue-drain")``: streaming only."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "export-queue-drain"
+
+    def schema(self) -> str:
+        return STATS_DDL
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return DrainStreamReader(*self._stream_settings(), sink=SinkSettings.parse(as_dict(self.options)))
+
+
+class DrainStreamReader(QueueStreamReader):
+    """A :class:`QueueStreamReader` whose tasks drain their buckets and yield counters, not entries."""
+
+    def __init__(self, *planning: Any, sink: SinkSettings) -> None:
+        super().__init__(*planning)
+        self.sink = sink
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, BucketGroup)
+        sink = self.sink
+        limits = {bucket: (n, size) for bucket, n, size in partition.buckets}
+        stats = drain_buckets(self.gateway.shared(), self.config, list(limits), sink.exporter(),
+                              buffer_bytes=sink.buffer_bytes, fail_fast=sink.fail_fast, limits=limits)
+        yield pa.RecordBatch.from_pylist([asdict(stats)], schema=STATS_SCHEMA)
+
+
+class WarmUpDataSource(DataSource):
+    """``spark.read.format("export-queue-warm-up")``: ``partitions`` tasks that read nothing; each loads the
+    connector and opens the drain's connections (source, destination exporter) in its Python worker, which
+    Spark then keeps for the stream's data-source reads. Options: those of ``export-queue-drain``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "export-queue-warm-up"
+
+    def schema(self) -> str:
+        return "opened long"
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        opts = as_dict(self.options)
+        return WarmUpReader(SinkSettings.parse(opts), int_option(opts, "partitions", 1, minimum=1))
+
+
+class WarmUpReader(DataSourceReader):
+    def __init__(self, sink: SinkSettings, partitions: int) -> None:
+        self.sink, self.count = sink, partitions
+
+    def partitions(self) -> list[InputPartition]:
+        return [InputPartition(i) for i in range(self.count)]
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[int]]:
+        if self.sink.source is not None:
+            self.sink.source.shared()
+        self.sink.exporter()
+        return iter(())
