@@ -419,7 +419,9 @@ def _drain_locally(args: argparse.Namespace, job: DrainJob) -> bool:
             if spark_only:
                 raise UsageError(f"{', '.join(spark_only)} applies to Spark streams, not to --engine local")
         return bool(args.engine == "local")
-    if args.stream or args.master or os.environ.get("SPARK_MASTER"):
+    from connector.spark.session import submitted
+
+    if args.stream or args.master or os.environ.get("SPARK_MASTER") or submitted():
         return False
     with job.source.connect() as conn:
         return count_entries(conn, job.queue, limit=LOCAL_DRAIN_MAX_ENTRIES + 1) <= LOCAL_DRAIN_MAX_ENTRIES
