@@ -9,7 +9,7 @@ CRATE     := connector/_native
 NATIVE_SRC := $(wildcard $(CRATE)/Cargo.toml $(CRATE)/Cargo.lock $(CRATE)/src/*.rs $(CRATE)/src/*/*.rs)
 CARGO_ENV := PYO3_PYTHON=$(abspath $(VPY))
 
-.PHONY: deps build gateway-jar lint test demo demo-wordcount cluster bench clean
+.PHONY: deps build gateway-jar lint test demo demo-wordcount cluster bench soak clean
 
 deps: $(STAMP) /usr/bin/thrift
 
@@ -53,8 +53,13 @@ demo-wordcount: build
 cluster: build
 	$(VPY) -m integration.harness
 
+# every benchmark but the soak (30 minutes: make soak)
 bench: build
-	@for b in integration/bench/bench_*.py; do echo "== $$b"; $(VPY) $$b || exit 1; done
+	@for b in integration/bench/bench_*.py; do case $$b in *bench_soak.py) continue;; esac; \
+	  echo "== $$b"; $(VPY) $$b || exit 1; done
+
+soak: build
+	$(VPY) integration/bench/bench_soak.py
 
 clean:
 	rm -rf $(VENV) integration/gateway/target $(CRATE)/target connector/_native*.so .pytest_cache .mypy_cache .ruff_cache .hypothesis
