@@ -285,13 +285,14 @@ def wait_for_ready(proc: subprocess.Popen, timeout: float, log_file: Path, what:
 
     threading.Thread(target=reader, daemon=True).start()
     if not done.wait(timeout) or not found:
-        _stop(proc)
+        stop_process(proc)
         state = "timed out" if not done.is_set() else f"exited with {proc.poll()}"
         raise HarnessError(f"{what} {state} before it was ready; last lines of {log_file}:\n{_tail(log_file)}")
     return found
 
 
-def _stop(proc: subprocess.Popen, grace: float = 60.0) -> None:
+def stop_process(proc: subprocess.Popen, grace: float = 60.0) -> None:
+    """Close its stdin and give it ``grace`` seconds to end, then SIGTERM, then (20 s later) SIGKILL."""
     if proc.poll() is not None:
         return
     with contextlib.suppress(OSError):
@@ -356,7 +357,7 @@ def clusters(names: Sequence[str] = ("a", "b"), data_dir: str | None = None,
         }
         yield Clusters(by_name, classpath, state_dir, log_file, launcher=proc)
     finally:
-        _stop(proc)
+        stop_process(proc)
         shutil.rmtree(state_dir, ignore_errors=True)
 
 
@@ -419,7 +420,7 @@ class StandaloneGateway:
 
     def stop(self) -> None:
         if self.proc:
-            _stop(self.proc, grace=10)
+            stop_process(self.proc, grace=10)
 
 
 # --- make cluster --------------------------------------------------------------------------------------

@@ -15,7 +15,6 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -27,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyspark
+
+from integration.harness import stop_process
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "accumulo-export-connector"
@@ -62,16 +63,6 @@ def _spark_env() -> dict[str, str]:
     return env
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 @contextlib.contextmanager
 def standalone_spark(cores: int = 2, memory: str = "2g", timeout: float = 120.0) -> Iterator[StandaloneSpark]:
     """Start a master and one worker (``spark-class ... Master`` / ``... Worker``), wait until the worker
@@ -98,7 +89,7 @@ def standalone_spark(cores: int = 2, memory: str = "2g", timeout: float = 120.0)
         yield cluster
     finally:
         for proc in reversed(procs):
-            _stop(proc)
+            stop_process(proc, grace=0)
         shutil.rmtree(state, ignore_errors=True)
 
 

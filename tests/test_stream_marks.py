@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -10,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -82,20 +84,30 @@ def test_stream_finds_marked_entries_fast_and_unmarked_ones_by_the_sweep(spark, 
     assert queue_status(scenario.conn_a, scenario.queue).marked == ()
 
 
-def test_stream_killed_and_restarted_from_its_checkpoint_while_producers_add(scenario, cli_env, tmp_path):
-    checkpoint = str(tmp_path / "ckpt")
+@contextlib.contextmanager
+def _producing(scenario, seed: int, per_round: int) -> Iterator[None]:
+    """Producers add ``per_round`` transactions after another while the block runs."""
     stop = threading.Event()
 
     def produce() -> None:
-        seed = 71
+        n = seed
         while not stop.is_set():
-            scenario.produce(200, producers=1, seed=seed)
-            seed += 1
+            scenario.produce(per_round, producers=1, seed=n)
+            n += 1
 
     producer = threading.Thread(target=produce)
     producer.start()
-    rng = random.Random(5)
     try:
+        yield
+    finally:
+        stop.set()
+        producer.join()
+
+
+def test_stream_killed_and_restarted_from_its_checkpoint_while_producers_add(scenario, cli_env, tmp_path):
+    checkpoint = str(tmp_path / "ckpt")
+    rng = random.Random(5)
+    with _producing(scenario, seed=71, per_round=200):
         for _ in range(2):
             proc = subprocess.Popen([sys.executable, "-m", "connector.cli", *drain_args(scenario), "--stream",
                                      "--trigger-seconds", "0.5", "--checkpoint", checkpoint], env=cli_env, cwd=ROOT,
@@ -103,9 +115,6 @@ def test_stream_killed_and_restarted_from_its_checkpoint_while_producers_add(sce
             time.sleep(rng.uniform(15, 25))
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    finally:
-        stop.set()
-        producer.join()
     # a last run from the same checkpoint drains what is left
     proc = subprocess.Popen([sys.executable, "-m", "connector.cli", *drain_args(scenario), "--stream",
                              "--trigger-seconds", "0.5", "--checkpoint", checkpoint], env=cli_env, cwd=ROOT,
@@ -136,24 +145,11 @@ def _wait_until_drained(scenario, seconds: float) -> None:
 
 
 def test_local_stream_killed_and_restarted_drains_marked_and_unmarked_entries(scenario, cli_env):
-    stop = threading.Event()
-
-    def produce() -> None:
-        seed = 81
-        while not stop.is_set():
-            scenario.produce(150, producers=1, seed=seed)
-            seed += 1
-
-    producer = threading.Thread(target=produce)
-    producer.start()
-    try:
+    with _producing(scenario, seed=81, per_round=150):
         proc = _local_stream(scenario, cli_env)
         time.sleep(8)
         os.killpg(proc.pid, signal.SIGKILL)  # mid-micro-batch, most likely: producers keep it busy
         proc.wait()
-    finally:
-        stop.set()
-        producer.join()
     # the in-process stream has no checkpoint: a new one resumes from the marks and its first sweep
     proc = _local_stream(scenario, cli_env, "--sweep-seconds", "3")
     try:
