@@ -298,3 +298,26 @@ def test_idle_writer_and_scanner_expire_and_the_client_recovers(accumulo, table)
     finally:
         conn.close()
         gw.stop()
+
+
+def test_threads_that_come_and_go_leave_no_sockets_behind(conn_a):
+    import gc
+    import os
+    import threading
+
+    conn_a.list_tables()  # this thread's socket, kept
+
+    def fds() -> int:
+        gc.collect()
+        return len(os.listdir("/proc/self/fd"))
+
+    before = fds()
+    for _ in range(3):
+        threads = [threading.Thread(target=conn_a.list_tables) for _ in range(10)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    # 30 threads each opened a socket to the gateway; each closed with its thread
+    assert fds() - before < 5
+    assert conn_a.list_tables()  # and the connection still works

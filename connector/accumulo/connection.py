@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,23 @@ def resolve_secret(shared_secret: str | None = None, secret_file: str | os.PathL
         f"no shared secret: pass shared_secret=, or set {SECRET_ENV} or {SECRET_FILE_ENV}"
     )
 
+
+
+class _ThreadClient:
+    """One thread's client. It lives in that thread's ``threading.local`` storage only, so when the thread
+    ends (a pool's worker, a prefetch thread) the holder goes away and closes its socket: threads that come
+    and go do not leave sockets behind."""
+
+    __slots__ = ("client", "__weakref__")
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def close(self) -> None:
+        close_client(self.client)
+
+    def __del__(self) -> None:
+        self.close()
 
 class Connection:
     """A connection to an Accumulo Thrift gateway.
@@ -119,7 +137,7 @@ class Connection:
         self._secret_checked = False
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._clients: set[Any] = set()
+        self._clients: weakref.WeakSet[_ThreadClient] = weakref.WeakSet()
         self._closed = False
 
     def __repr__(self) -> str:  # never shows the secret
@@ -149,15 +167,15 @@ class Connection:
         return open_client(self.host, self.port, self.timeout, self.tls)
 
     def _thread_client(self) -> Any:
-        client = getattr(self._local, "client", None)
-        if client is None:
+        held = getattr(self._local, "held", None)
+        if held is None:
             client = self.new_client()
             if not self._secret_checked:
                 self._check_secret(client)
-            self._local.client = client
+            held = self._local.held = _ThreadClient(client)
             with self._lock:
-                self._clients.add(client)
-        return client
+                self._clients.add(held)
+        return held.client
 
     def _check_secret(self, client: Any) -> None:
         """Prove the secret with ``namespaceExists``, which declares AccumuloSecurityException everywhere."""
@@ -182,12 +200,12 @@ class Connection:
         self._secret_checked = True
 
     def _drop_thread_client(self, _exc: BaseException | None = None) -> None:
-        client = getattr(self._local, "client", None)
-        if client is not None:
-            self._local.client = None
+        held = getattr(self._local, "held", None)
+        if held is not None:
+            self._local.held = None
             with self._lock:
-                self._clients.discard(client)
-            close_client(client)
+                self._clients.discard(held)
+            held.close()
 
     def call(self, method: str, *args: Any, secret: bool = True, retry: bool = True) -> Any:
         """Call a gateway method (with the shared secret first unless ``secret=False``).
@@ -222,9 +240,9 @@ class Connection:
         """Close every socket this connection opened."""
         self._closed = True
         with self._lock:
-            clients, self._clients = self._clients, set()
-        for client in clients:
-            close_client(client)
+            held, self._clients = list(self._clients), weakref.WeakSet()
+        for h in held:
+            h.close()
         self._local = threading.local()
 
     def __enter__(self) -> Connection:

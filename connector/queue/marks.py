@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Collection, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 
 from connector.accumulo import Condition, ConditionalMutation, Connection, Mutation, Range
 
@@ -62,10 +63,14 @@ def settle_marks(conn: Connection, config: QueueConfig, planned: Mapping[int, by
         return {}
     layout = config.layout
     whole = set(drained_whole)
+    to_look_at = [b for b in planned if b not in whole]
+    # one short scan per bucket read with a limit; in parallel, as a backlog has every bucket limited
+    with ThreadPoolExecutor(min(8, max(1, len(to_look_at))), thread_name_prefix="settle") as pool:
+        empty = dict(zip(to_look_at, pool.map(lambda b: _is_empty(conn, config, b), to_look_at), strict=True))
     intents: list[tuple[int, ConditionalMutation, str]] = []
     for bucket, token in planned.items():
         mutation = ConditionalMutation(layout.mark_row(bucket), [Condition(MARK_FAMILY, MARK_QUALIFIER, token)])
-        if bucket in whole or _is_empty(conn, config, bucket):
+        if bucket in whole or empty[bucket]:
             mutation.delete(MARK_FAMILY, MARK_QUALIFIER)
             intents.append((bucket, mutation, "cleared"))
         else:
