@@ -52,7 +52,7 @@ def main() -> None:
     parser.add_argument("--entries", type=int, default=1_000_000)
     parser.add_argument("--buckets", type=int, default=64)
     parser.add_argument("--trickle-rate", type=int, default=50, help="new entries/s added during catch-up")
-    parser.add_argument("--max-bytes-per-trigger", type=int, default=16 << 20,
+    parser.add_argument("--max-bytes-per-trigger", type=int, default=64 << 20,
                         help="the stream's read limit (row + value bytes per micro-batch; 0: none)")
     opts = parser.parse_args()
     with clusters(("a", "b")) as running:
