@@ -198,3 +198,10 @@ def test_a_byte_read_limit_drains_a_backlog_in_bounded_micro_batches(spark, scen
     assert len(batches) >= 4, [p.numInputRows for p in batches]
     assert max(p.numInputRows for p in batches) < status.entries
     assert largest > limit // status.num_buckets  # the limit did cut inside buckets
+
+
+def test_the_drain_source_refuses_a_batch_read(spark, scenario):
+    scenario.produce(20, seed=111)
+    with pytest.raises(Exception, match="export-queue-drain is a streaming source"):
+        spark.read.format("export-queue-drain").options(**scenario.job().sink_options("")).load().collect()
+    assert scenario.depth() > 0  # nothing was drained

@@ -25,7 +25,7 @@ from connector.queue import drain_buckets
 
 from .drain_job import STATS_DDL, STATS_SCHEMA
 from .export_sink import SinkSettings
-from .options import as_dict, int_option
+from .options import OptionError, as_dict, int_option
 from .queue_source import BucketGroup, ExportQueueDataSource, QueueStreamReader
 
 
@@ -38,6 +38,10 @@ class QueueDrainDataSource(ExportQueueDataSource):
 
     def schema(self) -> str:
         return STATS_DDL
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        raise OptionError("export-queue-drain is a streaming source (its reads drain the queue): use "
+                          "spark.readStream, or the export-queue source to read entries")
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return DrainStreamReader(*self._stream_settings(), sink=SinkSettings.parse(as_dict(self.options)))
