@@ -11,7 +11,7 @@ import pytest
 
 from connector.accumulo import Mutation, Range
 from connector.combine import CombineConfig, CombineQueue, combine_all
-from connector.queue import EntryCodec, ExportQueue, QueueConfig, queue_status, read_marks
+from connector.queue import EntryCodec, ExportQueue, QueueConfig, read_marks
 from connector.queue.reader import read_bucket
 from connector.transactions import (
     RowTransactions,
@@ -64,6 +64,7 @@ def test_commit_relays_outbox_and_seqs_rise(conn_a):
     queue = _queue(conn_a)
     txs = _txs(conn_a)
     seqs = [txs.run("w1", bump(queue)) for _ in range(5)]
+    txs.close()  # makes the deletes of relayed outbox cells durable
     assert seqs == sorted(seqs) and len(set(seqs)) == 5
     cells = {(c.cf, c.cq): c for c in _cells(conn_a, txs.table)}
     assert cells[(b"c", b"n")].value == b"5" and cells[(b"c", b"n")].ts == seqs[-1]
@@ -86,7 +87,12 @@ def test_run_all_commits_rows_in_rounds(conn_a):
     assert len(set(seqs)) == 100
     counts = {c.row.decode(): int(c.value) for c in conn_a.scan(txs.table, columns=[(b"c", b"n")])}
     assert counts == {f"r{i}": 4 if i < 10 else 3 for i in range(30)}
-    assert queue_status(conn_a, queue).entries == 100
+    by_row: dict = {}
+    for e in sorted(_entries(conn_a, queue), key=lambda e: e.seq):
+        by_row.setdefault(e.key, []).append((e.value["old"], e.value["new"]))
+    # one row's items committed together, each on the state the one before left, each at its own seq
+    assert by_row == {f"r{i}": [(j, j + 1) for j in range(counts[f"r{i}"])] for i in range(30)}
+    assert txs.commits == 100 and txs.conflicts == 0
 
 
 def test_function_buffering_nothing_commits_nothing(conn_a):
@@ -170,6 +176,7 @@ def test_unknown_outcome_that_applied_is_not_committed_twice(conn_a, monkeypatch
         bump(queue)(tx)
 
     seq = txs.run("w", once)
+    txs.close()
     assert runs == [seq] and calls == [1], "a re-read found the commit: no second run, no second write"
     assert [e.seq for e in _entries(conn_a, queue)] == [seq]
     assert outbox_status(conn_a, txs.table).empty
@@ -193,7 +200,7 @@ def test_crash_between_commit_and_relay_then_relay_twice(conn_a, monkeypatch):
     assert _entries(conn_a, queue) == []
     assert relay_table(conn_a, txs.table, min_age_seconds=3600).young == 1, "young cells are left to producers"
     stats = relay_table(conn_a, txs.table)
-    assert stats.relayed == 1 and outbox_status(conn_a, txs.table).empty
+    assert stats.relayed == 1 and stats.exports == 1 and outbox_status(conn_a, txs.table).empty
     assert relay_table(conn_a, txs.table).relayed == 0
     [entry] = _entries(conn_a, queue)
     assert entry.value == {"old": 0, "new": 1}
@@ -216,6 +223,7 @@ def test_custom_layout(conn_a):
     layout = TxLayout(b"#ver", b"s", b"#out")
     txs = _txs(conn_a, layout=layout)
     seq = txs.run("w", bump(queue))
+    txs.close()
     assert {(c.cf, c.cq) for c in _cells(conn_a, txs.table)} == {(b"#ver", b"s"), (b"c", b"n")}
     assert [e.seq for e in _entries(conn_a, queue)] == [seq]
 
@@ -234,6 +242,7 @@ def bump(tx):
     tx.export(queue, "hot", {"old": old, "new": old + 1})
 for _ in range(n):
     txs.run(b"hot", bump)
+txs.close()
 print(txs.conflicts)
 """
 

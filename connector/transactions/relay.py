@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -56,13 +57,21 @@ class RelayStats:
 
 
 class Relay:
-    """Relays outbox cells of one source table. Writers are opened on first use and kept until ``close()``."""
+    """Relays outbox cells of one source table. Writers are opened on first use and kept until ``close()``.
+
+    ``delete_every``: the deletes of relayed outbox cells are made durable at most this often (seconds; 0:
+    with every relay) and always by ``close()``. A delete lost in a crash only means the cell is relayed
+    again, which is harmless; until its flush, the cell is listed in ``unflushed`` so that its producer does
+    not take it for a leftover and relay it twice."""
 
     def __init__(self, conn: Connection, source_table: str, layout: TxLayout,
-                 writer_options: Mapping[str, Any] | None = None) -> None:
+                 writer_options: Mapping[str, Any] | None = None, *, delete_every: float = 0.0) -> None:
         self.conn, self.source_table, self.layout = conn, source_table, layout
         self._options = dict(writer_options or {})
         self._writers: dict[str, BatchWriter] = {}
+        self.delete_every = delete_every
+        self.unflushed: set[tuple[bytes, bytes]] = set()  # (row, outbox qualifier) deleted, not yet durable
+        self._deletes_flushed = time.monotonic()
 
     def relay(self, items: Sequence[tuple[bytes, OutboxCell]]) -> RelayStats:
         """Copy ``(source row, outbox cell)`` items to their queues, flush, mark, then delete them."""
@@ -89,9 +98,19 @@ class Relay:
         source = self._writer(self.source_table)
         for row, cell in items:
             source.add_mutation(Mutation(row).delete(self.layout.outbox_family, cell.qualifier, timestamp=cell.ts))
-        source.flush()
+            self.unflushed.add((row, cell.qualifier))
+        if time.monotonic() - self._deletes_flushed >= self.delete_every:
+            self.flush_deletes()
         stats.relayed = len(items)
         return stats
+
+    def flush_deletes(self) -> None:
+        """Make the deletes of relayed outbox cells durable."""
+        writer = self._writers.get(self.source_table)
+        if writer is not None:
+            writer.flush()
+        self.unflushed.clear()
+        self._deletes_flushed = time.monotonic()
 
     def _writer(self, table: str) -> BatchWriter:
         writer = self._writers.get(table)
@@ -100,6 +119,7 @@ class Relay:
         return writer
 
     def close(self) -> None:
+        self.flush_deletes()
         writers, self._writers = self._writers, {}
         for writer in writers.values():
             writer.close()

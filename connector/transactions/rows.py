@@ -72,6 +72,16 @@ class RowState:
     cells: list[Cell] = field(default_factory=list)
     outbox: list[OutboxCell] = field(default_factory=list)
 
+    def after(self, tx: Transaction) -> RowState:
+        """The row as ``tx`` leaves it (for the next transaction of the same row in one commit)."""
+        cells = {(c.cf, c.cq, c.cv): c for c in self.cells}
+        for u in tx._cells.updates:
+            if u.delete:
+                cells.pop((u.cf, u.cq, u.cv), None)
+            else:
+                cells[(u.cf, u.cq, u.cv)] = Cell(self.row, u.cf, u.cq, u.cv, tx.seq, u.value)
+        return RowState(self.row, version_value(tx.seq), sorted(cells.values()), self.outbox)
+
 
 def read_rows(conn: Connection, table: str, layout: TxLayout, rows: list[bytes]) -> dict[bytes, RowState]:
     """The state of each row (rows without cells come back empty)."""
@@ -155,12 +165,14 @@ class Transaction:
 
 
 @dataclass
-class _Item:
-    index: int
+class _RowWork:
+    """The items of one row in a ``run_all`` call, and where they stand."""
+
     row: bytes
-    fn: Callable[[Transaction], object]
+    items: list[tuple[int, Callable[[Transaction], object]]] = field(default_factory=list)
     attempts: int = 0
-    sent: tuple[bytes, Transaction] | None = None  # a commit whose outcome is unknown: (its version, tx)
+    # a commit whose outcome is not settled: (its version cell, its transactions)
+    sent: tuple[bytes, list[tuple[int, Transaction]]] | None = None
 
 
 class RowTransactions:
@@ -182,7 +194,8 @@ class RowTransactions:
         self._clock = clock_us
         self._targets = Targets(conn, table, self.layout)
         self._committer = Committer(conn, table, self.layout)
-        self._relay = Relay(conn, table, self.layout, writer_options)
+        # deletes of relayed outbox cells: durable within a second (a lost one only means a harmless re-relay)
+        self._relay = Relay(conn, table, self.layout, writer_options, delete_every=1.0)
         self._lock = threading.Lock()
         #: totals: commits, conflicts (lost conditions and unknown outcomes that had not applied), relayed cells
         self.commits = self.conflicts = self.relayed = 0
@@ -216,94 +229,120 @@ class RowTransactions:
     def run_all(self, items: Iterable[tuple[BytesLike, Callable[[Transaction], object]]]) -> list[int | None]:
         """Run many row transactions, in rounds: each round reads its rows in one batch scan, runs their
         functions, commits them in one conditional call and relays the accepted outboxes together. Each row
-        is still its own transaction (this is not atomic across rows); items on the same row run in the
-        given order, one per round. Returns each item's seq (None: nothing buffered).
+        is still its own transaction (this is not atomic across rows). Items on the same row run in the
+        given order, each on the state the one before left, and commit together in one conditional mutation
+        (each at its own seq; if the row changed meanwhile, all of them run again). Returns each item's seq
+        (None: nothing buffered).
 
-        If a function raises, nothing of the round it ran in is written and the exception propagates; items
-        of earlier rounds have committed (and were relayed)."""
-        todo = [_Item(i, to_bytes(row, "row"), fn) for i, (row, fn) in enumerate(items)]
-        results: list[int | None] = [None] * len(todo)
+        If a function raises, nothing of the round it ran in is written and the exception propagates; rows
+        committed in earlier rounds (retries of lost conditions) stay committed and were relayed."""
+        works: dict[bytes, _RowWork] = {}
+        count = 0
+        for index, (row, fn) in enumerate(items):
+            row_b = to_bytes(row, "row")
+            works.setdefault(row_b, _RowWork(row_b)).items.append((index, fn))
+            count = index + 1
+        results: list[int | None] = [None] * count
         with self._lock:
-            waiting = todo
+            waiting = list(works.values())
             while waiting:
-                round_rows: set[bytes] = set()
-                now: list[_Item] = []
-                later: list[_Item] = []
-                for item in waiting:
-                    (later if item.row in round_rows else now).append(item)
-                    round_rows.add(item.row)
-                retry = self._round(now, results)
-                waiting = retry + later if retry else later
+                waiting = self._round(waiting, results)
         return results
 
-    def _round(self, items: list[_Item], results: list[int | None]) -> list[_Item]:
-        """One round over items on distinct rows; returns the items to run again."""
-        states = read_rows(self.conn, self.table, self.layout, [it.row for it in items])
+    def _round(self, works: list[_RowWork], results: list[int | None]) -> list[_RowWork]:
+        """One round over distinct rows; returns the rows to run again."""
+        states = read_rows(self.conn, self.table, self.layout, [w.row for w in works])
         relay: list[tuple[bytes, OutboxCell]] = []
         try:
-            return self._commit_round(items, states, results, relay)
+            return self._commit_round(works, states, results, relay)
         finally:
             if relay:  # also when a function raised: what did commit reaches its queues now
                 self.relayed += self._relay.relay(relay).relayed
 
-    def _commit_round(self, items: list[_Item], states: dict[bytes, RowState], results: list[int | None],
-                      relay: list[tuple[bytes, OutboxCell]]) -> list[_Item]:
-        sends: list[tuple[_Item, Transaction, bytes]] = []
-        again: list[_Item] = []
-        for item in items:
-            state = states[item.row]
-            if item.sent is not None:
-                version, tx = item.sent
-                item.sent = None
-                if state.version == version:  # the unknown outcome was a commit
-                    results[item.index] = self._accepted(tx, state, relay)
-                    continue
-            if item.attempts >= self.max_attempts:
-                raise TransactionConflictError(self.table, item.row, item.attempts)
-            tx = Transaction(state, next_seq(parse_version(state.version), self._clock), self.layout,
-                             self._targets)
-            item.fn(tx)
-            item.attempts += 1
-            if tx.empty:
-                relay += [(item.row, c) for c in state.outbox]
-                continue
-            sends.append((item, tx, new_token()))
+    def _commit_round(self, works: list[_RowWork], states: dict[bytes, RowState], results: list[int | None],
+                      relay: list[tuple[bytes, OutboxCell]]) -> list[_RowWork]:
+        sends: list[tuple[_RowWork, list[tuple[int, Transaction]]]] = []
         mutations = []
-        for item, tx, token in sends:
-            for target in tx._used:
-                self._targets.record(target)
-            m = self.layout.commit_mutation(item.row, states[item.row].version, tx.seq, token)
-            m.updates.extend(tx._cells.updates)
-            m.size += tx._cells.size
-            self.layout.add_outbox(m, tx._outbox)
+        again: list[_RowWork] = []
+        for work in works:
+            state = states[work.row]
+            if work.sent is not None:
+                version, sent = work.sent
+                work.sent = None
+                if state.version == version:  # the unknown outcome was a commit
+                    self._accepted(state, sent, results, relay)
+                    continue
+            if work.attempts >= self.max_attempts:
+                raise TransactionConflictError(self.table, work.row, work.attempts)
+            work.attempts += 1
+            txs = self._run_functions(work, state)
+            if not txs:
+                relay += self._leftovers(state, [])
+                continue
+            token = new_token()
+            last = txs[-1][1]
+            m = self.layout.commit_mutation(work.row, state.version, last.seq, token)
+            for _, tx in txs:
+                m.updates.extend(tx._cells.updates)
+                m.size += tx._cells.size
+                self.layout.add_outbox(m, tx._outbox)
+                for target in tx._used:
+                    self._targets.record(target)
             mutations.append(m)
+            sends.append((work, txs))
+            work.sent = (version_value(last.seq, token), txs)
         statuses = self._committer.write(mutations)
         refused: list[str] = []
-        for item, tx, token in sends:
-            status = statuses[item.row]
+        for work, txs in sends:
+            status = statuses[work.row]
             if status == ACCEPTED:
-                results[item.index] = self._accepted(tx, states[item.row], relay)
+                work.sent = None
+                self._accepted(states[work.row], txs, results, relay)
             elif status in (REJECTED, UNKNOWN):
                 self.conflicts += 1
-                if status == UNKNOWN:
-                    item.sent = (version_value(tx.seq, token), tx)
-                again.append(item)
+                if status == REJECTED:
+                    work.sent = None
+                again.append(work)
             else:
-                refused.append(f"row {item.row[:100]!r}: the conditional mutation was {status}"
+                refused.append(f"row {work.row[:100]!r}: the conditional mutation was {status}"
                                + (" (a constraint refused it)" if status == "VIOLATED" else ""))
         if refused:  # after the loop: the accepted rows of this round are relayed all the same
             raise TransactionError(f"row transactions on table {self.table!r}: {'; '.join(refused[:5])}")
         if again:
             # colliding writers spread out before they read again
-            time.sleep(random.uniform(0, min(0.05, 0.001 * 2 ** max(it.attempts for it in again))))
+            time.sleep(random.uniform(0, min(0.05, 0.001 * 2 ** max(w.attempts for w in again))))
         return again
 
-    def _accepted(self, tx: Transaction, state: RowState, relay: list[tuple[bytes, OutboxCell]]) -> int:
-        self.commits += 1
-        # ours, and any an earlier producer of this row left unrelayed (read with the row)
-        relay += [(tx.row, c) for c in tx._outbox]
-        relay += [(tx.row, c) for c in state.outbox if c not in tx._outbox]
-        return tx.seq
+    def _run_functions(self, work: _RowWork, state: RowState) -> list[tuple[int, Transaction]]:
+        """Run the row's functions in order, each on the state the one before left; the transactions that
+        buffered something, with their item indexes."""
+        out = []
+        prev = parse_version(state.version)
+        view = state
+        for index, fn in work.items:
+            tx = Transaction(view, next_seq(prev, self._clock), self.layout, self._targets)
+            fn(tx)
+            if not tx.empty:
+                out.append((index, tx))
+                prev = tx.seq
+                view = view.after(tx)
+        return out
+
+    def _accepted(self, state: RowState, txs: list[tuple[int, Transaction]], results: list[int | None],
+                  relay: list[tuple[bytes, OutboxCell]]) -> None:
+        self.commits += len(txs)
+        ours: list[OutboxCell] = []
+        for index, tx in txs:
+            results[index] = tx.seq
+            ours += tx._outbox
+        relay += [(state.row, c) for c in ours]
+        relay += self._leftovers(state, ours)
+
+    def _leftovers(self, state: RowState, ours: list[OutboxCell]) -> list[tuple[bytes, OutboxCell]]:
+        """Outbox cells an earlier producer of this row left unrelayed (read with the row); not ours, and not
+        those we relayed whose delete is on its way."""
+        return [(state.row, c) for c in state.outbox
+                if c not in ours and (state.row, c.qualifier) not in self._relay.unflushed]
 
     def close(self) -> None:
         """Release the writers (everything committed was relayed already)."""

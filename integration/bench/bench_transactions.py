@@ -1,0 +1,135 @@
+"""Benchmark: transactional producers. Four producer processes run transactions on 10k rows with a Zipf skew
+(so hot rows collide across processes); each transaction reads its row's counter, writes it back plus one,
+and exports the change. Three ways, in the same run against the same embedded cluster:
+
+- ``plain``: what producers did before row transactions: a BatchWriter for the row and ``ExportQueue.add``
+  for the export (two writers, no atomicity, no read: a blind write of the cell);
+- ``run``: ``RowTransactions.run`` per transaction (read, conditional commit, relay of the outbox);
+- ``run_all``: ``RowTransactions.run_all`` over chunks of 200 transactions (one read, one conditional call and
+  one relay per round).
+
+Prints transactions/s for each, the conflict retry rate (lost conditions per transaction), and a final
+``ratio=<run_all/plain>``. Run: ``make bench`` or ``.venv/bin/python integration/bench/bench_transactions.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from connector.clusters_config import CONFIG_ENV, cluster, write_clusters  # noqa: E402
+from connector.queue import ExportQueue, QueueConfig, queue_status  # noqa: E402
+from connector.transactions import RowTransactions, outbox_status  # noqa: E402
+
+CHUNK = 200
+
+
+def rows_for(n: int, rows: int, skew: float, seed: int) -> list[str]:
+    weights = 1.0 / np.arange(1, rows + 1) ** skew
+    picks = np.random.default_rng(seed).choice(rows, size=n, p=weights / weights.sum())
+    return [f"row{i:05d}" for i in picks.tolist()]
+
+
+def worker(mode: str, table: str, qtable: str, buckets: int, n: int, rows: int, skew: float, seed: int) -> None:
+    conn = cluster("A").connect()
+    queue = QueueConfig(table=qtable, qid="q", num_buckets=buckets)
+    picks = rows_for(n, rows, skew, seed)
+
+    def bump(tx):  # noqa: ANN001, ANN202
+        old = int(tx.get(b"c", b"n", default=b"0"))
+        tx.put(b"c", b"n", str(old + 1).encode())
+        tx.export(queue, tx.row.decode(), {"old": old, "new": old + 1})
+
+    t0 = time.perf_counter()
+    conflicts = 0
+    if mode == "plain":
+        seq = time.time_ns() // 1000
+        with ExportQueue(conn, queue) as q, conn.batch_writer(table) as w:
+            for i, row in enumerate(picks):
+                from connector.accumulo import Mutation
+
+                w.add_mutation(Mutation(row).put(b"c", b"n", b"1", timestamp=seq + i))
+                q.add(row, {"old": 0, "new": 1}, seq + i)
+    else:
+        txs = RowTransactions(conn, table)
+        if mode == "run":
+            for row in picks:
+                txs.run(row, bump)
+        else:
+            for i in range(0, n, CHUNK):
+                txs.run_all([(row, bump) for row in picks[i:i + CHUNK]])
+        txs.close()
+        conflicts = txs.conflicts
+    print(json.dumps({"seconds": time.perf_counter() - t0, "transactions": n, "conflicts": conflicts}))
+
+
+def run_mode(mode: str, env: dict, conn, opts: argparse.Namespace) -> dict:  # noqa: ANN001
+    table, qtable = f"bench_tx_{mode}", f"bench_txq_{mode}"
+    queue = QueueConfig(table=qtable, qid="q", num_buckets=opts.buckets)
+    ExportQueue(conn, queue).init()
+    RowTransactions(conn, table).init()
+    per = opts.transactions // opts.producers
+    t0 = time.perf_counter()
+    procs = [subprocess.Popen([sys.executable, __file__, "--worker", mode, table, qtable, str(opts.buckets), str(per),
+                               str(opts.rows), str(opts.skew), str(1000 + i)], env=env, stdout=subprocess.PIPE,
+                              text=True) for i in range(opts.producers)]
+    outs = [json.loads(p.communicate()[0].strip().splitlines()[-1]) for p in procs]
+    wall = time.perf_counter() - t0
+    if any(p.returncode for p in procs):
+        raise SystemExit(f"a {mode} producer failed")
+    total = per * opts.producers
+    depth = queue_status(conn, queue).entries
+    if mode != "plain":
+        counts = sum(int(c.value) for c in conn.scan(table, columns=[(b"c", b"n")], batch_size=10_000))
+        assert counts == total, f"{mode}: counters sum to {counts}, not {total}"
+        assert outbox_status(conn, table).empty, f"{mode}: outbox cells left"
+    assert depth == total, f"{mode}: {depth} entries queued, not {total}"
+    conflicts = sum(o["conflicts"] for o in outs)
+    return {"rate": total / wall, "wall": wall, "conflicts": conflicts, "total": total}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--transactions", type=int, default=20_000)
+    parser.add_argument("--rows", type=int, default=10_000)
+    parser.add_argument("--skew", type=float, default=1.0)
+    parser.add_argument("--producers", type=int, default=4)
+    parser.add_argument("--buckets", type=int, default=16)
+    parser.add_argument("--worker", nargs=8, help=argparse.SUPPRESS)
+    opts = parser.parse_args()
+    if opts.worker:
+        mode, table, qtable, buckets, n, rows, skew, seed = opts.worker
+        worker(mode, table, qtable, int(buckets), int(n), int(rows), float(skew), int(seed))
+        return
+
+    from integration.harness import clusters
+
+    with clusters(["a"]) as running:
+        a = running["a"]
+        config = running.state_dir / "clusters.toml"
+        write_clusters(config, {"A": a.gateway_options()})
+        env = dict(os.environ, **{CONFIG_ENV: str(config), "PYTHONPATH": str(ROOT)})
+        conn = a.connect()
+        results = {mode: run_mode(mode, env, conn, opts) for mode in ("plain", "run", "run_all")}
+        print(f"transactions={results['plain']['total']} producers={opts.producers} rows={opts.rows} "
+              f"zipf_skew={opts.skew}")
+        for mode, r in results.items():
+            retry = r["conflicts"] / r["total"]
+            print(f"{mode}: {r['wall']:.2f}s {r['rate']:,.0f} transactions/s, conflict retries per transaction "
+                  f"{retry:.3f}")
+        print(f"run/plain={results['run']['rate'] / results['plain']['rate']:.3f}")
+        print(f"ratio={results['run_all']['rate'] / results['plain']['rate']:.3f}")
+
+
+if __name__ == "__main__":
+    main()
