@@ -4,7 +4,7 @@ A key's queued updates, its current value and its outgoing exports all live in t
 conditional mutation can apply a combine atomically (plain Accumulo is atomic per row)::
 
     key row   <cid>:<bucketHex>:<serialized key>
-      o:<export row>   outbox: one outgoing export, value = serialized export value, ts = seq of its change
+      o:e:<queue table>:<export row>   outbox: one outgoing export, value = serialized export value, ts = seq
       s:seq            the version counter: seq of the last combine (ASCII decimal), ts = that seq
       s:val            the current value (serialized), ts = seq of the combine that wrote it
       u:<update id>    one queued update, value = serialized delta, ts = the producer's clock (ms), chosen once
@@ -33,9 +33,12 @@ Why these choices:
 - Every cell a combine writes carries timestamp = its seq: a value deleted at seq s and re-created at s' > s is
   visible, whatever the server's clock says (two server-timestamped writes in one millisecond would tie, and
   the delete would win).
-- ``o:<export row>``: the qualifier is the export queue's entry row (export key + seq), so relaying it is a
-  plain copy, and a relay repeated after a crash writes the same entry row again (harmless: exports are
-  replayed by version). The outbox cell is then deleted at its timestamp.
+- A combine is a row transaction (:mod:`connector.transactions`) with version ``s:seq`` and outbox family
+  ``o``: the same commit and relay code, the same outbox cells. The qualifier names the export queue's table
+  and entry row (export key + seq), so relaying it is a plain copy, and a relay repeated after a crash writes
+  the same entry row again (harmless: exports are replayed by version). The outbox cell is then deleted at
+  its timestamp. The export queue records the combine table as a source of outboxes, so its streaming drain
+  relays what a crashed pass left, as for any producer.
 - The compaction hazard (DESIGN.md) applies to update ids too: once a full major compaction dropped the delete
   of a consumed update, a replay of that same update arriving later would be counted again.
 """
@@ -44,14 +47,19 @@ from __future__ import annotations
 
 from connector.accumulo import Range
 from connector.queue import QueueLayout
+from connector.transactions import TxLayout
+from connector.transactions.layout import UPDATE_FAMILY
 
 OUTBOX_FAMILY = b"o"
 STATE_FAMILY = b"s"
-UPDATE_FAMILY = b"u"
 SEQ_QUALIFIER = b"seq"
 VALUE_QUALIFIER = b"val"
 CONFIG_FAMILY = b"c"
 CONFIG_QUALIFIER = b"combine"
+#: a combine is a row transaction with these version and outbox cells
+COMBINE_TX_LAYOUT = TxLayout(STATE_FAMILY, SEQ_QUALIFIER, OUTBOX_FAMILY)
+__all__ = ["COMBINE_TX_LAYOUT", "CombineLayout", "OUTBOX_FAMILY", "STATE_FAMILY", "SEQ_QUALIFIER", "UPDATE_FAMILY",
+           "VALUE_QUALIFIER", "CONFIG_FAMILY", "CONFIG_QUALIFIER"]
 
 
 class CombineLayout:

@@ -26,25 +26,16 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from connector.accumulo import (
-    BatchWriter,
-    Cell,
-    Condition,
-    ConditionalMutation,
-    ConditionalWriter,
-    Connection,
-    ConnectionLostError,
-    Mutation,
-    Range,
-)
-from connector.accumulo.wire_conditional import write_conditional
+from connector.accumulo import Cell, ConditionalMutation, Connection, Range
 from connector.queue import EntryCodec, QueueConfig, check_config
-from connector.queue.layout import ENTRY_FAMILY, ENTRY_QUALIFIER
-from connector.queue.marks import mark_mutations
+from connector.transactions import Committer, MalformedOutboxError, OutboxCell, Relay, parse_outbox, parse_version
+from connector.transactions.commit import ACCEPTED, REJECTED, UNKNOWN
+from connector.transactions.layout import export_cell
+from connector.transactions.targets import record_source
 
 from .config import CombineConfig
 from .functions import Change, Combiner, Observer, combiner_from_name, observer_from_name
-from .layout import OUTBOX_FAMILY, SEQ_QUALIFIER, STATE_FAMILY, UPDATE_FAMILY, VALUE_QUALIFIER
+from .layout import COMBINE_TX_LAYOUT, OUTBOX_FAMILY, SEQ_QUALIFIER, STATE_FAMILY, UPDATE_FAMILY, VALUE_QUALIFIER
 
 log = logging.getLogger(__name__)
 
@@ -99,15 +90,19 @@ class _Row:
 
     row: bytes
     updates: list[tuple[bytes, int, bytes]] = field(default_factory=list)  # (update id, ts, delta bytes)
-    outbox: list[tuple[bytes, int, bytes]] = field(default_factory=list)  # (export row, ts, value bytes)
+    outbox: list[OutboxCell] = field(default_factory=list)
     seq: bytes | None = None  # the version as stored
     value: bytes | None = None
+    malformed: int = 0  # outbox cells that do not follow the protocol (left in place)
 
     def add(self, cell: Cell) -> None:
         if cell.cf == UPDATE_FAMILY:
             self.updates.append((cell.cq, cell.ts, cell.value))
         elif cell.cf == OUTBOX_FAMILY:
-            self.outbox.append((cell.cq, cell.ts, cell.value))
+            try:
+                self.outbox.append(parse_outbox(cell.cq, cell.value, cell.ts))
+            except MalformedOutboxError:
+                self.malformed += 1
         elif cell.cf == STATE_FAMILY:
             if cell.cq == SEQ_QUALIFIER:
                 self.seq = cell.value
@@ -120,7 +115,7 @@ class _Plan:
     state: _Row
     mutation: ConditionalMutation
     consumed: int
-    outbox: list[tuple[bytes, bytes, int, bytes]]  # (key row, export row, ts, value)
+    outbox: list[OutboxCell]
     change: Change | None
     seq: int
     new_value: bytes | None
@@ -171,10 +166,9 @@ class CombineProcessor:
         self._clock_us = clock_us
         self._layout = config.layout
         self._key_ser, self._value_ser = config.serializers()
-        # open for one process_buckets call
-        self._writer: BatchWriter | None = None
-        self._export_writer: BatchWriter | None = None
-        self._cw: ConditionalWriter | None = None
+        # open for one process_buckets call: the same commit and relay code as row transactions
+        self._committer = Committer(conn, config.table, COMBINE_TX_LAYOUT)
+        self._relayer = Relay(conn, config.table, COMBINE_TX_LAYOUT, writer_options)
 
     # --- entry points -----------------------------------------------------------------------------------
 
@@ -188,6 +182,9 @@ class CombineProcessor:
         if self.export_queue is not None and not self._export_checked:
             # relaying into a queue initialised differently would put entries where its drain never looks
             check_config(self.connection, self.export_queue, required=True)
+            # so a streaming drain of the export queue relays what a crashed pass left in our outboxes
+            record_source(self.connection, self.export_queue.table, self.export_queue.layout.config_row,
+                          self.config.table, COMBINE_TX_LAYOUT)
             self._export_checked = True
         try:
             for bucket in buckets:
@@ -209,7 +206,7 @@ class CombineProcessor:
     # --- one chunk of rows ------------------------------------------------------------------------------
 
     def _process_rows(self, rows: list[_Row], stats: CombineStats) -> None:
-        left = [(r.row, *o) for r in rows for o in r.outbox]
+        left = [(r.row, o) for r in rows for o in r.outbox]
         if left:
             self._relay(left)
             stats.leftovers += len(left)
@@ -221,22 +218,22 @@ class CombineProcessor:
             statuses = self._write([p.mutation for p in plans])
             again: list[bytes] = []
             going_on: list[_Row] = []
-            accepted_outbox: list[tuple[bytes, bytes, int, bytes]] = []
+            accepted_outbox: list[tuple[bytes, OutboxCell]] = []
             for p in plans:
                 row = p.state.row
-                status = statuses.get(row, "UNKNOWN")
-                if status == "ACCEPTED":
+                status = statuses[row]
+                if status == ACCEPTED:
                     stats.updates += p.consumed
                     if p.change is not None:
                         stats.changed += 1
                         stats.deleted += p.change.new is None
-                    accepted_outbox += p.outbox
+                    accepted_outbox += [(row, c) for c in p.outbox]
                     if p.consumed < len(p.state.updates):
                         # more updates than one mutation takes: go on with the rest from the state we wrote
                         # (if the row changed since, the condition fails and it is re-read)
                         going_on.append(_Row(row, p.state.updates[p.consumed:], [], str(p.seq).encode("ascii"),
                                              p.new_value))
-                elif status in ("REJECTED", "UNKNOWN"):
+                elif status in (REJECTED, UNKNOWN):
                     # another pass won the row, or we cannot know whether ours applied: re-read decides
                     stats.conflicts += 1
                     attempts[row] = attempts.get(row, 0) + 1
@@ -252,7 +249,7 @@ class CombineProcessor:
                 self._relay(accepted_outbox)
                 stats.exports += len(accepted_outbox)
             reread = self._read_rows(again) if again else []
-            left = [(r.row, *o) for r in reread for o in r.outbox]
+            left = [(r.row, o) for r in reread for o in r.outbox]
             if left:
                 self._relay(left)  # ours from an UNKNOWN outcome that did apply, or another pass's
                 stats.leftovers += len(left)
@@ -265,7 +262,7 @@ class CombineProcessor:
             key: Any = None
             try:
                 key = self._key_ser.loads(self._layout.key_of(r.row))
-                prev_seq = int(r.seq) if r.seq is not None else 0
+                prev_seq = parse_version(r.seq)
                 old = self._value_ser.loads(r.value) if r.value is not None else None
                 consumed = min(len(r.updates), MAX_UPDATES_PER_COMBINE)
                 deltas = [self._value_ser.loads(v) for _, _, v in r.updates[:consumed]]
@@ -295,11 +292,10 @@ class CombineProcessor:
                   exports: list[tuple[Any, Any]]) -> _Plan:
         # the version read before the value and the updates (see layout): unchanged means none of them changed;
         # r.seq None: only while the key has no version
-        m = ConditionalMutation(r.row, [Condition(STATE_FAMILY, SEQ_QUALIFIER, r.seq)])
+        m = COMBINE_TX_LAYOUT.commit_mutation(r.row, r.seq, seq)
         for uid, ts, _ in r.updates[:consumed]:
             m.delete(UPDATE_FAMILY, uid, timestamp=ts)
-        m.put(STATE_FAMILY, SEQ_QUALIFIER, str(seq).encode("ascii"), timestamp=seq)
-        outbox: list[tuple[bytes, bytes, int, bytes]] = []
+        outbox: list[OutboxCell] = []
         if change is not None:
             if new_bytes is None:
                 m.delete(STATE_FAMILY, VALUE_QUALIFIER, timestamp=seq)
@@ -308,8 +304,8 @@ class CombineProcessor:
             assert self._export_codec is not None or not exports
             for export_key, export_value in exports:
                 entry_row, value = self._export_codec.encode(export_key, export_value, seq)  # type: ignore[union-attr]
-                m.put(OUTBOX_FAMILY, entry_row, value, timestamp=seq)
-                outbox.append((r.row, entry_row, seq, value))
+                outbox.append(export_cell(self.export_queue.table, entry_row, value, seq))  # type: ignore[union-attr]
+            COMBINE_TX_LAYOUT.add_outbox(m, outbox)
         return _Plan(r, m, consumed, outbox, change, seq, new_bytes)
 
     def _observe(self, changes: list[Change],
@@ -345,40 +341,12 @@ class CombineProcessor:
     # --- Accumulo ---------------------------------------------------------------------------------------
 
     def _write(self, mutations: list[ConditionalMutation]) -> dict[bytes, str]:
-        if not mutations:
-            return {}
-        if self._cw is None:
-            self._cw = self.connection.conditional_writer(self.config.table)
-        try:
-            return write_conditional(self._cw, mutations)
-        except ConnectionLostError as exc:
-            # outcomes unknown: every row is re-read; a new writer in case the gateway lost ours
-            log.warning("combine queue %s: conditional write lost its connection (%s); re-reading %d rows",
-                        self.config.cid, exc, len(mutations))
-            self._cw.close()
-            self._cw = None
-            return {}
+        return self._committer.write(mutations)
 
-    def _relay(self, items: list[tuple[bytes, bytes, int, bytes]]) -> None:
-        """Copy outbox cells into the export queue, flush, then delete them at their timestamps."""
-        if self.export_queue is None:
-            raise ValueError(f"combine queue {self.config.cid!r} has outbox cells to relay but no export queue "
-                             "was given")
-        if self._export_writer is None:
-            self._export_writer = self.connection.batch_writer(self.export_queue.table, **self._writer_options)
-        for _, entry_row, _, value in items:
-            # no timestamp: an export queue entry carries the server's time (the drain deletes at it)
-            self._export_writer.add_mutation(Mutation(entry_row).put(ENTRY_FAMILY, ENTRY_QUALIFIER, value))
-        self._export_writer.flush()  # durable in the export queue before the outbox forgets it
-        # then mark their buckets, so a streaming drain finds them without waiting for its sweep
-        layout = self.export_queue.layout
-        buckets = {layout.bucket_range_of(entry_row) for _, entry_row, _, _ in items} - {None}
-        self._export_writer.add_mutations(mark_mutations(layout, buckets))  # type: ignore[arg-type]
-        self._export_writer.flush()
-        writer = self._combine_writer()
-        for key_row, entry_row, ts, _ in items:
-            writer.add_mutation(Mutation(key_row).delete(OUTBOX_FAMILY, entry_row, timestamp=ts))
-        writer.flush()
+    def _relay(self, items: list[tuple[bytes, OutboxCell]]) -> None:
+        """Copy outbox cells into the export queue, flush, mark, then delete them (the relay of row
+        transactions: see :mod:`connector.transactions.relay`)."""
+        self._relayer.relay(items)
 
     def _read_rows(self, rows: list[bytes]) -> list[_Row]:
         by_row: dict[bytes, _Row] = {}
@@ -391,18 +359,9 @@ class CombineProcessor:
             state.add(cell)
         return list(by_row.values())
 
-    def _combine_writer(self) -> BatchWriter:
-        if self._writer is None:
-            self._writer = self.connection.batch_writer(self.config.table, **self._writer_options)
-        return self._writer
-
     def _close(self) -> None:
-        for w in (self._writer, self._export_writer):
-            if w is not None:
-                w.close()
-        if self._cw is not None:
-            self._cw.close()
-        self._writer = self._export_writer = self._cw = None
+        self._relayer.close()
+        self._committer.close()
 
     # --- errors -----------------------------------------------------------------------------------------
 

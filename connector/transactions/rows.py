@@ -104,6 +104,18 @@ def read_rows(conn: Connection, table: str, layout: TxLayout, rows: list[bytes])
     return states
 
 
+def ensure_outbox_group(conn: Connection, table: str, layout: TxLayout) -> None:
+    """Put ``table``'s outbox family in a locality group of its own, unless it is already (needs the permission
+    to alter the table): a relay looking for leftovers then reads only the outbox's files."""
+    props = conn.table_properties(table)
+    for name, value in layout.locality_group_properties().items():
+        if props.get(name) != value:
+            conn.set_table_property(table, name, value)
+    enabled = [g for g in props.get("table.groups.enabled", "").split(",") if g]
+    if OUTBOX_GROUP not in enabled:
+        conn.set_table_property(table, "table.groups.enabled", ",".join([*enabled, OUTBOX_GROUP]))
+
+
 class Transaction:
     """One attempt of a row's read-modify-write, given to the user's function. Reads see the row as of the
     start; writes and outbox entries are buffered and committed together when the function returns."""
@@ -208,13 +220,7 @@ class RowTransactions:
         (so relays looking for leftovers read little). Needs the permission to alter the table; safe to run
         again."""
         self.conn.create_table(self.table, exist_ok=True)
-        props = self.conn.table_properties(self.table)
-        for name, value in self.layout.locality_group_properties().items():
-            if props.get(name) != value:
-                self.conn.set_table_property(self.table, name, value)
-        enabled = [g for g in props.get("table.groups.enabled", "").split(",") if g]
-        if OUTBOX_GROUP not in enabled:
-            self.conn.set_table_property(self.table, "table.groups.enabled", ",".join([*enabled, OUTBOX_GROUP]))
+        ensure_outbox_group(self.conn, self.table, self.layout)
 
     def run(self, row: BytesLike, fn: Callable[[Transaction], object]) -> int | None:
         """Run ``fn`` on ``row`` (bytes, or str as UTF-8) and commit what it buffered; returns the commit's
