@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import time
@@ -97,31 +98,27 @@ def _resumable(conn: Connection, table: str, rng: Range | None, columns: Sequenc
         options = proxy.ScanOptions(authorizations=auths, range=current.to_thrift(), columns=thrift_columns,
                                     iterators=thrift_iters, bufferSize=batch_size,
                                     timeoutMs=conn.server_wait_ms or None)
-        try:
+        with _within_server_wait(conn, table):
             scanner_id = conn.call("createScanner", table, options)
-        except TimedOutError as exc:
-            raise conn.timed_out(table, "served the scan") from exc
-        try:
-            while True:
-                page, more = _page(conn, fetch, scanner_id, batch_size)
-                key = last_key(page)
-                if key is not None:
-                    last = key
-                yield page
-                if not more:
-                    return
-        except TimedOutError as exc:
-            raise conn.timed_out(table, "served the scan") from exc
-        except (ConnectionLostError, UnknownScannerError) as exc:
-            # nextK is not safe to repeat (a lost reply skips cells): resume on a fresh scanner right
-            # after the last cell we yielded
-            failures += 1
-            if failures >= conn.retry.attempts:
-                raise
-            log.warning("scan of %s interrupted (%s); resuming after %r", table, exc, last)
-            time.sleep(min(conn.retry.max_wait, conn.retry.initial_wait * 2**failures))
-        finally:
-            _close_quietly(conn, scanner_id)
+            try:
+                while True:
+                    page, more = _page(conn, fetch, scanner_id, batch_size)
+                    key = last_key(page)
+                    if key is not None:
+                        last = key
+                    yield page
+                    if not more:
+                        return
+            except (ConnectionLostError, UnknownScannerError) as exc:
+                # nextK is not safe to repeat (a lost reply skips cells): resume on a fresh scanner right
+                # after the last cell we yielded
+                failures += 1
+                if failures >= conn.retry.attempts:
+                    raise
+                log.warning("scan of %s interrupted (%s); resuming after %r", table, exc, last)
+                time.sleep(min(conn.retry.max_wait, conn.retry.initial_wait * 2**failures))
+            finally:
+                _close_quietly(conn, scanner_id)
 
 
 def _last_cell_key(cells: list[Cell]) -> Key | None:
@@ -162,20 +159,25 @@ def batch_scan(conn: Connection, table: str, ranges: Sequence[Range], columns: S
                                      columns=columns_to_thrift(columns),
                                      iterators=[i.to_thrift() for i in iterators] or None, threads=threads,
                                      timeoutMs=conn.server_wait_ms or None)
-    try:
+    with _within_server_wait(conn, table):
         scanner_id = conn.call("createBatchScanner", table, options)
-    except TimedOutError as exc:
-        raise conn.timed_out(table, "served the scan") from exc
+        try:
+            while True:
+                cells, more = _next_page(conn, scanner_id, batch_size)
+                yield from cells
+                if not more:
+                    return
+        finally:
+            _close_quietly(conn, scanner_id)
+
+
+@contextlib.contextmanager
+def _within_server_wait(conn: Connection, table: str) -> Iterator[None]:
+    """Name the table and the bound in the error of a scan that found no tablet server in time."""
     try:
-        while True:
-            cells, more = _next_page(conn, scanner_id, batch_size)
-            yield from cells
-            if not more:
-                return
+        yield
     except TimedOutError as exc:
         raise conn.timed_out(table, "served the scan") from exc
-    finally:
-        _close_quietly(conn, scanner_id)
 
 
 def _close_quietly(conn: Connection, scanner_id: str) -> None:

@@ -85,3 +85,18 @@ def _is_empty(conn: Connection, config: QueueConfig, bucket: int) -> bool:
     cells = conn.scan(config.table, config.layout.bucket_range(bucket), columns=[(ENTRY_FAMILY, ENTRY_QUALIFIER)],
                       batch_size=1)
     return next(iter(cells), None) is None
+
+
+def marks_for_entry_rows(rows: Iterable[bytes]) -> list[Mutation]:
+    """Mark mutations for the buckets of these entry rows, whatever queue each belongs to (the row names its
+    queue id and bucket: ``<qid>:<bucketHex>:...``); rows that are not entry rows are left out."""
+    marked: set[bytes] = set()
+    for row in rows:
+        qid, sep, rest = row.partition(b":")
+        hex_part, sep2, _ = rest.partition(b":")
+        if sep and sep2 and qid and hex_part and set(hex_part) <= _HEX:
+            marked.add(qid + b"#mark:" + hex_part)
+    return [Mutation(r).put(MARK_FAMILY, MARK_QUALIFIER, new_token()) for r in sorted(marked)]
+
+
+_HEX = frozenset(b"0123456789abcdef")

@@ -98,11 +98,6 @@ class StreamPlanner:
             self._sweeper.start()
         return pending
 
-    def wait_for_sweep(self, timeout: float | None = None) -> None:
-        """Block until a running sweep has finished (its findings join the next plan)."""
-        if self._sweeper is not None:
-            self._sweeper.join(timeout)
-
     def _sweeping(self) -> bool:
         return self._sweeper is not None and self._sweeper.is_alive()
 

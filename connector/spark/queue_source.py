@@ -140,14 +140,12 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     bucket; a byte limit then applies on top).
     """
 
-    MAX_SCAN_KEYS = 500_000
-
     def __init__(self, gateway: GatewayOptions, config: QueueConfig, per_partition: int,
                  max_entries: int | None, sweep_seconds: float = DEFAULT_SWEEP_SECONDS,
                  max_bytes: int | None = None) -> None:
         self.gateway, self.config, self.per_partition = gateway, config, per_partition
         self.max_entries, self.max_bytes = max_entries, max_bytes
-        self.planner = StreamPlanner(gateway.shared, config, sweep_seconds, self.MAX_SCAN_KEYS)
+        self.planner = StreamPlanner(gateway.shared, config, sweep_seconds)
         self._available_now: dict[str, int] | None = None  # per bucket: entries still to schedule
         self._settled = 0  # the last batch whose marks were settled
 
@@ -163,7 +161,7 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadMaxRows(self.max_entries) if self.max_entries else ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        counts = pending_by_bucket(self.gateway.shared(), self.config, self.MAX_SCAN_KEYS)
+        counts = pending_by_bucket(self.gateway.shared(), self.config)
         self._available_now = {self._hex(b): n for b, n in counts.items() if n}
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:

@@ -1,0 +1,60 @@
+"""Sending row commits: conditional mutations on rows' version cells, many rows per call.
+
+Shared by :class:`~connector.transactions.RowTransactions` and the combine pass. A status per row comes back:
+ACCEPTED, REJECTED (the version changed: re-read and run again), UNKNOWN (the server may or may not have
+applied it; Accumulo guarantees it will not apply later, so re-reading the version settles it), VIOLATED or
+INVISIBLE_VISIBILITY (errors). A dropped connection makes every row of the call UNKNOWN.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from connector.accumulo import ConditionalMutation, ConditionalWriter, Connection, ConnectionLostError, Range
+from connector.accumulo.wire_conditional import write_conditional
+
+from .layout import TxLayout
+
+log = logging.getLogger(__name__)
+
+ACCEPTED, REJECTED, UNKNOWN = "ACCEPTED", "REJECTED", "UNKNOWN"
+
+
+class Committer:
+    """Writes row commits to one table through one conditional writer (opened on first use)."""
+
+    def __init__(self, conn: Connection, table: str, layout: TxLayout) -> None:
+        self.conn, self.table, self.layout = conn, table, layout
+        self._writer: ConditionalWriter | None = None
+
+    def write(self, mutations: Sequence[ConditionalMutation]) -> dict[bytes, str]:
+        """{row: status} for one conditional mutation per row; a row missing from the reply is UNKNOWN."""
+        if not mutations:
+            return {}
+        if self._writer is None:
+            self._writer = self.conn.conditional_writer(self.table)
+        try:
+            statuses = write_conditional(self._writer, mutations)
+        except ConnectionLostError as exc:
+            # outcomes unknown: callers re-read; a new writer in case the gateway lost ours
+            log.warning("conditional write to %s lost its connection (%s); %d rows to re-read", self.table, exc,
+                        len(mutations))
+            self._writer.close()
+            self._writer = None
+            statuses = {}
+        return {m.row: statuses.get(m.row, UNKNOWN) for m in mutations}
+
+    def versions(self, rows: Sequence[bytes]) -> dict[bytes, bytes | None]:
+        """The version cell of each row now (None: the row has none)."""
+        out: dict[bytes, bytes | None] = dict.fromkeys(rows)
+        column = [(self.layout.version_family, self.layout.version_qualifier)]
+        for cell in self.conn.batch_scan(self.table, [Range.exact_row(r) for r in rows], columns=column,
+                                         batch_size=max(16, len(rows))):
+            out[cell.row] = cell.value
+        return out
+
+    def close(self) -> None:
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.close()

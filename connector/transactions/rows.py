@@ -1,0 +1,270 @@
+"""Row transactions: one row's read-modify-write, committed with its outbox in one conditional mutation.
+
+    txs = RowTransactions(conn_a, "counts")
+    def bump(tx):                                  # may run more than once: keep it free of side effects
+        old = int(tx.get(b"c", b"n", default=b"0"))
+        tx.put(b"c", b"n", str(old + 1).encode())
+        tx.export(queue, key=word, value={"old": old, "new": old + 1})
+    seq = txs.run(word, bump)                      # commits, relays the outbox, returns the commit's seq
+
+The guarantee: the row's new cells, its new version and the outbox (every export and update the function
+buffered) commit together or not at all, and every committed outbox cell reaches its queue (this producer
+relays it right after the commit; if it dies first, a streaming drain of the queue or ``accumulo-export tx
+relay`` does). Only one row is one transaction: a change spanning rows needs the combine queue (updates are
+folded per key) or a transactional system such as Fluo.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from connector.accumulo import Cell, Connection, Mutation, Range
+from connector.accumulo.mutation import BytesLike, to_bytes
+
+from .commit import ACCEPTED, REJECTED, UNKNOWN, Committer
+from .layout import (
+    OUTBOX_GROUP,
+    MalformedOutboxError,
+    OutboxCell,
+    TxLayout,
+    clock_us,
+    new_token,
+    next_seq,
+    parse_outbox,
+    parse_version,
+    version_value,
+)
+from .relay import Relay, RelayStats
+from .targets import Targets
+
+T = TypeVar("T")
+
+#: attempts of one transaction before TransactionConflictError
+DEFAULT_MAX_ATTEMPTS = 20
+
+
+class TransactionError(RuntimeError):
+    """A row transaction could not commit (the message names table and row)."""
+
+
+class TransactionConflictError(TransactionError):
+    """Other commits to the row kept winning: the transaction gave up after its attempts; nothing of it was
+    written."""
+
+    def __init__(self, table: str, row: bytes, attempts: int) -> None:
+        super().__init__(f"row transaction on table {table!r} row {row[:100]!r}: the row kept changing under it; "
+                         f"gave up after {attempts} attempts, nothing was written")
+        self.table, self.row, self.attempts = table, row, attempts
+
+
+@dataclass
+class RowState:
+    """A row as read: its version cell, its own cells (key order) and any outbox cells left unrelayed."""
+
+    row: bytes
+    version: bytes | None = None
+    cells: list[Cell] = field(default_factory=list)
+    outbox: list[OutboxCell] = field(default_factory=list)
+
+
+def read_rows(conn: Connection, table: str, layout: TxLayout, rows: list[bytes]) -> dict[bytes, RowState]:
+    """The state of each row (rows without cells come back empty)."""
+    states = {r: RowState(r) for r in rows}
+    if len(rows) == 1:
+        cells: Iterable[Cell] = conn.scan(table, Range.exact_row(rows[0]), batch_size=1000)
+    else:
+        # cells of one row arrive in key order (version first), rows interleaved
+        cells = conn.batch_scan(table, [Range.exact_row(r) for r in rows], batch_size=max(1000, 4 * len(rows)))
+    for cell in cells:
+        state = states[cell.row]
+        if cell.cf == layout.version_family:
+            if cell.cq == layout.version_qualifier:
+                state.version = cell.value
+        elif cell.cf == layout.outbox_family:
+            with contextlib.suppress(MalformedOutboxError):  # left for `tx relay`/`tx status` to report
+                state.outbox.append(parse_outbox(cell.cq, cell.value, cell.ts))
+        else:
+            state.cells.append(cell)
+    return states
+
+
+class Transaction:
+    """One attempt of a row's read-modify-write, given to the user's function. Reads see the row as of the
+    start; writes and outbox entries are buffered and committed together when the function returns."""
+
+    def __init__(self, state: RowState, seq: int, layout: TxLayout, targets: Targets) -> None:
+        self._state, self._layout, self._targets = state, layout, targets
+        #: the commit's sequence number: the timestamp of every cell it writes and the seq of its exports
+        self.seq = seq
+        self._cells = Mutation(state.row)  # the row's own cells, checked as they are buffered
+        self._outbox: list[OutboxCell] = []
+        self._used: list[Any] = []
+
+    @property
+    def row(self) -> bytes:
+        return self._state.row
+
+    def get(self, cf: BytesLike, cq: BytesLike, default: bytes | None = None,
+            visibility: BytesLike | None = None) -> bytes | None:
+        """The value of cell ``cf:cq`` (with ``visibility``, if given) as of the start, or ``default``."""
+        cf_b, cq_b = to_bytes(cf, "column family"), to_bytes(cq, "column qualifier")
+        cv = None if visibility is None else to_bytes(visibility, "visibility")
+        for cell in self._state.cells:
+            if cell.cf == cf_b and cell.cq == cq_b and (cv is None or cell.cv == cv):
+                return cell.value
+        return default
+
+    def scan(self, cf: BytesLike | None = None) -> list[Cell]:
+        """The row's own cells as of the start (of family ``cf``, if given), in key order."""
+        if cf is None:
+            return list(self._state.cells)
+        cf_b = to_bytes(cf, "column family")
+        return [c for c in self._state.cells if c.cf == cf_b]
+
+    def put(self, cf: BytesLike, cq: BytesLike, value: BytesLike, visibility: BytesLike = b"") -> None:
+        """Write cell ``cf:cq`` of the row at timestamp = ``seq``."""
+        self._layout.check_family(to_bytes(cf, "column family"))
+        self._cells.put(cf, cq, value, visibility, timestamp=self.seq)
+
+    def delete(self, cf: BytesLike, cq: BytesLike, visibility: BytesLike = b"") -> None:
+        """Delete cell ``cf:cq`` (every version at or below ``seq``)."""
+        self._layout.check_family(to_bytes(cf, "column family"))
+        self._cells.delete(cf, cq, visibility, timestamp=self.seq)
+
+    def export(self, queue: Any, key: Any, value: Any) -> None:
+        """Queue the export ``(key, value, seq)`` into ``queue`` (an ``ExportQueue`` or ``QueueConfig``) if
+        and when this transaction commits."""
+        self._outbox.append(self._targets.export(queue, key, value, self.seq))
+        self._used.append(queue)
+
+    def update(self, combine: Any, key: Any, delta: Any) -> None:
+        """Queue the update ``(key, delta)`` into the combine queue ``combine`` (a ``CombineQueue`` or
+        ``CombineConfig``) if and when this transaction commits."""
+        self._outbox.append(self._targets.update(combine, key, delta, self.seq))
+        self._used.append(combine)
+
+    @property
+    def empty(self) -> bool:
+        return not self._cells.updates and not self._outbox
+
+
+class RowTransactions:
+    """Runs row transactions on one table of cluster A (see the module's description).
+
+    ``layout``: where versions and outboxes live (defaults ``!tx:v`` and ``!txo``); ``max_attempts``: runs of
+    one transaction before :class:`TransactionConflictError`; ``clock_us``: wall-clock microseconds (the floor
+    of a commit's seq). One instance may be shared by threads (calls take turns) but not by processes.
+    """
+
+    def __init__(self, conn: Connection, table: str, *, layout: TxLayout | None = None,
+                 max_attempts: int = DEFAULT_MAX_ATTEMPTS, writer_options: Mapping[str, Any] | None = None,
+                 clock_us: Callable[[], int] = clock_us) -> None:
+        if max_attempts < 1:
+            raise ValueError(f"max_attempts must be >= 1, got {max_attempts!r}")
+        self.conn, self.table = conn, table
+        self.layout = layout or TxLayout()
+        self.max_attempts = max_attempts
+        self._clock = clock_us
+        self._targets = Targets(conn, table, self.layout)
+        self._committer = Committer(conn, table, self.layout)
+        self._relay = Relay(conn, table, self.layout, writer_options)
+        self._lock = threading.Lock()
+        #: totals: commits, conflicts (lost conditions and unknown outcomes that had not applied), relayed cells
+        self.commits = self.conflicts = self.relayed = 0
+
+    def __repr__(self) -> str:
+        return f"RowTransactions(table={self.table!r})"
+
+    def init(self) -> None:
+        """Create the table if it does not exist and put the outbox family in a locality group of its own
+        (so relays looking for leftovers read little). Needs the permission to alter the table; safe to run
+        again."""
+        self.conn.create_table(self.table, exist_ok=True)
+        props = self.conn.table_properties(self.table)
+        for name, value in self.layout.locality_group_properties().items():
+            if props.get(name) != value:
+                self.conn.set_table_property(self.table, name, value)
+        enabled = [g for g in props.get("table.groups.enabled", "").split(",") if g]
+        if OUTBOX_GROUP not in enabled:
+            self.conn.set_table_property(self.table, "table.groups.enabled", ",".join([*enabled, OUTBOX_GROUP]))
+
+    def run(self, row: BytesLike, fn: Callable[[Transaction], object]) -> int | None:
+        """Run ``fn`` on ``row`` (bytes, or str as UTF-8) and commit what it buffered; returns the commit's
+        seq, or None when ``fn`` buffered nothing (nothing is committed, no new version).
+
+        ``fn`` may run more than once: when another commit changed the row meanwhile, the row is read again
+        and ``fn`` runs again on the new state. After ``max_attempts`` runs, :class:`TransactionConflictError`.
+        An exception from ``fn`` (or from a serializer refusing a value) propagates and nothing is written.
+        After the commit, the outbox is relayed to its queues before ``run`` returns."""
+        row_b = to_bytes(row, "row")
+        with self._lock:
+            return self._run(row_b, fn)
+
+    def _run(self, row: bytes, fn: Callable[[Transaction], object]) -> int | None:
+        sent: tuple[bytes, Transaction] | None = None  # a commit whose outcome is unknown: (version, tx)
+        for attempt in range(self.max_attempts):
+            state = read_rows(self.conn, self.table, self.layout, [row])[row]
+            if sent is not None and state.version == sent[0]:
+                return self._committed(sent[1], state)  # the unknown outcome was a commit
+            sent = None
+            if attempt:
+                self.conflicts += 1
+                time.sleep(random.uniform(0, min(0.05, 0.002 * 2**attempt)))  # spread colliding writers
+            tx = Transaction(state, next_seq(parse_version(state.version), self._clock), self.layout,
+                             self._targets)
+            fn(tx)
+            if tx.empty:
+                if state.outbox:
+                    self._relay_items(row, state.outbox)
+                return None
+            for target in tx._used:
+                self._targets.record(target)
+            token = new_token()
+            m = self.layout.commit_mutation(row, state.version, tx.seq, token)
+            m.updates.extend(tx._cells.updates)
+            m.size += tx._cells.size
+            self.layout.add_outbox(m, tx._outbox)
+            status = self._committer.write([m])[row]
+            if status == ACCEPTED:
+                return self._committed(tx, state)
+            if status == UNKNOWN:
+                sent = (version_value(tx.seq, token), tx)
+            elif status != REJECTED:
+                raise TransactionError(f"row transaction on table {self.table!r} row {row[:100]!r}: the conditional "
+                                       f"mutation was {status}" + (" (a constraint refused it)"
+                                                                   if status == "VIOLATED" else ""))
+        if sent is not None:  # the last attempt's outcome is still unknown: one more read settles it
+            state = read_rows(self.conn, self.table, self.layout, [row])[row]
+            if state.version == sent[0]:
+                return self._committed(sent[1], state)
+        raise TransactionConflictError(self.table, row, self.max_attempts)
+
+    def _committed(self, tx: Transaction, state: RowState) -> int:
+        self.commits += 1
+        # ours, and any an earlier producer of this row left unrelayed (read with the row)
+        leftovers = [c for c in state.outbox if c not in tx._outbox]
+        self._relay_items(tx.row, tx._outbox + leftovers)
+        return tx.seq
+
+    def _relay_items(self, row: bytes, cells: list[OutboxCell]) -> RelayStats:
+        stats = self._relay.relay([(row, c) for c in cells])
+        self.relayed += stats.relayed
+        return stats
+
+    def close(self) -> None:
+        """Release the writers (everything committed was relayed already)."""
+        with self._lock:
+            self._committer.close()
+            self._relay.close()
+
+    def __enter__(self) -> RowTransactions:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
