@@ -64,7 +64,8 @@ import com.google.gson.JsonParser;
  * (bounded). UNKNOWN: the server may or may not have applied it (Accumulo guarantees it will not
  * apply later), so read the version back to find out; never blindly commit again. (4) Relay: write
  * each export into the queue, flush, set the bucket's mark, flush, then delete the outbox cell at
- * its own timestamp. A producer that dies before (4) leaves the outbox; a streaming drain or
+ * its own timestamp; outbox cells an earlier, crashed producer left in the row go along. A
+ * producer that dies before (4) leaves the outbox; the row's next commit, a streaming drain or
  * {@code accumulo-export tx relay} relays it later. Relaying twice is harmless: the entry row holds
  * key and seq, so a repeat rewrites the same entry.
  *
@@ -105,6 +106,8 @@ public final class RowTransactionExample {
   static final byte[] MARK_FAMILY = bytes("m");
   static final byte[] MARK_QUALIFIER = bytes("t");
   static final byte[] SOURCES_FAMILY = bytes("x");
+  /** A combine queue's update cells (an outbox's {@code u:} cells are relayed to these). */
+  static final byte[] UPDATE_FAMILY = bytes("u");
   static final byte[] CONFIG_FAMILY = bytes("c");
   static final byte[] CONFIG_QUALIFIER = bytes("queue");
 
@@ -260,7 +263,9 @@ public final class RowTransactionExample {
 
     /** Buffers a cell of the row; written at ts = seq if the transaction commits. */
     void put(byte[] family, byte[] qualifier, byte[] value) {
-      if (Arrays.compare(family, VERSION_FAMILY) <= 0 || Arrays.equals(family, OUTBOX_FAMILY)) {
+      // unsigned, as Accumulo sorts keys
+      if (Arrays.compareUnsigned(family, VERSION_FAMILY) <= 0
+          || Arrays.equals(family, OUTBOX_FAMILY)) {
         // the version must be the first cell a read sees, and the reserved families are not ours
         throw new IllegalArgumentException("family " + str(family) + " must sort after "
             + str(VERSION_FAMILY) + " and not be " + str(OUTBOX_FAMILY));
@@ -278,8 +283,17 @@ public final class RowTransactionExample {
     void apply(Tx tx);
   }
 
-  /** The row as read: its version cell's value (null: none) and its other cells. */
-  record RowRead(byte[] version, Map<String,byte[]> cells) {}
+  /**
+   * One outbox cell: the qualifier names where it goes ({@code e:<queue table>:<entry row>} or
+   * {@code u:<combine table>:<update id>:<key row>}), the timestamp is its commit's seq.
+   */
+  record OutboxCell(byte[] qualifier, byte[] value, long ts) {}
+
+  /**
+   * The row as read: its version cell's value (null: none), its own cells, and the outbox cells a
+   * producer that died before relaying left in it (the next commit on the row relays them too).
+   */
+  record RowRead(byte[] version, Map<String,byte[]> cells, List<OutboxCell> leftovers) {}
 
   /** Thrown when a row's transaction kept losing to other commits for {@code maxAttempts} tries. */
   static final class TransactionConflictException extends RuntimeException {
@@ -342,7 +356,9 @@ public final class RowTransactionExample {
           case ACCEPTED:
             commits++;
             if (relay) {
-              relay(rowBytes, tx);
+              List<OutboxCell> cells = outboxCells(tx);
+              cells.addAll(read.leftovers()); // older seqs than ours: never one of our own cells
+              relay(rowBytes, cells);
             }
             return seq;
           case REJECTED:
@@ -360,6 +376,7 @@ public final class RowTransactionExample {
     RowRead readRow(byte[] row) throws Exception {
       byte[] version = null;
       Map<String,byte[]> cells = new HashMap<>();
+      List<OutboxCell> leftovers = new ArrayList<>();
       try (Scanner scanner = client.createScanner(table, Authorizations.EMPTY)) {
         scanner.setRange(new Range(new Text(row)));
         for (Map.Entry<Key,Value> e : scanner) {
@@ -367,12 +384,14 @@ public final class RowTransactionExample {
           byte[] qualifier = e.getKey().getColumnQualifierData().toArray();
           if (Arrays.equals(family, VERSION_FAMILY) && Arrays.equals(qualifier, VERSION_QUALIFIER)) {
             version = e.getValue().get();
-          } else if (!Arrays.equals(family, OUTBOX_FAMILY)) {
+          } else if (Arrays.equals(family, OUTBOX_FAMILY)) {
+            leftovers.add(new OutboxCell(qualifier, e.getValue().get(), e.getKey().getTimestamp()));
+          } else {
             cells.put(cellName(family, qualifier), e.getValue().get());
           }
         }
       }
-      return new RowRead(version, cells);
+      return new RowRead(version, cells, leftovers);
     }
 
     /** The one conditional mutation of a commit: condition, row cells, new version, outbox. */
@@ -387,8 +406,8 @@ public final class RowTransactionExample {
         m.put(cell[0], cell[1], seq, cell[2]);
       }
       m.put(VERSION_FAMILY, VERSION_QUALIFIER, seq, version);
-      for (Export e : tx.exports) {
-        m.put(OUTBOX_FAMILY, outboxQualifier(e, seq), seq, e.value());
+      for (OutboxCell cell : outboxCells(tx)) {
+        m.put(OUTBOX_FAMILY, cell.qualifier(), cell.ts(), cell.value());
       }
       return m;
     }
@@ -396,7 +415,10 @@ public final class RowTransactionExample {
     /**
      * After an UNKNOWN status: did our commit apply? Yes if the version holds our "seq token". If a
      * later commit already replaced it, our outbox cell (ts = seq) still tells, unless a relay took
-     * it meanwhile (the drains' relay waits --relay-seconds before touching a young outbox).
+     * it meanwhile: the later commit relays the row's leftovers at once, so then this answers "no"
+     * and the work is done again. That case needs UNKNOWN (a tablet server lost mid-write) and a
+     * commit by another producer on the same row before we re-read; the protocol's version cell
+     * keeps no history that could settle it (the Python producer has the same limit).
      */
     boolean applied(byte[] row, long seq, byte[] version, Tx tx) throws Exception {
       if (Arrays.equals(readRow(row).version(), version)) {
@@ -405,7 +427,7 @@ public final class RowTransactionExample {
       if (tx.exports.isEmpty()) {
         return false;
       }
-      byte[] qualifier = outboxQualifier(tx.exports.get(0), seq);
+      byte[] qualifier = outboxCells(tx).get(0).qualifier();
       try (Scanner scanner = client.createScanner(table, Authorizations.EMPTY)) {
         scanner.setRange(new Range(new Text(row)));
         scanner.fetchColumn(new Text(OUTBOX_FAMILY), new Text(qualifier));
@@ -418,19 +440,55 @@ public final class RowTransactionExample {
       return false;
     }
 
-    /** Copies a committed transaction's outbox into its queues, marks the buckets, deletes it. */
-    void relay(byte[] row, Tx tx) throws Exception {
-      Map<String,Map<String,byte[]>> marks = new LinkedHashMap<>(); // table -> mark row -> row
-      for (Export e : tx.exports) {
-        // no timestamp: the drain deletes the entry at the timestamp the server gives it
-        Mutation entry = new Mutation(e.layout().entryRow(e.key(), tx.seq));
-        entry.put(ENTRY_FAMILY, ENTRY_QUALIFIER, e.value());
-        queueWriter(e.queueTable()).addMutation(entry);
-        byte[] markRow = e.layout().markRow(e.layout().bucketOf(e.key()));
-        marks.computeIfAbsent(e.queueTable(), t -> new LinkedHashMap<>()).put(str(markRow), markRow);
+    /**
+     * Copies outbox cells into their queues, then marks the export queues' buckets, then deletes the
+     * cells, each at its own timestamp (a newer cell of the same name would survive). Each step is
+     * flushed before the next, so a crash at any point loses nothing; a repeat writes the same again.
+     */
+    void relay(byte[] row, List<OutboxCell> cells) throws Exception {
+      Map<String,Map<String,byte[]>> marks = new LinkedHashMap<>(); // queue table -> mark rows
+      Mutation done = new Mutation(row);
+      int copied = 0;
+      for (OutboxCell cell : cells) {
+        // qualifier: <kind>:<table>:<rest>; table names hold no ':', the rest is any bytes
+        byte[] q = cell.qualifier();
+        int first = indexOf(q, (byte) ':', 0);
+        int second = first < 0 ? -1 : indexOf(q, (byte) ':', first + 1);
+        String kind = first < 0 ? "" : str(Arrays.copyOfRange(q, 0, first));
+        if (second <= first + 1 || !(kind.equals("e") || kind.equals("u"))) {
+          System.err.println("row-transaction-example: malformed outbox cell left in place: " + str(q));
+          continue;
+        }
+        String target = str(Arrays.copyOfRange(q, first + 1, second));
+        byte[] rest = Arrays.copyOfRange(q, second + 1, q.length);
+        if (kind.equals("e")) {
+          // an export queue entry; no timestamp: the drain deletes it at the one the server gives
+          Mutation entry = new Mutation(rest);
+          entry.put(ENTRY_FAMILY, ENTRY_QUALIFIER, cell.value());
+          queueWriter(target).addMutation(entry);
+          byte[] markRow = markRowOf(rest);
+          if (markRow != null) {
+            marks.computeIfAbsent(target, t -> new LinkedHashMap<>()).put(str(markRow), markRow);
+          }
+        } else {
+          // a combine queue update <update id>:<key row>, at the outbox cell's own timestamp
+          int colon = indexOf(rest, (byte) ':', 0);
+          if (colon <= 0) {
+            System.err.println("row-transaction-example: malformed outbox cell left in place: " + str(q));
+            continue;
+          }
+          Mutation update = new Mutation(Arrays.copyOfRange(rest, colon + 1, rest.length));
+          update.put(UPDATE_FAMILY, Arrays.copyOfRange(rest, 0, colon), cell.ts(), cell.value());
+          queueWriter(target).addMutation(update);
+        }
+        done.putDelete(OUTBOX_FAMILY, q, cell.ts());
+        copied++;
       }
-      for (String queueTable : marks.keySet()) {
-        queueWriter(queueTable).flush(); // the entries are durable before any mark says so
+      if (copied == 0) {
+        return;
+      }
+      for (BatchWriter w : queueWriters.values()) {
+        w.flush(); // the copies are durable before any mark says so, and before the outbox goes
       }
       for (Map.Entry<String,Map<String,byte[]>> q : marks.entrySet()) {
         for (byte[] markRow : q.getValue().values()) {
@@ -440,14 +498,9 @@ public final class RowTransactionExample {
         }
         queueWriter(q.getKey()).flush();
       }
-      // only now delete the outbox, each cell at its own timestamp (a newer one would survive)
-      Mutation done = new Mutation(row);
-      for (Export e : tx.exports) {
-        done.putDelete(OUTBOX_FAMILY, outboxQualifier(e, tx.seq), tx.seq);
-      }
       ownRows.addMutation(done);
       ownRows.flush();
-      relayed += tx.exports.size();
+      relayed += copied;
     }
 
     /** Records once per process, in the queue's config row, that this table's outboxes feed it. */
@@ -492,11 +545,40 @@ public final class RowTransactionExample {
     }
   }
 
-  /** {@code e:<queue table>:<entry row>}: the entry row is the rest, whatever bytes it holds. */
-  static byte[] outboxQualifier(Export e, long seq) {
-    byte[] head = bytes("e:" + e.queueTable() + ":");
-    byte[] entryRow = e.layout().entryRow(e.key(), seq);
-    return ByteBuffer.allocate(head.length + entryRow.length).put(head).put(entryRow).array();
+  /** A transaction's exports as outbox cells {@code e:<queue table>:<entry row>}, ts = seq. */
+  static List<OutboxCell> outboxCells(Tx tx) {
+    List<OutboxCell> cells = new ArrayList<>();
+    for (Export e : tx.exports) {
+      byte[] head = bytes("e:" + e.queueTable() + ":");
+      byte[] entryRow = e.layout().entryRow(e.key(), tx.seq);
+      byte[] qualifier =
+          ByteBuffer.allocate(head.length + entryRow.length).put(head).put(entryRow).array();
+      cells.add(new OutboxCell(qualifier, e.value(), tx.seq));
+    }
+    return cells;
+  }
+
+  /** {@code <qid>#mark:<bucketHex>} for the entry row {@code <qid>:<bucketHex>:...}, else null. */
+  static byte[] markRowOf(byte[] entryRow) {
+    int first = indexOf(entryRow, (byte) ':', 0);
+    int second = first < 0 ? -1 : indexOf(entryRow, (byte) ':', first + 1);
+    if (first <= 0 || second <= first + 1) {
+      return null;
+    }
+    String hex = str(Arrays.copyOfRange(entryRow, first + 1, second));
+    if (!hex.chars().allMatch(c -> (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
+      return null;
+    }
+    return bytes(str(Arrays.copyOfRange(entryRow, 0, first)) + "#mark:" + hex);
+  }
+
+  static int indexOf(byte[] data, byte b, int from) {
+    for (int i = from; i < data.length; i++) {
+      if (data[i] == b) {
+        return i;
+      }
+    }
+    return -1;
   }
 
   /** The seq a version cell holds: its decimal digits up to the first space (0 for no cell). */
