@@ -160,6 +160,9 @@ def test_two_java_producers_collide_and_drain_exactly(setup):
     assert len(entries) == transactions
     setup.check_entries(entries)
     setup.check_source_recorded()
+    props = setup.conn_a.table_properties(setup.table)  # the outbox is a locality group of its own
+    assert props.get("table.group.txoutbox") == "!txo"
+    assert "txoutbox" in props.get("table.groups.enabled", "").split(",")
     buckets = {setup.queue.layout.parse_row(c.row).bucket for c in entries}
     assert set(read_marks(setup.conn_a, setup.queue)) == buckets
 
