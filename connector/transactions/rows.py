@@ -40,7 +40,7 @@ from .layout import (
     parse_version,
     version_value,
 )
-from .relay import Relay, RelayStats
+from .relay import Relay
 from .targets import Targets
 
 T = TypeVar("T")
@@ -154,6 +154,15 @@ class Transaction:
         return not self._cells.updates and not self._outbox
 
 
+@dataclass
+class _Item:
+    index: int
+    row: bytes
+    fn: Callable[[Transaction], object]
+    attempts: int = 0
+    sent: tuple[bytes, Transaction] | None = None  # a commit whose outcome is unknown: (its version, tx)
+
+
 class RowTransactions:
     """Runs row transactions on one table of cluster A (see the module's description).
 
@@ -202,60 +211,99 @@ class RowTransactions:
         and ``fn`` runs again on the new state. After ``max_attempts`` runs, :class:`TransactionConflictError`.
         An exception from ``fn`` (or from a serializer refusing a value) propagates and nothing is written.
         After the commit, the outbox is relayed to its queues before ``run`` returns."""
-        row_b = to_bytes(row, "row")
-        with self._lock:
-            return self._run(row_b, fn)
+        return self.run_all([(row, fn)])[0]
 
-    def _run(self, row: bytes, fn: Callable[[Transaction], object]) -> int | None:
-        sent: tuple[bytes, Transaction] | None = None  # a commit whose outcome is unknown: (version, tx)
-        for attempt in range(self.max_attempts):
-            state = read_rows(self.conn, self.table, self.layout, [row])[row]
-            if sent is not None and state.version == sent[0]:
-                return self._committed(sent[1], state)  # the unknown outcome was a commit
-            sent = None
-            if attempt:
-                self.conflicts += 1
-                time.sleep(random.uniform(0, min(0.05, 0.002 * 2**attempt)))  # spread colliding writers
+    def run_all(self, items: Iterable[tuple[BytesLike, Callable[[Transaction], object]]]) -> list[int | None]:
+        """Run many row transactions, in rounds: each round reads its rows in one batch scan, runs their
+        functions, commits them in one conditional call and relays the accepted outboxes together. Each row
+        is still its own transaction (this is not atomic across rows); items on the same row run in the
+        given order, one per round. Returns each item's seq (None: nothing buffered).
+
+        If a function raises, nothing of the round it ran in is written and the exception propagates; items
+        of earlier rounds have committed (and were relayed)."""
+        todo = [_Item(i, to_bytes(row, "row"), fn) for i, (row, fn) in enumerate(items)]
+        results: list[int | None] = [None] * len(todo)
+        with self._lock:
+            waiting = todo
+            while waiting:
+                round_rows: set[bytes] = set()
+                now: list[_Item] = []
+                later: list[_Item] = []
+                for item in waiting:
+                    (later if item.row in round_rows else now).append(item)
+                    round_rows.add(item.row)
+                retry = self._round(now, results)
+                waiting = retry + later if retry else later
+        return results
+
+    def _round(self, items: list[_Item], results: list[int | None]) -> list[_Item]:
+        """One round over items on distinct rows; returns the items to run again."""
+        states = read_rows(self.conn, self.table, self.layout, [it.row for it in items])
+        relay: list[tuple[bytes, OutboxCell]] = []
+        try:
+            return self._commit_round(items, states, results, relay)
+        finally:
+            if relay:  # also when a function raised: what did commit reaches its queues now
+                self.relayed += self._relay.relay(relay).relayed
+
+    def _commit_round(self, items: list[_Item], states: dict[bytes, RowState], results: list[int | None],
+                      relay: list[tuple[bytes, OutboxCell]]) -> list[_Item]:
+        sends: list[tuple[_Item, Transaction, bytes]] = []
+        again: list[_Item] = []
+        for item in items:
+            state = states[item.row]
+            if item.sent is not None:
+                version, tx = item.sent
+                item.sent = None
+                if state.version == version:  # the unknown outcome was a commit
+                    results[item.index] = self._accepted(tx, state, relay)
+                    continue
+            if item.attempts >= self.max_attempts:
+                raise TransactionConflictError(self.table, item.row, item.attempts)
             tx = Transaction(state, next_seq(parse_version(state.version), self._clock), self.layout,
                              self._targets)
-            fn(tx)
+            item.fn(tx)
+            item.attempts += 1
             if tx.empty:
-                if state.outbox:
-                    self._relay_items(row, state.outbox)
-                return None
+                relay += [(item.row, c) for c in state.outbox]
+                continue
+            sends.append((item, tx, new_token()))
+        mutations = []
+        for item, tx, token in sends:
             for target in tx._used:
                 self._targets.record(target)
-            token = new_token()
-            m = self.layout.commit_mutation(row, state.version, tx.seq, token)
+            m = self.layout.commit_mutation(item.row, states[item.row].version, tx.seq, token)
             m.updates.extend(tx._cells.updates)
             m.size += tx._cells.size
             self.layout.add_outbox(m, tx._outbox)
-            status = self._committer.write([m])[row]
+            mutations.append(m)
+        statuses = self._committer.write(mutations)
+        refused: list[str] = []
+        for item, tx, token in sends:
+            status = statuses[item.row]
             if status == ACCEPTED:
-                return self._committed(tx, state)
-            if status == UNKNOWN:
-                sent = (version_value(tx.seq, token), tx)
-            elif status != REJECTED:
-                raise TransactionError(f"row transaction on table {self.table!r} row {row[:100]!r}: the conditional "
-                                       f"mutation was {status}" + (" (a constraint refused it)"
-                                                                   if status == "VIOLATED" else ""))
-        if sent is not None:  # the last attempt's outcome is still unknown: one more read settles it
-            state = read_rows(self.conn, self.table, self.layout, [row])[row]
-            if state.version == sent[0]:
-                return self._committed(sent[1], state)
-        raise TransactionConflictError(self.table, row, self.max_attempts)
+                results[item.index] = self._accepted(tx, states[item.row], relay)
+            elif status in (REJECTED, UNKNOWN):
+                self.conflicts += 1
+                if status == UNKNOWN:
+                    item.sent = (version_value(tx.seq, token), tx)
+                again.append(item)
+            else:
+                refused.append(f"row {item.row[:100]!r}: the conditional mutation was {status}"
+                               + (" (a constraint refused it)" if status == "VIOLATED" else ""))
+        if refused:  # after the loop: the accepted rows of this round are relayed all the same
+            raise TransactionError(f"row transactions on table {self.table!r}: {'; '.join(refused[:5])}")
+        if again:
+            # colliding writers spread out before they read again
+            time.sleep(random.uniform(0, min(0.05, 0.001 * 2 ** max(it.attempts for it in again))))
+        return again
 
-    def _committed(self, tx: Transaction, state: RowState) -> int:
+    def _accepted(self, tx: Transaction, state: RowState, relay: list[tuple[bytes, OutboxCell]]) -> int:
         self.commits += 1
         # ours, and any an earlier producer of this row left unrelayed (read with the row)
-        leftovers = [c for c in state.outbox if c not in tx._outbox]
-        self._relay_items(tx.row, tx._outbox + leftovers)
+        relay += [(tx.row, c) for c in tx._outbox]
+        relay += [(tx.row, c) for c in state.outbox if c not in tx._outbox]
         return tx.seq
-
-    def _relay_items(self, row: bytes, cells: list[OutboxCell]) -> RelayStats:
-        stats = self._relay.relay([(row, c) for c in cells])
-        self.relayed += stats.relayed
-        return stats
 
     def close(self) -> None:
         """Release the writers (everything committed was relayed already)."""

@@ -1,0 +1,267 @@
+"""Row transactions on a real Accumulo: a row's cells and its outbox commit together, the relay delivers the
+outbox to the queues exactly as ExportQueue.add/CombineQueue.update would, and nothing half-written survives
+a raising function, a refused value, a conflict that never resolves or an unknown outcome (invariant 7)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from connector.accumulo import Mutation, Range
+from connector.combine import CombineConfig, CombineQueue, combine_all
+from connector.queue import EntryCodec, ExportQueue, QueueConfig, queue_status, read_marks
+from connector.queue.reader import read_bucket
+from connector.transactions import (
+    RowTransactions,
+    TransactionConflictError,
+    TxLayout,
+    outbox_status,
+    recorded_sources,
+    relay_table,
+)
+from connector.transactions.commit import Committer
+
+from .conftest import ROOT, unique_table
+
+pytestmark = pytest.mark.cluster
+
+
+def _queue(conn, buckets: int = 4) -> QueueConfig:
+    config = QueueConfig(table=unique_table("txq"), qid="q", num_buckets=buckets)
+    ExportQueue(conn, config).init()
+    return config
+
+
+def _entries(conn, config: QueueConfig) -> list:
+    """The queue's exports (key, value, seq), decoded."""
+    codec = EntryCodec(config)
+    return [codec.decode(e.row, e.value) for b in range(config.num_buckets) for e in read_bucket(conn, config, b)]
+
+
+def _txs(conn, **kw) -> RowTransactions:
+    txs = RowTransactions(conn, unique_table("txrows"), **kw)
+    txs.init()
+    return txs
+
+
+def _cells(conn, table: str) -> list:
+    return list(conn.scan(table))
+
+
+def bump(queue, combine=None):
+    def fn(tx):
+        old = int(tx.get(b"c", b"n", default=b"0"))
+        tx.put(b"c", b"n", str(old + 1).encode())
+        tx.export(queue, key=tx.row.decode(), value={"old": old, "new": old + 1})
+        if combine is not None:
+            tx.update(combine, key=tx.row.decode(), delta=1)
+    return fn
+
+
+def test_commit_relays_outbox_and_seqs_rise(conn_a):
+    queue = _queue(conn_a)
+    txs = _txs(conn_a)
+    seqs = [txs.run("w1", bump(queue)) for _ in range(5)]
+    assert seqs == sorted(seqs) and len(set(seqs)) == 5
+    cells = {(c.cf, c.cq): c for c in _cells(conn_a, txs.table)}
+    assert cells[(b"c", b"n")].value == b"5" and cells[(b"c", b"n")].ts == seqs[-1]
+    assert cells[(b"!tx", b"v")].value.split()[0] == str(seqs[-1]).encode()
+    assert not [k for k in cells if k[0] == b"!txo"], "the outbox is deleted after the relay"
+    entries = sorted(_entries(conn_a, queue), key=lambda e: e.seq)
+    assert [(e.key, e.seq, e.value) for e in entries] == [
+        ("w1", s, {"old": i, "new": i + 1}) for i, s in enumerate(seqs)]
+    assert read_marks(conn_a, queue), "relayed entries mark their bucket"
+    assert list(recorded_sources(conn_a, queue.table, queue.layout.config_row)) == [txs.table]
+    props = conn_a.table_properties(txs.table)
+    assert props["table.group.txoutbox"] == "!txo" and "txoutbox" in props["table.groups.enabled"]
+
+
+def test_run_all_commits_rows_in_rounds(conn_a):
+    queue = _queue(conn_a, buckets=8)
+    txs = _txs(conn_a)
+    rows = [f"r{i % 30}" for i in range(100)]  # same rows more than once: they run in order
+    seqs = txs.run_all([(r, bump(queue)) for r in rows])
+    assert len(set(seqs)) == 100
+    counts = {c.row.decode(): int(c.value) for c in conn_a.scan(txs.table, columns=[(b"c", b"n")])}
+    assert counts == {f"r{i}": 4 if i < 10 else 3 for i in range(30)}
+    assert queue_status(conn_a, queue).entries == 100
+
+
+def test_function_buffering_nothing_commits_nothing(conn_a):
+    txs = _txs(conn_a)
+    assert txs.run("w", lambda tx: None) is None
+    assert _cells(conn_a, txs.table) == []
+
+
+def test_function_that_raises_writes_nothing(conn_a):
+    queue = _queue(conn_a)
+    txs = _txs(conn_a)
+
+    def fails(tx):
+        tx.put(b"c", b"n", b"1")
+        tx.export(queue, "w", {"new": 1})
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        txs.run("w", fails)
+    assert _cells(conn_a, txs.table) == [] and _entries(conn_a, queue) == []
+
+
+def test_serializer_refusal_writes_nothing(conn_a):
+    queue = _queue(conn_a)
+    txs = _txs(conn_a)
+
+    def refused(tx):
+        tx.put(b"c", b"n", b"1")
+        tx.export(queue, "w", {"not json": {1, 2}})  # a set: the JSON serializer refuses it
+
+    with pytest.raises(TypeError):
+        txs.run("w", refused)
+    assert _cells(conn_a, txs.table) == [] and _entries(conn_a, queue) == []
+
+
+def test_reserved_and_early_families_are_refused(conn_a):
+    txs = _txs(conn_a)
+    for family in (b"!tx", b"!txo", b" early"):
+        with pytest.raises(ValueError, match="family"):
+            txs.run("w", lambda tx, f=family: tx.put(f, b"q", b"v"))
+    assert _cells(conn_a, txs.table) == []
+
+
+def test_conflict_that_never_resolves_gives_up_with_nothing_written(conn_a, accumulo):
+    queue = _queue(conn_a)
+    txs = _txs(conn_a, max_attempts=4)
+    other = RowTransactions(accumulo["a"].connect(), txs.table)
+    runs = []
+
+    def loses(tx):
+        runs.append(tx.seq)
+        other.run(tx.row, lambda o: o.put(b"c", b"other", str(len(runs)).encode()))  # wins the row every time
+        tx.put(b"c", b"mine", b"x")
+        tx.export(queue, "w", {"new": 1})
+
+    with pytest.raises(TransactionConflictError, match=f"{txs.table}.*4 attempts"):
+        txs.run("w", loses)
+    assert len(runs) == 4
+    cells = {(c.cf, c.cq) for c in _cells(conn_a, txs.table)}
+    assert (b"c", b"mine") not in cells and (b"c", b"other") in cells
+    assert _entries(conn_a, queue) == []
+
+
+def test_unknown_outcome_that_applied_is_not_committed_twice(conn_a, monkeypatch):
+    queue = _queue(conn_a)
+    txs = _txs(conn_a)
+    real_write = Committer.write
+    calls = []
+
+    def applied_but_unknown(self, mutations):
+        if mutations:
+            calls.append(len(mutations))
+        statuses = real_write(self, mutations)
+        return dict.fromkeys(statuses, "UNKNOWN") if len(calls) == 1 else statuses
+
+    monkeypatch.setattr(Committer, "write", applied_but_unknown)
+    runs = []
+
+    def once(tx):
+        runs.append(tx.seq)
+        bump(queue)(tx)
+
+    seq = txs.run("w", once)
+    assert runs == [seq] and calls == [1], "a re-read found the commit: no second run, no second write"
+    assert [e.seq for e in _entries(conn_a, queue)] == [seq]
+    assert outbox_status(conn_a, txs.table).empty
+
+
+def test_crash_between_commit_and_relay_then_relay_twice(conn_a, monkeypatch):
+    from connector.transactions import relay as relay_module
+
+    queue = _queue(conn_a)
+    txs = _txs(conn_a)
+
+    def crash(self, items):
+        raise SystemExit("producer killed after its commit")
+
+    monkeypatch.setattr(relay_module.Relay, "relay", crash)
+    with pytest.raises(SystemExit):
+        txs.run("w", bump(queue))
+    monkeypatch.undo()
+    status = outbox_status(conn_a, txs.table)
+    assert status.cells == 1 and status.by_target == {queue.table: 1}
+    assert _entries(conn_a, queue) == []
+    assert relay_table(conn_a, txs.table, min_age_seconds=3600).young == 1, "young cells are left to producers"
+    stats = relay_table(conn_a, txs.table)
+    assert stats.relayed == 1 and outbox_status(conn_a, txs.table).empty
+    assert relay_table(conn_a, txs.table).relayed == 0
+    [entry] = _entries(conn_a, queue)
+    assert entry.value == {"old": 0, "new": 1}
+
+
+def test_update_reaches_the_combine_queue(conn_a):
+    queue = _queue(conn_a)
+    combine = CombineConfig(table=unique_table("txc"), cid="wc", num_buckets=4)
+    CombineQueue(conn_a, combine).init()
+    txs = _txs(conn_a)
+    for row in ["a", "b", "a"]:
+        txs.run(row, bump(queue, combine))
+    combine_all(conn_a, combine)
+    assert CombineQueue(conn_a, combine).items() == {"a": 2, "b": 1}
+    assert list(recorded_sources(conn_a, combine.table, combine.layout.config_row)) == [txs.table]
+
+
+def test_custom_layout(conn_a):
+    queue = _queue(conn_a)
+    layout = TxLayout(b"#ver", b"s", b"#out")
+    txs = _txs(conn_a, layout=layout)
+    seq = txs.run("w", bump(queue))
+    assert {(c.cf, c.cq) for c in _cells(conn_a, txs.table)} == {(b"#ver", b"s"), (b"c", b"n")}
+    assert [e.seq for e in _entries(conn_a, queue)] == [seq]
+
+
+_INCREMENTER = """
+import sys
+from connector.clusters_config import cluster
+from connector.queue import QueueConfig
+from connector.transactions import RowTransactions
+table, qtable, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+queue = QueueConfig(table=qtable, qid="q", num_buckets=4)
+txs = RowTransactions(cluster("A").connect(), table)
+def bump(tx):
+    old = int(tx.get(b"c", b"n", default=b"0"))
+    tx.put(b"c", b"n", str(old + 1).encode())
+    tx.export(queue, "hot", {"old": old, "new": old + 1})
+for _ in range(n):
+    txs.run(b"hot", bump)
+print(txs.conflicts)
+"""
+
+
+def test_two_processes_increment_one_row(conn_a, cli_env):
+    queue = _queue(conn_a)
+    txs = _txs(conn_a)
+    n = 150
+    procs = [subprocess.Popen([sys.executable, "-c", _INCREMENTER, txs.table, queue.table, str(n)], cwd=ROOT,
+                              env=dict(cli_env, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    conflicts = [int(p.communicate(timeout=600)[0].strip() or -1) for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    [count] = [c for c in _cells(conn_a, txs.table) if c.cq == b"n"]
+    assert count.value == str(2 * n).encode()
+    entries = sorted(_entries(conn_a, queue), key=lambda e: e.seq)
+    assert len(entries) == 2 * n and len({e.seq for e in entries}) == 2 * n
+    # in seq order, each export continues the one before: the serial order of the row's commits
+    assert [(e.value["old"], e.value["new"]) for e in entries] == [(i, i + 1) for i in range(2 * n)]
+    assert all(c >= 0 for c in conflicts), "each process printed its conflict count"
+    assert outbox_status(conn_a, txs.table).empty
+
+
+def test_outbox_status_names_malformed_cells(conn_a):
+    txs = _txs(conn_a)
+    conn_a.write(txs.table, [Mutation("r").put(b"!txo", b"zz:nonsense", b"v", timestamp=1)])
+    status = outbox_status(conn_a, txs.table)
+    assert status.malformed == 1 and not status.empty
+    stats = relay_table(conn_a, txs.table)
+    assert stats.malformed == 1 and stats.relayed == 0 and "nonsense" in stats.errors[0]
+    assert list(conn_a.scan(txs.table, Range.exact_row(b"r"))), "left in place, not lost"
