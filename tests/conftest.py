@@ -14,7 +14,8 @@ import pytest
 from connector.clusters_config import CONFIG_ENV, write_clusters
 from connector.queue import ExportQueue, QueueConfig, queue_status
 from connector.spark import DrainJob
-from examples.inverted_count_index import Producer, SequenceOracle, actual_index, expected_index, split, words
+from connector.transactions import RowTransactions
+from examples.inverted_count_index import Producer, actual_index, expected_index, words
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -61,8 +62,6 @@ def table(conn_a):
 
 def run_in_threads(work, threads: int) -> list[BaseException]:
     """Run ``work(n)`` for n in range(threads) at once; return what they raised."""
-    import threading
-
     errors: list[BaseException] = []
 
     def guarded(n: int) -> None:
@@ -101,9 +100,7 @@ class Scenario:
         self.counts = unique_table("counts")
         self.index = unique_table("index")
         ExportQueue(self.conn_a, self.queue).init()
-        self.conn_a.create_table(self.counts)
-        self.oracle = SequenceOracle()
-        self.state: dict[str, int] = {}  # the producers' view of the counts, kept across produce() calls
+        RowTransactions(self.conn_a, self.counts).init()
 
     def job(self, **kw) -> DrainJob:
         return DrainJob(source=kw.pop("source", self.a.gateway_options()),
@@ -111,16 +108,21 @@ class Scenario:
                         dest_table=kw.pop("dest_table", self.index), **kw)
 
     def produce(self, transactions: int, producers: int = 2, n_words: int = 300, seed: int = 0) -> int:
-        ps = [Producer(self.a.connect(), self.queue, self.counts, ws, self.oracle, seed=seed + i, counts=self.state)
-              for i, ws in enumerate(split(words(n_words), producers))]
-        threads = [threading.Thread(target=p.run, args=(transactions // producers,)) for p in ps]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        """Run ``transactions`` row transactions on the counts table (each reads a word's count, writes the new
+        one and exports the change in one commit) from ``producers`` threads sharing the ``n_words`` words
+        (uniformly: their transactions collide). Every 50th export is added to the queue a second time (a
+        repeated relay: same entry). Returns the number of entries queued: one per transaction."""
+        vocabulary = words(n_words)
+        ps = [Producer(self.a.connect(), self.queue, self.counts, vocabulary, seed=seed + i, skew=0.0, batch=100,
+                       repeat_every=50) for i in range(producers)]
+        shares = [transactions // producers + (i < transactions % producers) for i in range(producers)]
+        errors = run_in_threads(lambda n: ps[n].run(shares[n]), producers)
         for p in ps:
+            p.close()
             p.conn.close()
-        return sum(p.added for p in ps)
+        if errors:
+            raise errors[0]
+        return sum(p.committed for p in ps)
 
     def depth(self) -> int:
         return queue_status(self.conn_a, self.queue).entries
