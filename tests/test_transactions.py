@@ -274,3 +274,30 @@ def test_outbox_status_names_malformed_cells(conn_a):
     stats = relay_table(conn_a, txs.table)
     assert stats.malformed == 1 and stats.relayed == 0 and "nonsense" in stats.errors[0]
     assert list(conn_a.scan(txs.table, Range.exact_row(b"r"))), "left in place, not lost"
+
+
+def test_unknown_outcome_settled_after_another_commit_followed(conn_a, accumulo, monkeypatch):
+    queue = _queue(conn_a)
+    txs = _txs(conn_a)
+    other = RowTransactions(accumulo["a"].connect(), txs.table)
+    real_write = Committer.write
+    runs = []
+
+    def applied_then_overtaken(self, mutations):
+        statuses = real_write(self, mutations)
+        if self is txs._committer and mutations and len(runs) == 1:
+            other.run("w", bump(queue))  # commits on top of ours before we read again
+            return dict.fromkeys(statuses, "UNKNOWN")
+        return statuses
+
+    monkeypatch.setattr(Committer, "write", applied_then_overtaken)
+
+    def once(tx):
+        runs.append(tx.seq)
+        bump(queue)(tx)
+
+    seq = txs.run("w", once)
+    assert runs == [seq], "the version's token history shows our commit: the function does not run again"
+    [count] = [c for c in _cells(conn_a, txs.table) if c.cq == b"n"]
+    assert count.value == b"2"
+    assert sorted(e.seq for e in _entries(conn_a, queue))[0] == seq and len(_entries(conn_a, queue)) == 2

@@ -3,7 +3,8 @@ makes of them. Python producers (:mod:`connector.transactions`), the combine pas
 (``integration/gateway/src/main/java/exportconnector/examples/RowTransactionExample.java``) all follow it::
 
     a row of a producer's table (defaults; the families are configurable, see TxLayout)
-      !tx:v        version: ASCII "<seq>" or "<seq> <token>", ts = seq; the condition of every commit
+      !tx:v        version: ASCII "<seq>" or "<seq> <token> [<older token> ...]", ts = seq; the condition of
+                   every commit
       !txo:e:<queue table>:<entry row>             outbox: one export, value = the serialized export value
       !txo:u:<combine table>:<update id>:<key row>  outbox: one combine update, value = the serialized delta
       <cf>:<cq>    the row's own cells, ts = seq of the transaction that wrote them
@@ -80,8 +81,23 @@ def new_token() -> bytes:
     return secrets.token_hex(8).encode("ascii")
 
 
-def version_value(seq: int, token: bytes | None = None) -> bytes:
-    return str(seq).encode("ascii") + (b" " + token if token else b"")
+#: tokens a version cell keeps: its commit's and those of the commits before it, newest first
+TOKEN_HISTORY = 8
+
+
+def version_value(seq: int, token: bytes | None = None, previous: bytes | None = None) -> bytes:
+    """A version cell's value: the seq, this commit's token, then the newest tokens of ``previous`` (the
+    version it replaces). The history settles an unknown outcome even after other commits followed ours; a
+    writer that keeps none (``"<seq> <token>"``) only shortens it."""
+    if not token:
+        return str(seq).encode("ascii")
+    older = previous.split(b" ")[1:TOKEN_HISTORY] if previous else []
+    return b" ".join([str(seq).encode("ascii"), token, *older])
+
+
+def version_tokens(value: bytes | None) -> list[bytes]:
+    """The commit tokens a version cell holds, newest first."""
+    return value.split(b" ")[1:] if value else []
 
 
 def parse_version(value: bytes | None) -> int:
@@ -172,7 +188,7 @@ class TxLayout:
         """The conditional mutation of one commit: the condition on the version read, and the new version.
         Callers add the row's own cells and the outbox (``add_outbox``)."""
         m = ConditionalMutation(row, [Condition(self.version_family, self.version_qualifier, read_version)])
-        m.put(self.version_family, self.version_qualifier, version_value(seq, token), timestamp=seq)
+        m.put(self.version_family, self.version_qualifier, version_value(seq, token, read_version), timestamp=seq)
         return m
 
     def add_outbox(self, m: ConditionalMutation, cells: list[OutboxCell]) -> None:
@@ -182,7 +198,8 @@ class TxLayout:
     def source_record(self) -> bytes:
         """The value of a queue's ``x:<table>`` cell naming this layout."""
         return json.dumps({"version": [self.version_family.decode("utf-8"), self.version_qualifier.decode("utf-8")],
-                           "outbox": self.outbox_family.decode("utf-8")}, sort_keys=True).encode("utf-8")
+                           "outbox": self.outbox_family.decode("utf-8")}, sort_keys=True,
+                          separators=(",", ":")).encode("utf-8")
 
     @classmethod
     def from_source_record(cls, value: bytes) -> TxLayout:

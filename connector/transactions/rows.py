@@ -38,6 +38,7 @@ from .layout import (
     next_seq,
     parse_outbox,
     parse_version,
+    version_tokens,
     version_value,
 )
 from .relay import Relay
@@ -45,6 +46,8 @@ from .targets import Targets
 
 T = TypeVar("T")
 
+#: outbox cells of other producers younger than this (µs of seq) are left to them
+LEFTOVER_AGE_US = 2_000_000
 #: attempts of one transaction before TransactionConflictError
 DEFAULT_MAX_ATTEMPTS = 20
 
@@ -183,7 +186,7 @@ class _RowWork:
     row: bytes
     items: list[tuple[int, Callable[[Transaction], object]]] = field(default_factory=list)
     attempts: int = 0
-    # a commit whose outcome is not settled: (its version cell, its transactions)
+    # a commit whose outcome is not settled: (its token, its transactions)
     sent: tuple[bytes, list[tuple[int, Transaction]]] | None = None
 
 
@@ -273,9 +276,9 @@ class RowTransactions:
         for work in works:
             state = states[work.row]
             if work.sent is not None:
-                version, sent = work.sent
+                token, sent = work.sent
                 work.sent = None
-                if state.version == version:  # the unknown outcome was a commit
+                if token in version_tokens(state.version):  # the unknown outcome was a commit
                     self._accepted(state, sent, results, relay)
                     continue
             if work.attempts >= self.max_attempts:
@@ -296,7 +299,7 @@ class RowTransactions:
                     self._targets.record(target)
             mutations.append(m)
             sends.append((work, txs))
-            work.sent = (version_value(last.seq, token), txs)
+            work.sent = (token, txs)
         statuses = self._committer.write(mutations)
         refused: list[str] = []
         for work, txs in sends:
@@ -345,10 +348,12 @@ class RowTransactions:
         relay += self._leftovers(state, ours)
 
     def _leftovers(self, state: RowState, ours: list[OutboxCell]) -> list[tuple[bytes, OutboxCell]]:
-        """Outbox cells an earlier producer of this row left unrelayed (read with the row); not ours, and not
-        those we relayed whose delete is on its way."""
+        """Outbox cells an earlier producer of this row left unrelayed (read with the row): not ours, not
+        those we relayed whose delete is on its way, and older than ``LEFTOVER_AGE`` (a younger one is most
+        likely being relayed by its own producer right now: relaying it too would be harmless, but doubled)."""
+        cutoff = self._clock() - LEFTOVER_AGE_US
         return [(state.row, c) for c in state.outbox
-                if c not in ours and (state.row, c.qualifier) not in self._relay.unflushed]
+                if c.ts < cutoff and c not in ours and (state.row, c.qualifier) not in self._relay.unflushed]
 
     def close(self) -> None:
         """Release the writers (everything committed was relayed already)."""
