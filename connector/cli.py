@@ -35,6 +35,8 @@ from connector.queue import (
 )
 from connector.queue.planner import DEFAULT_SWEEP_SECONDS
 from connector.spark.options import OptionError
+from connector.transactions.layout import DEFAULT_OUTBOX_FAMILY
+from connector.transactions.relay import DEFAULT_RELAY_SECONDS
 
 if TYPE_CHECKING:  # Spark and rich load only when a drain runs: queue commands start faster without them
     from pyspark.sql import SparkSession
@@ -65,6 +67,8 @@ examples:
   accumulo-export drain --source A --dest B --table exports --queue idx --dest-table index
   accumulo-export drain --source A --dest B --table exports --queue idx --dest-table index --stream
   accumulo-export queue dead-letters --cluster A --table exports --queue idx [--requeue]
+  accumulo-export tx status --cluster A --table counts      (outboxes of row-transaction producers)
+  accumulo-export tx relay  --cluster A --table counts
 
 Exit status: 0 done, 2 a usage or input error (one line on stderr), 130 interrupted. -v shows Spark's own
 output and tracebacks.
@@ -149,7 +153,7 @@ def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="accumulo-export", description=DESCRIPTION, epilog=EPILOG,
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-v", "--verbose", action="store_true", help="show Spark's output, debug logs and tracebacks")
-    sub = p.add_subparsers(dest="command", required=True, metavar="{queue,drain,combine}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{queue,drain,combine,tx}")
 
     q = sub.add_parser("queue", help="create, fill and inspect an export queue",
                        description="Create, fill and inspect an export queue on one cluster.").add_subparsers(
@@ -164,7 +168,9 @@ def parser() -> argparse.ArgumentParser:
     add = q.add_parser("add", formatter_class=fmt, help="add JSON lines from stdin, all or nothing",
                        description='Add JSON lines {"key": ..., "value": ..., "seq": N} from stdin. Every line '
                                    "is checked and serialized before the first is written: a bad line adds "
-                                   "nothing and names its line number.")
+                                   "nothing and names its line number. For data already committed elsewhere "
+                                   "(e.g. by Fluo): a producer whose own writes must commit together with its "
+                                   "exports uses row transactions (README: Producing transactionally).")
     _queue_args(add)
     status = q.add_parser("status", formatter_class=fmt, help="entries, bytes and oldest seq per bucket",
                           description="What waits in the queue: entries, bytes and the oldest seq per bucket, "
@@ -211,16 +217,71 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--sweep-seconds", type=_positive_seconds, default=DEFAULT_SWEEP_SECONDS,
                    help="--stream: the longest an entry written without a bucket mark waits (a full sweep of "
                         "the queue runs this often)")
+    d.add_argument("--relay-seconds", type=_positive_seconds, default=DEFAULT_RELAY_SECONDS,
+                   help="--stream: relay what crashed row-transaction producers left in the outboxes feeding the "
+                        "queue within about this long (a batch drain relays them once before it starts)")
     d.add_argument("--master", help="Spark master (default: SPARK_MASTER or local[2])")
     d.add_argument("--engine", choices=["auto", "spark", "local"], default="auto",
                    help="local: drain in this process without Spark (a stream then starts in about a second and "
                         "drains whole buckets per micro-batch; it needs no checkpoint: the queue's marks are its "
                         "state); auto: local for a batch drain of a small queue (Spark's start-up would "
                         "dominate) when no --master is given, else Spark")
+    _tx_commands(sub, fmt)
     from connector.combine.cli import register_combine_commands  # here: it imports this module
 
     register_combine_commands(sub)
     return p
+
+
+def _tx_commands(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
+    t = sub.add_parser("tx", help="outboxes of row-transaction producers: relay and status",
+                       description="Row transactions (connector.transactions) commit a row's cells and an outbox "
+                                   "of its exports and updates together; the producer then relays the outbox into "
+                                   "the queues. These commands relay what a crashed producer left, and show it."
+                       ).add_subparsers(dest="tx_command", required=True)
+    for name, text in (("relay", "copy the outbox cells of a table into their queues, then delete them "
+                                 "(repeating it is harmless)"),
+                       ("status", "outbox cells waiting in a table: count, rows, destination tables, oldest")):
+        c = t.add_parser(name, formatter_class=fmt, help=text, description=text[0].upper() + text[1:] + ".")
+        c.add_argument("--cluster", required=True, help="cluster name from the config file")
+        c.add_argument("--table", required=True, help="the producers' table")
+        c.add_argument("--outbox-family", default=DEFAULT_OUTBOX_FAMILY.decode(),
+                       help="the outbox column family the producers use")
+        if name == "relay":
+            c.add_argument("--min-age", type=float, default=0.0, metavar="SECONDS",
+                           help="leave outbox cells younger than this (a live producer relays them itself)")
+        else:
+            c.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+
+def cmd_tx(args: argparse.Namespace) -> int:
+    from connector.transactions import TxLayout, outbox_status, relay_table
+
+    gateway = cluster(args.cluster)
+    layout = TxLayout(outbox_family=args.outbox_family)
+    try:
+        with gateway.connect() as conn:
+            if not conn.table_exists(args.table):
+                raise UsageError(f"table {args.table!r} does not exist on {gateway.describe()}")
+            if args.tx_command == "relay":
+                stats = relay_table(conn, args.table, layout, max(0.0, args.min_age))
+                print(json.dumps({"relayed": stats.relayed, "exports": stats.exports, "updates": stats.updates,
+                                  "young": stats.young, "malformed": stats.malformed}))
+                for error in stats.errors:
+                    print(f"accumulo-export: malformed outbox cell left in place: {error}", file=sys.stderr)
+                return 1 if stats.malformed else 0
+            st = outbox_status(conn, args.table, layout)
+    except AccumuloError as exc:
+        raise UsageError(f"{gateway.describe()}: {exc}") from None
+    if args.json:
+        print(json.dumps({"table": st.table, "cells": st.cells, "rows": st.rows, "by_target": dict(st.by_target),
+                          "oldest_seq": st.oldest_seq, "age_seconds": st.age_seconds, "malformed": st.malformed}))
+    else:
+        age = f", oldest {st.age_seconds:.1f} s old (seq {st.oldest_seq})" if st.age_seconds is not None else ""
+        targets = ", ".join(f"{n} to {t}" for t, n in sorted(st.by_target.items()))
+        print(f"table {st.table}: {st.cells} outbox cells waiting in {st.rows} rows{age}"
+              + (f" ({targets})" if targets else "") + (f"; {st.malformed} malformed" if st.malformed else ""))
+    return 0
 
 
 def cmd_queue(args: argparse.Namespace) -> int:
@@ -324,7 +385,7 @@ def cmd_drain(args: argparse.Namespace) -> int:
             raise UsageError(f"source {source.describe()}: {exc}") from None
     job = DrainJob(source=source, dest=dest, queue=queue, dest_table=args.dest_table,
                    translator=args.translator, delete_mode=args.delete_mode, buffer_bytes=args.buffer_bytes,
-                   fail_fast=args.fail_fast, server_wait=args.server_wait)
+                   fail_fast=args.fail_fast, server_wait=args.server_wait, relay_seconds=args.relay_seconds)
     preflight(job)
     if _drain_locally(args, job):
         return _run_drain(args, job, None)
@@ -477,7 +538,7 @@ def _run_drain(args: argparse.Namespace, job: DrainJob, spark: SparkSession | No
     summary = {"micro_batches" if args.stream else "rounds": report.rounds, "entries": report.entries,
                "exported": report.exported, "deleted": report.deleted, "dead_lettered": report.dead_lettered,
                "seconds": round(report.seconds, 2), "entries_per_s": round(report.rate, 1),
-               "remaining": report.remaining}
+               "remaining": report.remaining, "relayed": report.relayed}
     print(json.dumps(summary))
     return 130 if interrupted else 0
 
@@ -538,6 +599,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from connector.combine.cli import cmd_combine
 
             return cmd_combine(args)
+        if args.command == "tx":
+            return cmd_tx(args)
         return cmd_queue(args) if args.command == "queue" else cmd_drain(args)
     except (ConfigError, OptionError, AccumuloError, QueueError, DrainError, ValueError) as exc:
         if args.verbose:

@@ -42,6 +42,8 @@ from connector.queue import (
     settle_marks,
 )
 from connector.queue.planner import DEFAULT_SWEEP_SECONDS, StreamPlanner
+from connector.transactions import PeriodicRelay, relay_sources
+from connector.transactions.relay import DEFAULT_RELAY_SECONDS
 
 from .export_sink import shared_exporter, write_report
 from .options import GatewayOptions, queue_options
@@ -80,8 +82,13 @@ class DrainJob:
     #: seconds a scan or flush on A or B may wait for a tablet server (a crashed one coming back) before the
     #: drain fails with ``DrainError``; None leaves each ``GatewayOptions.server_wait`` as it is
     server_wait: float | None = DEFAULT_SERVER_WAIT
+    #: a stream relays what crashed producers left in the outboxes feeding the queue within about this long
+    #: (seconds); a batch drain relays them once before it starts
+    relay_seconds: float = DEFAULT_RELAY_SECONDS
 
     def __post_init__(self) -> None:
+        if not (0 < self.relay_seconds < float("inf")):
+            raise ValueError(f"relay_seconds must be a number of seconds > 0, got {self.relay_seconds!r}")
         if self.server_wait is not None:
             if not (0 < self.server_wait < float("inf")):
                 raise ValueError(f"server_wait must be a number of seconds > 0, got {self.server_wait!r}")
@@ -100,7 +107,7 @@ class DrainJob:
         return {**self.source_options(), **self.dest.to_options("dest."), "table": self.dest_table,
                 "translator": self.translator, "delete_mode": self.delete_mode,
                 "buffer_bytes": str(self.buffer_bytes), "fail_fast": str(self.fail_fast).lower(),
-                "report_dir": report_dir}
+                "report_dir": report_dir, "relay_seconds": str(self.relay_seconds)}
 
 
 @dataclass
@@ -118,6 +125,8 @@ class DrainReport:
     live: DrainStats = field(default_factory=DrainStats)
     #: entries in the queue when the running (or last) round started
     depth_before_round: int = 0
+    #: outbox cells that crashed producers left, relayed into the queue by this run
+    relayed: int = 0
 
     @property
     def entries(self) -> int:
@@ -296,6 +305,8 @@ def run_batch(spark: SparkSession | None, job: DrainJob, progress: ProgressFn | 
     started = time.monotonic()
     empty_rounds = 0
     with job.source.connect() as src:
+        # outboxes that crashed producers left: their entries are drained in this run
+        report.relayed = relay_sources(src, job.queue.table, job.queue.layout.config_row).relayed
         while report.rounds < max_rounds:
             status = queue_status(src, job.queue)
             report.remaining = report.depth_before_round = status.entries
@@ -349,6 +360,19 @@ def run_local_stream(job: DrainJob, trigger_seconds: float = 1.0, progress: Prog
     report = DrainReport()
     started = time.monotonic()
     planner = StreamPlanner(job.source.shared, job.queue, sweep_seconds)
+    relay = PeriodicRelay(job.source.shared, job.queue.table, job.queue.layout.config_row, job.relay_seconds)
+    relay.start()
+    try:
+        _local_stream(job, trigger_seconds, progress, stop, planner, report, started)
+    finally:
+        relay.stop()
+        report.relayed = relay.stats.relayed
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _local_stream(job: DrainJob, trigger_seconds: float, progress: ProgressFn | None, stop: threading.Event,
+                  planner: StreamPlanner, report: DrainReport, started: float) -> None:
     planned: dict[str, str] = {}
     while not stop.is_set():
         tick = time.monotonic()
@@ -364,8 +388,6 @@ def run_local_stream(job: DrainJob, trigger_seconds: float = 1.0, progress: Prog
                 progress(report)
         planned = pending
         stop.wait(max(0.0, trigger_seconds - (time.monotonic() - tick)))
-    report.seconds = time.monotonic() - started
-    return report
 
 
 @contextlib.contextmanager

@@ -8,7 +8,9 @@ a stream catches up with a backlog at the batch drain's rate. ``start_stream`` r
 which collects each micro-batch's counters on the driver.
 
 Options: those of ``export-queue`` and of the ``accumulo-export`` sink in drain mode (``dest.*``, ``table``,
-``translator``, ``delete_mode``, ``create_table``, ``buffer_bytes``, ``fail_fast``).
+``translator``, ``delete_mode``, ``create_table``, ``buffer_bytes``, ``fail_fast``), and ``relay_seconds``
+(default 10): the planner relays, on a thread of its own, what crashed producers left in the outboxes of the
+tables recorded as feeding the queue (:class:`connector.transactions.PeriodicRelay`), within about that long.
 """
 
 from __future__ import annotations
@@ -22,10 +24,12 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStrea
 from pyspark.sql.types import StructType
 
 from connector.queue import drain_buckets
+from connector.transactions import PeriodicRelay
+from connector.transactions.relay import DEFAULT_RELAY_SECONDS
 
 from .drain_job import STATS_DDL, STATS_SCHEMA
 from .export_sink import SinkSettings
-from .options import OptionError, as_dict, int_option
+from .options import OptionError, as_dict, float_option, int_option
 from .queue_source import BucketGroup, ExportQueueDataSource, QueueStreamReader
 
 
@@ -44,15 +48,35 @@ class QueueDrainDataSource(ExportQueueDataSource):
                           "spark.readStream, or the export-queue source to read entries")
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return DrainStreamReader(*self._stream_settings(), sink=SinkSettings.parse(as_dict(self.options)))
+        opts = as_dict(self.options)
+        relay_seconds = float_option(opts, "relay_seconds", DEFAULT_RELAY_SECONDS)
+        if relay_seconds <= 0:
+            raise OptionError(f"relay_seconds must be > 0, got {relay_seconds}")
+        return DrainStreamReader(*self._stream_settings(), sink=SinkSettings.parse(opts), relay_seconds=relay_seconds)
 
 
 class DrainStreamReader(QueueStreamReader):
     """A :class:`QueueStreamReader` whose tasks drain their buckets and yield counters, not entries."""
 
-    def __init__(self, *planning: Any, sink: SinkSettings) -> None:
+    def __init__(self, *planning: Any, sink: SinkSettings, relay_seconds: float = DEFAULT_RELAY_SECONDS) -> None:
         super().__init__(*planning)
         self.sink = sink
+        self.relay_seconds = relay_seconds
+        self._relay: PeriodicRelay | None = None
+
+    def __getstate__(self) -> dict:
+        # pickled to the read tasks, which never plan: the relay's thread stays with the planner
+        return {k: v for k, v in self.__dict__.items() if k != "_relay"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._relay = None
+
+    def latestOffset(self, start: dict, limit: Any) -> dict:
+        if self._relay is None:
+            self._relay = PeriodicRelay(self.gateway.shared, self.config.table, self.config.layout.config_row,
+                                        self.relay_seconds).start()
+        return super().latestOffset(start, limit)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, BucketGroup)

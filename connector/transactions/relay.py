@@ -31,6 +31,8 @@ from .targets import recorded_sources
 
 log = logging.getLogger(__name__)
 
+#: how soon a streaming drain relays what a crashed producer left in an outbox (seconds)
+DEFAULT_RELAY_SECONDS = 10.0
 #: outbox cells copied per round of flushes by relay_table
 RELAY_CHUNK = 2_000
 
@@ -185,7 +187,7 @@ class PeriodicRelay:
     the next period; ``stats`` keeps the totals."""
 
     def __init__(self, connect: Callable[[], Connection], queue_table: str, config_row: bytes,
-                 seconds: float = 10.0) -> None:
+                 seconds: float = DEFAULT_RELAY_SECONDS) -> None:
         if seconds <= 0:
             raise ValueError(f"relay period must be > 0 seconds, got {seconds!r}")
         self.connect, self.queue_table, self.config_row, self.seconds = connect, queue_table, config_row, seconds

@@ -1,0 +1,160 @@
+"""What a crashed producer left in an outbox reaches cluster B: a batch drain relays it before it starts, a
+streaming drain (in-process and Spark) within its relay period, and ``accumulo-export tx relay`` on demand;
+relaying twice changes nothing on B (invariant 7)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+from connector.queue import ExportQueue, QueueConfig, queue_status
+from connector.spark import DrainJob
+from connector.spark.drain_job import run_batch, run_local_stream, start_stream
+from connector.transactions import RowTransactions, outbox_status, relay_table
+from connector.transactions import relay as relay_module
+from examples.inverted_count_index import actual_index, count_update
+
+from .conftest import run_cli, unique_table
+
+pytestmark = pytest.mark.cluster
+
+
+def bump(queue):
+    def fn(tx):
+        word = tx.row.decode()
+        old = int(tx.get(b"c", b"n", default=b"0"))
+        tx.put(b"c", b"n", str(old + 1).encode())
+        tx.export(queue, word, count_update(word, old or None, old + 1))
+    return fn
+
+
+class Setup:
+    def __init__(self, accumulo) -> None:
+        self.a, self.b = accumulo["a"], accumulo["b"]
+        self.conn_a, self.conn_b = self.a.connect(), self.b.connect()
+        self.queue = QueueConfig(table=unique_table("txdq"), qid="q", num_buckets=4)
+        ExportQueue(self.conn_a, self.queue).init()
+        self.txs = RowTransactions(self.conn_a, unique_table("txd"))
+        self.txs.init()
+        self.index = unique_table("txdidx")
+
+    def crash_after_commit(self, words: list[str], monkeypatch) -> None:
+        """Commit one transaction per word, each producer 'killed' between its commit and its relay."""
+        def killed(self, items):
+            raise SystemExit("killed after the commit")
+
+        before = queue_status(self.conn_a, self.queue).entries
+        monkeypatch.setattr(relay_module.Relay, "relay", killed)
+        for word in words:
+            with pytest.raises(SystemExit):
+                self.txs.run(word, bump(self.queue))
+        monkeypatch.undo()
+        assert outbox_status(self.conn_a, self.txs.table).cells == len(words)
+        assert queue_status(self.conn_a, self.queue).entries == before, "nothing was relayed"
+
+    def job(self, **kw) -> DrainJob:
+        return DrainJob(source=self.a.gateway_options(), dest=self.b.gateway_options(), queue=self.queue,
+                        dest_table=self.index, **kw)
+
+    def index_on_b(self) -> set:
+        return set(actual_index(self.conn_b, self.index)) if self.conn_b.table_exists(self.index) else set()
+
+    def expected(self, counts: dict[str, int]) -> set:
+        return {(f"{n:08d}".encode(), w.encode()) for w, n in counts.items()}
+
+
+@pytest.fixture
+def setup(accumulo):
+    return Setup(accumulo)
+
+
+def test_batch_drain_relays_leftovers_first(setup, monkeypatch):
+    setup.txs.run("a", bump(setup.queue))  # a normal commit, relayed by its producer
+    setup.txs.close()
+    setup.crash_after_commit(["b", "c", "a"], monkeypatch)
+    report = run_batch(None, setup.job())
+    assert report.relayed == 3 and report.exported == 4
+    assert setup.index_on_b() == setup.expected({"a": 2, "b": 1, "c": 1})
+    assert outbox_status(setup.conn_a, setup.txs.table).empty and queue_status(setup.conn_a, setup.queue).empty
+    # relaying again (nothing left) and draining again change nothing on B
+    assert relay_table(setup.conn_a, setup.txs.table).relayed == 0
+    assert run_batch(None, setup.job()).relayed == 0
+    assert setup.index_on_b() == setup.expected({"a": 2, "b": 1, "c": 1})
+
+
+def test_repeated_relay_is_harmless_on_b(setup, monkeypatch):
+    setup.crash_after_commit(["x", "y"], monkeypatch)
+    cells = [(row, c) for row, c in _outbox(setup)]
+    with relay_module.Relay(setup.conn_a, setup.txs.table, setup.txs.layout) as relay:
+        relay.relay(cells)
+    run_batch(None, setup.job())
+    first = setup.index_on_b()
+    with relay_module.Relay(setup.conn_a, setup.txs.table, setup.txs.layout) as relay:
+        relay.relay(cells)  # a relay that crashed before its deletes, repeated: the same entries again
+    assert queue_status(setup.conn_a, setup.queue).entries == 2
+    run_batch(None, setup.job())
+    assert setup.index_on_b() == first == setup.expected({"x": 1, "y": 1})
+
+
+def _outbox(setup):
+    from connector.transactions import parse_outbox
+    from connector.transactions.relay import pending_outbox
+
+    return [(row, parse_outbox(q, v, ts)) for row, q, ts, v in pending_outbox(setup.conn_a, setup.txs.table)]
+
+
+def test_local_stream_relays_within_relay_seconds(setup, monkeypatch):
+    stop = threading.Event()
+    reports = []
+    runner = threading.Thread(target=lambda: reports.append(
+        run_local_stream(setup.job(relay_seconds=2.0), 0.2, stop=stop)))
+    runner.start()
+    try:
+        setup.crash_after_commit(["p", "q"], monkeypatch)
+        crashed = time.monotonic()
+        deadline = crashed + 120
+        while setup.index_on_b() != setup.expected({"p": 1, "q": 1}) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        waited = time.monotonic() - crashed
+    finally:
+        stop.set()
+        runner.join()
+    assert setup.index_on_b() == setup.expected({"p": 1, "q": 1}), "the stream never relayed the outbox"
+    assert reports[0].relayed == 2 and outbox_status(setup.conn_a, setup.txs.table).empty
+    print(f"relayed and exported {waited:.1f} s after the crash (relay_seconds=2)")
+
+
+@pytest.mark.spark
+def test_spark_stream_relays_leftovers(setup, spark, monkeypatch, tmp_path):
+    setup.crash_after_commit(["s1", "s2"], monkeypatch)
+    query = start_stream(spark, setup.job(relay_seconds=2.0), str(tmp_path / "ckpt"), str(tmp_path / "rep"),
+                         trigger_seconds=0.5)
+    try:
+        deadline = time.monotonic() + 180
+        while setup.index_on_b() != setup.expected({"s1": 1, "s2": 1}) and time.monotonic() < deadline:
+            assert query.exception() is None
+            time.sleep(0.5)
+    finally:
+        query.stop()
+    assert setup.index_on_b() == setup.expected({"s1": 1, "s2": 1})
+    assert outbox_status(setup.conn_a, setup.txs.table).empty
+
+
+def test_tx_status_and_relay_commands(setup, monkeypatch, cli_env):
+    setup.crash_after_commit(["k1", "k2", "k3"], monkeypatch)
+    out = run_cli(cli_env, "tx", "status", "--cluster", "A", "--table", setup.txs.table, "--json")
+    assert out.returncode == 0, out.stderr
+    status = json.loads(out.stdout)
+    assert status["cells"] == 3 and status["rows"] == 3 and status["by_target"] == {setup.queue.table: 3}
+    text = run_cli(cli_env, "tx", "status", "--cluster", "A", "--table", setup.txs.table)
+    assert "3 outbox cells waiting in 3 rows" in text.stdout and setup.queue.table in text.stdout
+    out = run_cli(cli_env, "tx", "relay", "--cluster", "A", "--table", setup.txs.table)
+    assert out.returncode == 0 and json.loads(out.stdout)["relayed"] == 3, out.stderr
+    assert queue_status(setup.conn_a, setup.queue).entries == 3
+    again = run_cli(cli_env, "tx", "relay", "--cluster", "A", "--table", setup.txs.table)
+    assert json.loads(again.stdout)["relayed"] == 0
+    missing = run_cli(cli_env, "tx", "relay", "--cluster", "A", "--table", "no_such_table")
+    assert missing.returncode == 2 and "no_such_table" in missing.stderr and "does not exist" in missing.stderr
