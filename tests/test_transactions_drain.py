@@ -158,3 +158,31 @@ def test_tx_status_and_relay_commands(setup, monkeypatch, cli_env):
     assert json.loads(again.stdout)["relayed"] == 0
     missing = run_cli(cli_env, "tx", "relay", "--cluster", "A", "--table", "no_such_table")
     assert missing.returncode == 2 and "no_such_table" in missing.stderr and "does not exist" in missing.stderr
+
+
+def test_combine_relays_updates_a_crashed_producer_left(accumulo, monkeypatch):
+    from connector.combine import CombineConfig, CombineQueue, combine_all
+
+    conn = accumulo["a"].connect()
+    combine = CombineConfig(table=unique_table("txdc"), cid="wc", num_buckets=4)
+    CombineQueue(conn, combine).init()
+    txs = RowTransactions(conn, unique_table("txdocs"))
+    txs.init()
+
+    def write_doc(text):
+        def fn(tx):
+            tx.put(b"d", b"text", text.encode())
+            for word in text.split():
+                tx.update(combine, word, 1)
+        return fn
+
+    txs.run("doc1", write_doc("a b a"))
+    txs.close()
+    monkeypatch.setattr(relay_module.Relay, "relay", lambda self, items: (_ for _ in ()).throw(SystemExit))
+    with pytest.raises(SystemExit):
+        txs.run("doc2", write_doc("b c"))
+    monkeypatch.undo()
+    assert outbox_status(conn, txs.table).cells == 2
+    combine_all(conn, combine)
+    assert CombineQueue(conn, combine).items() == {"a": 2, "b": 2, "c": 1}
+    assert outbox_status(conn, txs.table).empty

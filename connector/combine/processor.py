@@ -28,7 +28,15 @@ from typing import Any
 
 from connector.accumulo import Cell, ConditionalMutation, Connection, Range
 from connector.queue import EntryCodec, QueueConfig, check_config
-from connector.transactions import Committer, MalformedOutboxError, OutboxCell, Relay, parse_outbox, parse_version
+from connector.transactions import (
+    Committer,
+    MalformedOutboxError,
+    OutboxCell,
+    Relay,
+    parse_outbox,
+    parse_version,
+    relay_sources,
+)
 from connector.transactions.commit import ACCEPTED, REJECTED, UNKNOWN
 from connector.transactions.layout import export_cell
 from connector.transactions.targets import record_source
@@ -397,6 +405,8 @@ def combine_all(conn: Connection, config: CombineConfig, combiner: str | Combine
 
     processor = CombineProcessor(conn, config, combiner, observer, export_queue, **options)
     total = CombineStats()
+    # updates that crashed row-transaction producers left in their outboxes are combined in this call
+    relay_sources(conn, config.table, config.layout.config_row)
     for _ in range(max_passes):
         pending = combine_status(conn, config).pending_buckets()
         if not pending:

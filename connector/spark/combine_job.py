@@ -11,6 +11,7 @@ reuses the drain job's ``bucket_groups`` and ``task_error``.)
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -27,6 +28,8 @@ from connector.combine.functions import combiner_from_name, observer_from_name
 from connector.combine.processor import CombineProcessor, CombineStats
 from connector.combine.status import combine_status
 from connector.queue import QueueConfig, QueueConfigError, check_config
+from connector.transactions import PeriodicRelay, relay_sources
+from connector.transactions.relay import DEFAULT_RELAY_SECONDS
 
 from .drain_job import bucket_groups, task_error
 from .options import GatewayOptions
@@ -57,6 +60,8 @@ class CombineReport:
     seconds: float = 0.0
     remaining: int = 0  # updates still queued at the end (keys that failed or stayed contended)
     history: list[dict[str, Any]] = field(default_factory=list)
+    #: outbox cells that crashed row-transaction producers left, relayed into the combine queue by this run
+    relayed: int = 0
 
     @property
     def rate(self) -> float:
@@ -148,6 +153,8 @@ def run_combine(spark: SparkSession, job: CombineJob, progress: ProgressFn | Non
     report = CombineReport()
     started = time.monotonic()
     with job.source.connect() as conn:
+        # updates that crashed row-transaction producers left in their outboxes: combined in this run
+        report.relayed = relay_sources(conn, job.combine.table, job.combine.layout.config_row).relayed
         # the first round visits every bucket: cheaper than a status scan of every queued update
         pending = list(range(job.combine.num_buckets))
         for _ in range(max_rounds):
@@ -162,7 +169,8 @@ def run_combine(spark: SparkSession, job: CombineJob, progress: ProgressFn | Non
 
 
 def run_stream(spark: SparkSession, job: CombineJob, interval: float = 1.0, stop: threading.Event | None = None,
-               progress: ProgressFn | None = None, *, check: bool = True) -> CombineReport:
+               progress: ProgressFn | None = None, *, check: bool = True,
+               relay_seconds: float = DEFAULT_RELAY_SECONDS) -> CombineReport:
     """Streaming: every ``interval`` seconds, a round over the buckets that have work then, until ``stop`` is
     set (or Ctrl-C). A key that keeps failing is retried each round and reported each time."""
     if check:
@@ -170,7 +178,10 @@ def run_stream(spark: SparkSession, job: CombineJob, interval: float = 1.0, stop
     stop = stop or threading.Event()
     report = CombineReport()
     started = time.monotonic()
-    with job.source.connect() as conn:
+    # relays the updates crashed row-transaction producers left, within about relay_seconds
+    relay = PeriodicRelay(job.source.shared, job.combine.table, job.combine.layout.config_row, relay_seconds)
+    relay.start()
+    with job.source.connect() as conn, contextlib.closing(relay):
         while not stop.is_set():
             began = time.monotonic()
             status = combine_status(conn, job.combine)
@@ -180,5 +191,6 @@ def run_stream(spark: SparkSession, job: CombineJob, interval: float = 1.0, stop
             report.seconds = time.monotonic() - started
             stop.wait(max(0.0, interval - (time.monotonic() - began)))
         report.remaining = combine_status(conn, job.combine).updates
+    report.relayed = relay.stats.relayed
     report.seconds = time.monotonic() - started
     return report

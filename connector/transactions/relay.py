@@ -222,3 +222,5 @@ class PeriodicRelay:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=60)
+
+    close = stop
