@@ -104,21 +104,25 @@ class Kill:
         return int(self.fields.get("conflicts", 0))
 
     def line(self) -> str:
-        return (f"SIGKILLed producer {self.name} after {self.after_s:.1f}s (it had reported {self.committed} "
+        return (f"SIGKILLed producer {self.name} {self.after_s:.1f}s after its start (it had reported {self.committed} "
                 f"committed transactions); restarted it for the remaining {self.remaining}; {self.left} outbox "
                 "cells it committed were unrelayed 2s later")
 
 
 def kill_one_and_restart(procs: list[ProducerProcess], index: int, after_s: float, share: int,
                          restart: Callable[[int], ProducerProcess], conn: Connection, table: str) -> Kill | None:
-    """Once ``procs[index]`` has committed for ``after_s`` seconds, SIGKILL it, start ``restart(remaining)`` in
+    """Once ``procs[index]`` has been committing for ``after_s`` seconds (since its first progress line),
+    SIGKILL it wherever it is (reading, committing or relaying), start ``restart(remaining)`` in
     its place (``share`` minus what it reported) and count the outbox cells of ``table`` committed before the
     kill that are still there 2 s later (live producers flush the deletes of their own relayed cells within a
     second). None (after killing every producer) if it ended first."""
     victim = procs[index]
     deadline = time.monotonic() + 600
-    while (not victim.committed or time.monotonic() - victim.started < after_s) and not victim.done:
-        if victim.proc.poll() is not None or time.monotonic() > deadline:
+    first_commit: float | None = None
+    while not victim.done and victim.proc.poll() is None and time.monotonic() < deadline:
+        if victim.committed and first_commit is None:
+            first_commit = time.monotonic()
+        if first_commit is not None and time.monotonic() - first_commit >= after_s:
             break
         time.sleep(0.05)
     if victim.done or victim.proc.poll() is not None or not victim.committed:
@@ -146,7 +150,7 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=100, help="transactions per run_all call in a producer")
     parser.add_argument("--skew", type=float, default=1.0, help="Zipf exponent of the words' popularity")
     parser.add_argument("--kill-after", type=float, default=4.0,
-                        help="seconds of committing after which one producer is SIGKILLed")
+                        help="seconds after its first commits at which one producer is SIGKILLed")
     opts = parser.parse_args()
 
     print("starting embedded clusters A and B (first run builds the gateway) ...", flush=True)
@@ -214,7 +218,8 @@ def main() -> int:
                     and left == 0 and outbox.empty)
         print("\n=== demo report ===")
         print(f"producers             {opts.producers} processes on {opts.words} shared words (Zipf {opts.skew}), "
-              f"{opts.batch} transactions per run_all; {kill.name} SIGKILLed after {kill.after_s:.1f}s and restarted"
+              f"{opts.batch} transactions per run_all; {kill.name} SIGKILLed {kill.after_s:.1f}s after its start, "
+              f"at {kill.committed}+ commits, and restarted"
               + (f"; {len(failed)} FAILED" if failed else ""))
         print(f"transactions          {depth} committed in {produce_s:.1f}s ({depth / produce_s:,.0f}/s), "
               f"{conflicts} conflicts retried")
