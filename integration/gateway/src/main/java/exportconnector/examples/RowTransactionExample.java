@@ -1,5 +1,7 @@
 package exportconnector.examples;
 
+import exportconnector.gateway.Args;
+
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.security.SecureRandom;
@@ -641,7 +643,7 @@ public final class RowTransactionExample {
   }
 
   static int run(String[] argv) throws Exception {
-    Map<String,String> a = parseArgs(argv,
+    Args a = new Args(argv,
         Set.of("instance", "zookeepers", "user", "table", "queue-table", "qid", "buckets", "words",
             "transactions", "seed", "max-attempts"),
         Set.of("no-relay", "check"));
@@ -650,17 +652,17 @@ public final class RowTransactionExample {
           + "documented test vectors: refusing to write rows no drain could place");
       return 1;
     }
-    if (a.containsKey("check")) {
+    if (a.flag("check")) {
       System.out.println("{\"test_vectors\": \"ok\"}");
       return 0;
     }
-    String table = require(a, "table");
-    String queueTable = require(a, "queue-table");
-    String qid = require(a, "qid");
-    int words = intArg(a, "words", 5);
-    int transactions = intArg(a, "transactions", 100);
-    int maxAttempts = intArg(a, "max-attempts", 100);
-    long seed = Long.parseLong(a.getOrDefault("seed", "0"));
+    String table = a.require("table");
+    String queueTable = a.require("queue-table");
+    String qid = a.require("qid");
+    int words = a.getInt("words", 5);
+    int transactions = a.getInt("transactions", 100);
+    int maxAttempts = a.getInt("max-attempts", 100);
+    long seed = a.getLong("seed", 0);
     if (words < 1 || transactions < 0 || maxAttempts < 1) {
       throw new IllegalArgumentException("need --words >= 1, --transactions >= 0, --max-attempts >= 1");
     }
@@ -670,17 +672,17 @@ public final class RowTransactionExample {
     }
 
     try (AccumuloClient client = Accumulo.newClient()
-        .to(require(a, "instance"), require(a, "zookeepers")).as(require(a, "user"), password)
+        .to(a.require("instance"), a.require("zookeepers")).as(a.require("user"), password)
         .build()) {
       QueueLayout queue = new QueueLayout(qid, storedBuckets(client, queueTable, qid,
-          a.containsKey("buckets") ? intArg(a, "buckets", 0) : null));
+          a.get("buckets", null) != null ? a.getInt("buckets", 0) : null));
       try {
         client.tableOperations().create(table);
       } catch (TableExistsException e) {
         // another producer (or the operator) made it: fine
       }
       long started = System.nanoTime();
-      try (RowTransactions txs = new RowTransactions(client, table, maxAttempts, !a.containsKey("no-relay"))) {
+      try (RowTransactions txs = new RowTransactions(client, table, maxAttempts, !a.flag("no-relay"))) {
         txs.ensureOutboxLocalityGroup();
         Random rng = new Random(seed);
         for (int i = 0; i < transactions; i++) {
@@ -736,47 +738,4 @@ public final class RowTransactionExample {
   }
 
   /** "--name value", "--name=value" and "--flag"; unknown names are errors, so typos fail loudly. */
-  static Map<String,String> parseArgs(String[] argv, Set<String> withValue, Set<String> flags) {
-    Map<String,String> values = new HashMap<>();
-    for (int i = 0; i < argv.length; i++) {
-      String arg = argv[i];
-      String name = arg.startsWith("--") ? arg.substring(2) : "";
-      String inline = null;
-      if (name.contains("=")) {
-        inline = name.substring(name.indexOf('=') + 1);
-        name = name.substring(0, name.indexOf('='));
-      }
-      if (flags.contains(name) && inline == null) {
-        values.put(name, "true");
-      } else if (withValue.contains(name)) {
-        if (inline == null) {
-          if (i + 1 >= argv.length) {
-            throw new IllegalArgumentException("--" + name + " needs a value");
-          }
-          inline = argv[++i];
-        }
-        values.put(name, inline);
-      } else {
-        throw new IllegalArgumentException("unknown argument: " + arg);
-      }
-    }
-    return values;
-  }
-
-  static String require(Map<String,String> a, String name) {
-    String v = a.get(name);
-    if (v == null || v.isEmpty()) {
-      throw new IllegalArgumentException("--" + name + " is required");
-    }
-    return v;
-  }
-
-  static int intArg(Map<String,String> a, String name, int fallback) {
-    String v = a.get(name);
-    try {
-      return v == null ? fallback : Integer.parseInt(v.trim());
-    } catch (NumberFormatException e) {
-      throw new IllegalArgumentException("--" + name + " must be an integer, got '" + v + "'");
-    }
-  }
 }

@@ -5,14 +5,14 @@ import java.util.Map;
 import java.util.Set;
 
 /** A tiny "--name value" / "--flag" parser; unknown names are errors so typos fail loudly. */
-final class Args {
+public final class Args {
   private final Map<String,String> values = new HashMap<>();
 
   /**
    * @param withValue names that take a value
    * @param flags names that take none
    */
-  Args(String[] argv, Set<String> withValue, Set<String> flags) {
+  public Args(String[] argv, Set<String> withValue, Set<String> flags) {
     for (int i = 0; i < argv.length; i++) {
       String a = argv[i];
       String name = a.startsWith("--") ? a.substring(2) : null;
@@ -37,11 +37,11 @@ final class Args {
     }
   }
 
-  String get(String name, String fallback) {
+  public String get(String name, String fallback) {
     return values.getOrDefault(name, fallback);
   }
 
-  String require(String name) {
+  public String require(String name) {
     String v = values.get(name);
     if (v == null || v.isEmpty()) {
       throw new IllegalArgumentException("--" + name + " is required");
@@ -49,7 +49,7 @@ final class Args {
     return v;
   }
 
-  long getLong(String name, long fallback) {
+  public long getLong(String name, long fallback) {
     String v = values.get(name);
     if (v == null) {
       return fallback;
@@ -61,7 +61,7 @@ final class Args {
     }
   }
 
-  int getInt(String name, int fallback) {
+  public int getInt(String name, int fallback) {
     long v = getLong(name, fallback);
     if (v < Integer.MIN_VALUE || v > Integer.MAX_VALUE) {
       throw new IllegalArgumentException("--" + name + " is out of range");
@@ -69,7 +69,7 @@ final class Args {
     return (int) v;
   }
 
-  boolean flag(String name) {
+  public boolean flag(String name) {
     return values.containsKey(name);
   }
 }
