@@ -20,7 +20,7 @@ import os
 import tomllib
 from pathlib import Path
 
-from connector.spark.options import GatewayOptions
+from connector.accumulo.options import GatewayOptions
 
 CONFIG_ENV = "ACCUMULO_EXPORT_CONFIG"
 TLS_KEYS = ("tls_ca_file", "tls_cert_file", "tls_key_file", "tls_server_hostname")
