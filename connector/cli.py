@@ -13,8 +13,10 @@ import json
 import logging
 import os
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -66,13 +68,36 @@ examples:
   accumulo-export drain --source A --dest B --table exports --queue idx --dest-table index --stream
   accumulo-export queue dead-letters --cluster A --table exports --queue idx [--requeue]
 
-Exit status: 0 done, 2 a usage or input error (one line on stderr), 130 interrupted. -v shows Spark's own
-output and tracebacks.
+Exit status: 0 done (a stream stopped by SIGTERM, too: that is how systemd and Kubernetes stop it), 1 a
+combine left keys failing, 2 a usage or input error (one line on stderr), 3 a drain dead-lettered entries
+(unless --allow-dead-letters), 130 interrupted by Ctrl-C, 143 a batch command stopped by SIGTERM. -v shows
+Spark's own output and tracebacks.
 """
+
+
+#: exit status of a drain that dead-lettered entries (without --allow-dead-letters)
+EXIT_DEAD_LETTERS = 3
+EXIT_SIGTERM = 143
 
 
 class UsageError(ValueError):
     """A wrong argument or input: printed as one ``accumulo-export: error: ...`` line, exit status 2."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived (systemd, Kubernetes, ``kill``): handled where Ctrl-C is, so a stream finishes or
+    abandons its micro-batch safely and prints its summary."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one is enough: let the first stop finish
+    raise Terminated()
+
+
+def handle_sigterm() -> None:
+    """From now on SIGTERM raises ``Terminated`` (a KeyboardInterrupt) in the main thread."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _on_sigterm)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -187,14 +212,18 @@ def parser() -> argparse.ArgumentParser:
     _queue_args(d, "--source")
     d.add_argument("--dest", required=True, help="destination cluster name from the config file")
     d.add_argument("--dest-table", required=True, help="destination table (created when missing)")
-    d.add_argument("--translator", default="difference", metavar="{difference,replicator,cells,module:callable}",
-                   help="turns each export into cell changes")
+    d.add_argument("--translator", default="difference",
+                   metavar="{difference,replicator,cells,value[=CF[:CQ]],module:callable}",
+                   help="turns each export into cell changes; value=CF[:CQ] writes each key's value (a combine's "
+                        "new value) into the cell (key, CF, CQ); module:callable: see the README")
     d.add_argument("--delete-mode", default="delete", choices=["delete", "tombstone"],
                    help="tombstone: deletes as tombstone puts, immune to the compaction hazard (README)")
     d.add_argument("--buffer-bytes", type=_int_at_least(1), default=1 << 20,
                    help="max bytes (row + value) of entries per exported batch")
     d.add_argument("--fail-fast", action="store_true",
                    help="stop at the first malformed or untranslatable entry instead of dead-lettering it")
+    d.add_argument("--allow-dead-letters", action="store_true",
+                   help=f"exit 0 even when entries were dead-lettered (else exit status {EXIT_DEAD_LETTERS})")
     d.add_argument("--server-wait", type=_positive_seconds, default=300.0, metavar="SECONDS",
                    help="how long a read or write on A or B may wait for a tablet server (one restarting after a "
                         "crash) before the drain fails; nothing unexported is deleted, a rerun finishes")
@@ -315,6 +344,7 @@ def cmd_drain(args: argparse.Namespace) -> int:
     from connector.spark import DrainJob, spark_session
     from connector.spark.drain_job import DrainError, preflight
 
+    started = time.monotonic()
     source, dest = cluster(args.source), cluster(args.dest)
     # everything a user can get wrong is checked here, before Spark starts (seconds) and fails in a task
     with source.connect() as conn:
@@ -327,10 +357,12 @@ def cmd_drain(args: argparse.Namespace) -> int:
                    fail_fast=args.fail_fast, server_wait=args.server_wait)
     preflight(job)
     if _drain_locally(args, job):
-        return _run_drain(args, job, None)
+        return _run_drain(args, job, None, started)
     with _spark_output(verbose=args.verbose) as spark_log:
+        master = args.master or os.environ.get("SPARK_MASTER") or "local[2]"
+        print(f"starting Spark ({master}) ...", file=sys.stderr, flush=True)
         try:
-            return _run_drain(args, job, spark_session(args.master, "accumulo-export drain"))
+            return _run_drain(args, job, spark_session(args.master, "accumulo-export drain"), started)
         except DrainError as exc:
             if spark_log:
                 spark_log.keep = True
@@ -379,12 +411,18 @@ class _ProgressView:
         self.console, self.stream = console, stream
         self._last = (time.monotonic(), 0)
         self._bar: Any = None
+        self._waiting_said = False
         if console.is_terminal and not stream:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+            from rich.table import Column
 
-            self._bar = Progress(TextColumn("draining"), BarColumn(), MofNCompleteColumn(),
-                                 TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=console)
-            self._task = self._bar.add_task("drain", total=None, info="")
+            # on a narrow terminal the bar shrinks and the tail of the info is cut, never the count
+            self._bar = Progress(
+                TextColumn("draining"), BarColumn(bar_width=None, table_column=Column(ratio=1, min_width=5)),
+                TextColumn("{task.fields[count]}", table_column=Column(no_wrap=True)),
+                TextColumn("{task.fields[info]}", table_column=Column(no_wrap=True, overflow="ellipsis", ratio=3)),
+                TimeElapsedColumn(table_column=Column(no_wrap=True)), console=console, expand=True)
+            self._task = self._bar.add_task("drain", total=None, count="", info="")
             self._bar.start()
 
     def __call__(self, report: DrainReport, depth: int | None = None) -> None:
@@ -398,7 +436,14 @@ class _ProgressView:
         info = (f"{rate:,.0f}/s, queue depth {shown}, dead-lettered {report.dead_lettered:,}, "
                 f"{what} {report.rounds}")
         if self._bar is not None:
-            self._bar.update(self._task, completed=report.deleted, total=report.deleted + depth, info=info)
+            total = report.deleted + depth
+            self._bar.update(self._task, completed=report.deleted, total=total,
+                             count=f"{report.deleted:,}/{total:,}", info=info)
+        elif not self.stream and not report.rounds and not report.deleted:
+            # the first round's tasks have not reported anything: Spark is still starting them
+            if not self._waiting_said:
+                self._waiting_said = True
+                print("waiting for the first round's tasks to start ...", file=sys.stderr, flush=True)
         else:  # print, not console.print: a log file must get whole lines, not text wrapped at 80 columns
             print(f"drained {exported:,} entries, {info}", file=sys.stderr, flush=True)
 
@@ -427,7 +472,7 @@ def _drain_locally(args: argparse.Namespace, job: DrainJob) -> bool:
         return count_entries(conn, job.queue, limit=LOCAL_DRAIN_MAX_ENTRIES + 1) <= LOCAL_DRAIN_MAX_ENTRIES
 
 
-def _run_drain(args: argparse.Namespace, job: DrainJob, spark: SparkSession | None) -> int:
+def _run_drain(args: argparse.Namespace, job: DrainJob, spark: SparkSession | None, started: float) -> int:
     from rich.console import Console
 
     from connector.spark import run_batch
@@ -437,34 +482,34 @@ def _run_drain(args: argparse.Namespace, job: DrainJob, spark: SparkSession | No
     report_dir = tempfile.mkdtemp(prefix="drain-stream-") if args.stream else None
     own_checkpoint = args.stream and not args.checkpoint
     checkpoint = args.checkpoint or (tempfile.mkdtemp(prefix="drain-checkpoint-") if args.stream else "")
-    interrupted = False
+    stop: KeyboardInterrupt | None = None  # how a stream was stopped: Ctrl-C or SIGTERM (Terminated)
     try:
         if report_dir is None:
             report = run_batch(spark, job, view, check=False)
         elif spark is None:
-            report, interrupted = _stream_locally(args, job, view)
+            report, stop = _stream_locally(args, job, view)
         else:
             report = DrainReport()
             query = start_stream(spark, job, checkpoint, report_dir, args.trigger_seconds,
                                  max_entries_per_trigger=args.max_entries_per_trigger,
                                  max_bytes_per_trigger=args.max_bytes_per_trigger, sweep_seconds=args.sweep_seconds,
                                  check=False)
-            started = time.monotonic()
+            stream_started = time.monotonic()
             kept = f" (checkpoint {checkpoint})" if args.checkpoint else ""
-            print(f"streaming drain started{kept}; Ctrl-C stops it", file=sys.stderr, flush=True)
+            print(f"streaming drain started{kept}; Ctrl-C or SIGTERM stops it", file=sys.stderr, flush=True)
             try:
                 with job.source.connect() as conn:
                     while query.isActive:
                         query.awaitTermination(PROGRESS_SECONDS)
                         collect_stream_reports(report_dir, report)
-                        report.seconds = time.monotonic() - started
+                        report.seconds = time.monotonic() - stream_started
                         view(report, count_entries(conn, job.queue, limit=PROGRESS_COUNT_LIMIT))
-            except KeyboardInterrupt:
-                interrupted = True
+            except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
+                stop = exc
                 print("stopping after the running micro-batch ...", file=sys.stderr, flush=True)
                 query.stop()
             collect_stream_reports(report_dir, report)
-            failure = None if interrupted else query.exception()
+            failure = None if stop else query.exception()
             if failure is not None:
                 raise task_error(failure) or RuntimeError(str(failure))
     finally:
@@ -477,16 +522,24 @@ def _run_drain(args: argparse.Namespace, job: DrainJob, spark: SparkSession | No
     summary = {"micro_batches" if args.stream else "rounds": report.rounds, "entries": report.entries,
                "exported": report.exported, "deleted": report.deleted, "dead_lettered": report.dead_lettered,
                "seconds": round(report.seconds, 2), "entries_per_s": round(report.rate, 1),
-               "remaining": report.remaining}
+               "remaining": report.remaining,
+               # the whole command, with the checks and Spark's start-up that "seconds" leaves out
+               "total_seconds": round(time.monotonic() - started, 2)}
     print(json.dumps(summary))
-    return 130 if interrupted else 0
+    if isinstance(stop, KeyboardInterrupt) and not isinstance(stop, Terminated):
+        return 130
+    if report.dead_lettered and not args.allow_dead_letters:
+        print(f"accumulo-export: {report.dead_lettered:,} entries were dead-lettered (list them with 'accumulo-export "
+              f"queue dead-letters', re-queue them after a fix with --requeue); exit status {EXIT_DEAD_LETTERS} "
+              "(--allow-dead-letters: 0)", file=sys.stderr)
+        return EXIT_DEAD_LETTERS
+    return 0  # a stream stopped by SIGTERM ends normally
 
 
-def _stream_locally(args: argparse.Namespace, job: DrainJob, view: _ProgressView) -> tuple[DrainReport, bool]:
-    """The in-process stream until Ctrl-C (which ends it after the running micro-batch); the report, and
-    whether it was interrupted."""
-    import threading
-
+def _stream_locally(args: argparse.Namespace, job: DrainJob,
+                    view: _ProgressView) -> tuple[DrainReport, KeyboardInterrupt | None]:
+    """The in-process stream until Ctrl-C or SIGTERM (which end it after the running micro-batch); the report,
+    and what stopped it."""
     from connector.spark.drain_job import run_local_stream
 
     stop, done = threading.Event(), threading.Event()
@@ -512,13 +565,13 @@ def _stream_locally(args: argparse.Namespace, job: DrainJob, view: _ProgressView
     # the stream runs in a thread so that Ctrl-C in the main thread ends it between micro-batches (an Event,
     # not Thread.join: a join interrupted by Ctrl-C may later return before the thread ends)
     threading.Thread(target=run, name="local-stream", daemon=True).start()
-    print("streaming drain started (in this process); Ctrl-C stops it", file=sys.stderr, flush=True)
-    interrupted = False
+    print("streaming drain started (in this process); Ctrl-C or SIGTERM stops it", file=sys.stderr, flush=True)
+    interrupted: KeyboardInterrupt | None = None
     try:
         while not done.wait(0.2):
             pass
-    except KeyboardInterrupt:
-        interrupted = True
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
+        interrupted = exc
         print("stopping after the running micro-batch ...", file=sys.stderr, flush=True)
         stop.set()
         done.wait()
@@ -533,6 +586,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         format="%(levelname)s %(name)s: %(message)s")
     from connector.spark.drain_job import DrainError
 
+    handle_sigterm()
     try:
         if args.command == "combine":
             from connector.combine.cli import cmd_combine
@@ -544,9 +598,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             log.exception("failed")
         print(f"accumulo-export: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("accumulo-export: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        terminated = isinstance(exc, Terminated)
+        print(f"accumulo-export: {'stopped by SIGTERM' if terminated else 'interrupted'}", file=sys.stderr)
+        return EXIT_SIGTERM if terminated else 130
     except BrokenPipeError:
         # the reader went away (`queue status | head`): not an error; stop Python complaining at exit
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
