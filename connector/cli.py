@@ -12,6 +12,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import sys
@@ -23,7 +24,10 @@ from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 from connector.accumulo import AccumuloError, Connection, Mutation
+from connector.accumulo.frames import DEFAULT_MAX_FRAME_BYTES
+from connector.accumulo.writer import mutation_fits
 from connector.clusters_config import ConfigError, cluster
+from connector.export import translator_from_name
 from connector.queue import (
     ExportQueue,
     QueueConfig,
@@ -36,6 +40,7 @@ from connector.queue import (
     resolve_config,
 )
 from connector.queue.planner import DEFAULT_SWEEP_SECONDS
+from connector.queue.stored_config import read_translator, store_translator
 from connector.spark.options import OptionError
 
 if TYPE_CHECKING:  # Spark and rich load only when a drain runs: queue commands start faster without them
@@ -150,6 +155,26 @@ def _queue_args(p: argparse.ArgumentParser, cluster_flag: str = "--cluster") -> 
     p.add_argument("--value-serializer", help="json (default at init), bytes or module:callable")
 
 
+#: Accumulo's rule for table names: word characters (ASCII), after an optional namespace and a dot
+_TABLE_NAME = re.compile(r"(?:\w+\.)?\w+", re.ASCII)
+
+
+def check_table_name(name: str, flag: str, where: str) -> None:
+    """Refuse a table name Accumulo would refuse, before anything runs (Spark would start first, then fail
+    with a Java exception), naming the flag and the cluster."""
+    if not _TABLE_NAME.fullmatch(name):
+        raise UsageError(f"{flag} {name!r} is not a valid table name on {where}: Accumulo allows letters, digits "
+                         "and _ only, optionally after a namespace and a dot (ns.table)")
+
+
+def check_namespace(conn: Connection, table: str, flag: str, where: str) -> None:
+    """A table about to be created needs its namespace to exist (Accumulo does not create namespaces)."""
+    namespace, dot, _ = table.rpartition(".")
+    if dot and not conn.namespace_exists(namespace):
+        raise UsageError(f"{flag} {table!r}: namespace {namespace!r} does not exist on {where}; create it first "
+                         f"(Accumulo shell: createnamespace {namespace}) or use a table outside it")
+
+
 def _stored_config(conn: Connection, args: argparse.Namespace, where: str) -> QueueConfig:
     """The queue's configuration as ``init`` stored it, checked against the flags given."""
     if not conn.table_exists(args.table):
@@ -186,6 +211,9 @@ def parser() -> argparse.ArgumentParser:
     _queue_args(init)
     init.add_argument("--buckets-per-tablet", type=_int_at_least(1),
                       help="buckets sharing one tablet (default: about 8-16 tablets)")
+    init.add_argument("--translator", metavar="{difference,replicator,cells,value[=CF[:CQ]],module:callable}",
+                      help="store the translator the queue's entries are meant for: 'queue add' then checks each "
+                           "line with it, and 'drain' uses it when given no --translator")
     add = q.add_parser("add", formatter_class=fmt, help="add JSON lines from stdin, all or nothing",
                        description='Add JSON lines {"key": ..., "value": ..., "seq": N} from stdin. Every line '
                                    "is checked and serialized before the first is written: a bad line adds "
@@ -212,10 +240,10 @@ def parser() -> argparse.ArgumentParser:
     _queue_args(d, "--source")
     d.add_argument("--dest", required=True, help="destination cluster name from the config file")
     d.add_argument("--dest-table", required=True, help="destination table (created when missing)")
-    d.add_argument("--translator", default="difference",
-                   metavar="{difference,replicator,cells,value[=CF[:CQ]],module:callable}",
+    d.add_argument("--translator", metavar="{difference,replicator,cells,value[=CF[:CQ]],module:callable}",
                    help="turns each export into cell changes; value=CF[:CQ] writes each key's value (a combine's "
-                        "new value) into the cell (key, CF, CQ); module:callable: see the README")
+                        "new value) into the cell (key, CF, CQ); module:callable: see the README (default: the "
+                        "one 'queue init --translator' stored, else difference)")
     d.add_argument("--delete-mode", default="delete", choices=["delete", "tombstone"],
                    help="tombstone: deletes as tombstone puts, immune to the compaction hazard (README)")
     d.add_argument("--buffer-bytes", type=_int_at_least(1), default=1 << 20,
@@ -254,6 +282,7 @@ def parser() -> argparse.ArgumentParser:
 
 def cmd_queue(args: argparse.Namespace) -> int:
     gateway = cluster(args.cluster)
+    check_table_name(args.table, "--table", gateway.describe())
     try:
         with gateway.connect() as conn:
             return _queue_command(conn, args, gateway.describe())
@@ -264,33 +293,62 @@ def cmd_queue(args: argparse.Namespace) -> int:
 def _queue_command(conn: Connection, args: argparse.Namespace, where: str) -> int:
     if args.queue_command == "init":
         config = _init_config(conn, args)
+        if args.translator is not None:
+            try:
+                translator_from_name(args.translator)
+            except ValueError as exc:
+                raise UsageError(f"--translator: {exc}") from None
+        if not conn.table_exists(config.table):
+            check_namespace(conn, config.table, "--table", where)
         ExportQueue(conn, config).init()
-        print(f"queue {config.qid} ready in {config.table}: {config.num_buckets} buckets, "
-              f"{len(config.split_points())} split points")
+        if args.translator is not None:
+            store_translator(conn, config, args.translator)
+        per_tablet = config.tablet_buckets
+        tablets = -(-config.num_buckets // per_tablet)
+        print(f"queue {config.qid} ready in table {config.table}: {config.num_buckets} buckets, in {tablets} "
+              f"tablet{'s' if tablets > 1 else ''} of up to {per_tablet} bucket{'s' if per_tablet > 1 else ''} "
+              f"(the table got {len(config.split_points())} split points)")
         return 0
     config = _stored_config(conn, args, where)
     if args.queue_command == "add":
+        if read_stored_config(conn, config.table, config.qid) is None:
+            # a bucket count nobody stored would disagree with the drain's sooner or later
+            raise UsageError(f"queue {config.qid!r} in table {config.table!r} on {where} was never initialised: run "
+                             "'accumulo-export queue init ... --buckets N' first; nothing was added")
+        translator = read_translator(conn, config)
         with ExportQueue(conn, config) as queue:
-            mutations = _read_json_lines(sys.stdin.buffer, queue)
+            mutations = _read_json_lines(sys.stdin.buffer, queue, translator, conn.max_frame_bytes)
             queue.add_mutations(mutations)
-        print(f"added {len(mutations)} entries to {config.qid}")
+        rows = len({m.row for m in mutations})
+        same = (f" as {rows:,} entries (lines with the same key and seq make one entry; the last line wins)"
+                if rows != len(mutations) else "")
+        print(f"added {len(mutations):,} lines to queue {config.qid}{same}")
         return 0
     if args.queue_command == "dead-letters":
         return _dead_letters(conn, config, args)
     st = queue_status(conn, config)
+    now = time.time()
+
+    def lag(seconds: float | None) -> float | None:
+        return None if seconds is None else round(seconds, 1)
+
     if args.json:
         print(json.dumps({"entries": st.entries, "bytes": st.bytes, "oldest_seq": st.oldest_seq,
+                          "lag_seconds": lag(st.lag_seconds(now)),
                           "dead_letters": st.dead_letters, "marked": list(st.marked),
                           "buckets": {b.bucket: {"entries": b.entries, "bytes": b.bytes,
-                                                 "oldest_seq": b.oldest_seq}
+                                                 "oldest_seq": b.oldest_seq, "lag_seconds": lag(b.lag_seconds(now))}
                                       for b in st.buckets if b.entries}}))
     else:
         marked = ", ".join(map(str, st.marked[:20])) + (" ..." if len(st.marked) > 20 else "")
-        print(f"queue {config.qid}: {st.entries} entries, {st.bytes} bytes, oldest seq {st.oldest_seq}, "
-              f"{st.dead_letters} dead letters, {len(st.marked)} marked buckets" + (f" ({marked})" if marked else ""))
+        oldest = (f", oldest seq {st.oldest_seq}, waiting {st.lag_seconds(now):,.1f} s" if st.entries else "")
+        print(f"queue {config.qid}: {st.entries:,} entries, {st.bytes:,} bytes{oldest}; {st.dead_letters:,} dead "
+              f"letters; {len(st.marked)} buckets marked as holding new entries (a stream visits them)"
+              + (f": {marked}" if marked else ""))
         for b in st.buckets:
             if b.entries:
-                print(f"  bucket {b.bucket:>5}: {b.entries:>9} entries {b.bytes:>12} bytes  oldest {b.oldest_seq}")
+                print(f"  bucket {b.bucket:>5}: {b.entries:>9,} entries {b.bytes:>12,} bytes  oldest seq "
+                      f"{b.oldest_seq}, waiting {b.lag_seconds(now):,.1f} s")
     return 0
 
 
@@ -312,8 +370,14 @@ def _dead_letters(conn: Connection, config: QueueConfig, args: argparse.Namespac
     return 0
 
 
-def _read_json_lines(stream: IO[bytes], queue: ExportQueue) -> list[Mutation]:
-    """Parse, check and serialize every line before anything is written: a bad line aborts the whole add."""
+def _read_json_lines(stream: IO[bytes], queue: ExportQueue, translator: str | None = None,
+                     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> list[Mutation]:
+    """Parse, check and serialize every line before anything is written: a bad line aborts the whole add. With
+    the queue's stored ``translator``, each line must also translate (what the drain would dead-letter)."""
+    from connector.export import SequencedExport
+    from connector.export.core import DATA_ERRORS, translation_reason
+
+    translate = translator_from_name(translator) if translator else None
     mutations = []
     for n, raw in enumerate(stream, 1):
         try:
@@ -337,6 +401,20 @@ def _read_json_lines(stream: IO[bytes], queue: ExportQueue) -> list[Mutation]:
             mutations.append(queue.mutation(obj["key"], obj["value"], seq))
         except (TypeError, ValueError) as exc:  # what the serializers refuse (NaN in strict JSON, say)
             raise UsageError(f"stdin line {n}: cannot serialize: {exc}; nothing was added") from None
+        if not mutation_fits(mutations[-1], max_frame_bytes):
+            raise UsageError(
+                f"stdin line {n}: the entry is {mutations[-1].size:,} bytes, too large for one queue entry: an entry "
+                f"travels in one Thrift frame of at most {max_frame_bytes:,} bytes (the client's max_frame_bytes), "
+                "frame and largest value together, so values up to about half of that fit. The CLI keeps the "
+                "default; store large values elsewhere and queue a reference to them, or add from Python with "
+                "Connection(max_frame_bytes=...) against a gateway whose gateway.max.frame.bytes allows it; "
+                "nothing was added")
+        if translate is not None:
+            try:
+                list(translate(SequencedExport(obj["key"], obj["value"], seq)))
+            except DATA_ERRORS as exc:
+                raise UsageError(f"stdin line {n}: the queue's translator {translator!r} refuses it: "
+                                 f"{translation_reason(exc)}; nothing was added") from None
     return mutations
 
 
@@ -347,13 +425,22 @@ def cmd_drain(args: argparse.Namespace) -> int:
     started = time.monotonic()
     source, dest = cluster(args.source), cluster(args.dest)
     # everything a user can get wrong is checked here, before Spark starts (seconds) and fails in a task
+    check_table_name(args.table, "--table", f"the source {source.describe()}")
+    check_table_name(args.dest_table, "--dest-table", f"the destination {dest.describe()}")
     with source.connect() as conn:
         try:
             queue = _stored_config(conn, args, f"the source {source.describe()}")
+            translator = args.translator or read_translator(conn, queue) or "difference"
         except AccumuloError as exc:
             raise UsageError(f"source {source.describe()}: {exc}") from None
+    try:
+        with dest.connect() as conn:
+            if not conn.table_exists(args.dest_table):
+                check_namespace(conn, args.dest_table, "--dest-table", f"the destination {dest.describe()}")
+    except AccumuloError as exc:
+        raise UsageError(f"destination {dest.describe()}: {exc}") from None
     job = DrainJob(source=source, dest=dest, queue=queue, dest_table=args.dest_table,
-                   translator=args.translator, delete_mode=args.delete_mode, buffer_bytes=args.buffer_bytes,
+                   translator=translator, delete_mode=args.delete_mode, buffer_bytes=args.buffer_bytes,
                    fail_fast=args.fail_fast, server_wait=args.server_wait)
     preflight(job)
     if _drain_locally(args, job):

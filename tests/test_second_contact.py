@@ -230,3 +230,105 @@ def test_sigterm_stops_a_combine_stream_with_its_summary(conn_a, cli_env):
             proc.kill()
     assert proc.returncode == 0, stderr[-3000:]
     assert _summary(stdout)["updates"] == 3
+
+
+# --- item 4: queue init, add and status speak plainly ----------------------------------------------------
+
+@pytest.mark.cluster
+def test_queue_init_add_and_status_speak_plainly(conn_a, cli_env):
+    q = ["--cluster", "A", "--table", unique_table("q"), "--queue", "pl"]
+    init = run_cli(cli_env, "queue", "init", *q, "--buckets", "16", "--buckets-per-tablet", "4")
+    assert init.returncode == 0, init.stderr
+    assert "16 buckets, in 4 tablets of up to 4 buckets" in init.stdout, init.stdout
+    lines = [json.dumps({"key": f"k{i % 3}", "value": {"new": []}, "seq": 1}) for i in range(5)]
+    add = run_cli(cli_env, "queue", "add", *q, stdin="\n".join(lines))
+    assert add.returncode == 0, add.stderr
+    assert "added 5 lines to queue pl as 3 entries" in add.stdout, add.stdout
+    status = run_cli(cli_env, "queue", "status", *q, "--json")
+    st = json.loads(status.stdout)
+    assert st["entries"] == 3 and st["lag_seconds"] >= 0
+    assert all(b["lag_seconds"] >= 0 for b in st["buckets"].values())
+    text = run_cli(cli_env, "queue", "status", *q).stdout
+    assert "waiting" in text and "buckets marked as holding new entries" in text, text
+
+
+# --- item 6: errors name the problem, the cluster and the table, and no Java -----------------------------
+
+@pytest.mark.cluster
+def test_bad_table_names_and_namespaces_are_refused_before_anything_runs(conn_a, cli_env):
+    config = _small_queue(conn_a, entries=1)
+    bad = run_cli(cli_env, *_drain_args(config, "bad-name!"))
+    assert bad.returncode == 2
+    assert "--dest-table 'bad-name!' is not a valid table name on the destination cluster 'B'" in bad.stderr
+    assert "java" not in bad.stderr.lower() and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+    init = run_cli(cli_env, "queue", "init", "--cluster", "A", "--table", "a-b", "--queue", "x", "--buckets", "2")
+    assert init.returncode == 2 and "--table 'a-b' is not a valid table name on cluster 'A'" in init.stderr
+    nons = run_cli(cli_env, *_drain_args(config, "nosuchns.t"))
+    assert nons.returncode == 2 and "namespace 'nosuchns' does not exist on the destination cluster 'B'" in nons.stderr
+    assert "java" not in nons.stderr.lower(), nons.stderr
+    combine = run_cli(cli_env, "combine", "init", "--cluster", "A", "--table", "nosuchns.wc", "--queue", "c",
+                      "--buckets", "2")
+    assert combine.returncode == 2 and "namespace 'nosuchns' does not exist on cluster 'A'" in combine.stderr
+
+
+@pytest.mark.cluster
+def test_an_entry_too_large_names_the_limit_not_an_internal_setting(conn_a, cli_env):
+    q = ["--cluster", "A", "--table", unique_table("q"), "--queue", "big"]
+    assert run_cli(cli_env, "queue", "init", *q, "--buckets", "2").returncode == 0
+    lines = json.dumps({"key": "small", "value": "x", "seq": 1}) + "\n" + json.dumps(
+        {"key": "big", "value": "v" * (20 << 20), "seq": 2}) + "\n"
+    out = run_cli(cli_env, "queue", "add", *q, stdin=lines)
+    assert out.returncode == 2
+    assert "stdin line 2" in out.stderr and "too large for one queue entry" in out.stderr
+    assert "max_frame_bytes" in out.stderr and "max_mutation_bytes" not in out.stderr
+    assert "nothing was added" in out.stderr
+    assert json.loads(run_cli(cli_env, "queue", "status", *q, "--json").stdout)["entries"] == 0
+
+
+# --- item 7: checks as strong as the README says ---------------------------------------------------------
+
+@pytest.mark.cluster
+def test_add_checks_lines_against_the_stored_translator_and_drain_uses_it(conn_a, conn_b, cli_env):
+    q = ["--cluster", "A", "--table", unique_table("q"), "--queue", "tr"]
+    init = run_cli(cli_env, "queue", "init", *q, "--buckets", "4", "--translator", "difference")
+    assert init.returncode == 0, init.stderr
+    good = json.dumps({"key": "w", "value": {"new": [{"row": "w", "cf": "c", "cq": "", "value": "1"}]}, "seq": 5})
+    bad = json.dumps({"key": "x", "value": {"new": [{"row": "r"}]}, "seq": 6})
+    out = run_cli(cli_env, "queue", "add", *q, stdin=f"{good}\n{bad}\n")
+    assert out.returncode == 2, out.stderr
+    assert "stdin line 2" in out.stderr and "lacks cf, cq" in out.stderr and "nothing was added" in out.stderr
+    assert run_cli(cli_env, "queue", "add", *q, stdin=good).returncode == 0
+    other = run_cli(cli_env, "queue", "init", *q, "--translator", "cells")
+    assert other.returncode == 2 and "initialised with translator 'difference'" in other.stderr
+    dest = unique_table("d")
+    drain = run_cli(cli_env, "drain", "--source", "A", "--dest", "B", *q[2:], "--dest-table", dest)
+    assert drain.returncode == 0, drain.stderr[-3000:]
+    assert [(c.row, c.value) for c in conn_b.scan(dest)] == [(b"w", b"1")]
+
+
+@pytest.mark.cluster
+def test_add_to_a_queue_never_initialised_is_refused(conn_a, cli_env):
+    table = unique_table("q")
+    conn_a.create_table(table)
+    line = json.dumps({"key": "k", "value": {"new": []}, "seq": 1})
+    out = run_cli(cli_env, "queue", "add", "--cluster", "A", "--table", table, "--queue", "raw", "--buckets", "4",
+                  stdin=line)
+    assert out.returncode == 2 and "was never initialised" in out.stderr and "queue init" in out.stderr
+    assert not list(conn_a.scan(table))
+
+
+# --- item 8: combine get ---------------------------------------------------------------------------------
+
+@pytest.mark.cluster
+def test_combine_get_prints_combined_values(conn_a, cli_env):
+    counts = CombineConfig(table=unique_table("wc"), cid="wc", num_buckets=4)
+    with CombineQueue(conn_a, counts) as q:
+        q.init()
+        q.update_all([("apple", 1), ("apple", 3), ("pear", 2)])
+    combine_all(conn_a, counts, "sum")
+    args = ["combine", "get", "--cluster", "A", "--table", counts.table, "--queue", "wc"]
+    out = run_cli(cli_env, *args, "--key", "apple", "--key", "fig", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == {"apple": 4, "fig": None}
+    text = run_cli(cli_env, *args, "--key", "pear")
+    assert text.stdout == "pear\t2\n", text.stdout
