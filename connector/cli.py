@@ -566,6 +566,7 @@ def _run_drain(args: argparse.Namespace, job: DrainJob, spark: SparkSession | No
     from connector.spark.drain_job import DrainReport, collect_stream_reports, start_stream, task_error
 
     view = _ProgressView(Console(stderr=True), args.stream)
+    others = _other_drains(job) if not args.stream else set()
     report_dir = tempfile.mkdtemp(prefix="drain-stream-") if args.stream else None
     own_checkpoint = args.stream and not args.checkpoint
     checkpoint = args.checkpoint or (tempfile.mkdtemp(prefix="drain-checkpoint-") if args.stream else "")
@@ -606,12 +607,16 @@ def _run_drain(args: argparse.Namespace, job: DrainJob, spark: SparkSession | No
         for folder in (report_dir, checkpoint if own_checkpoint else None):
             if folder:
                 shutil.rmtree(folder, ignore_errors=True)
+    if not args.stream:
+        others |= _other_drains(job, warn=not others)
     summary = {"micro_batches" if args.stream else "rounds": report.rounds, "entries": report.entries,
                "exported": report.exported, "deleted": report.deleted, "dead_lettered": report.dead_lettered,
                "seconds": round(report.seconds, 2), "entries_per_s": round(report.rate, 1),
                "remaining": report.remaining,
                # the whole command, with the checks and Spark's start-up that "seconds" leaves out
                "total_seconds": round(time.monotonic() - started, 2)}
+    if not args.stream:
+        summary["other_drains_seen"] = len(others)
     print(json.dumps(summary))
     if isinstance(stop, KeyboardInterrupt) and not isinstance(stop, Terminated):
         return 130
@@ -621,6 +626,19 @@ def _run_drain(args: argparse.Namespace, job: DrainJob, spark: SparkSession | No
               "(--allow-dead-letters: 0)", file=sys.stderr)
         return EXIT_DEAD_LETTERS
     return 0  # a stream stopped by SIGTERM ends normally
+
+
+def _other_drains(job: DrainJob, warn: bool = True) -> set[str]:
+    """Other batch drains of the queue running now (their live progress rows), with a warning when there are."""
+    from connector.queue.drain import other_drains
+
+    with job.source.connect() as conn:
+        runs = other_drains(conn, job.queue)
+    if runs and warn:
+        print(f"accumulo-export: warning: another drain of queue {job.queue.qid!r} is running; concurrent drains "
+              "are safe but repeat work (entries read by both are exported by both, so the summaries together "
+              "count more exports than there were entries)", file=sys.stderr, flush=True)
+    return runs
 
 
 def _stream_locally(args: argparse.Namespace, job: DrainJob,

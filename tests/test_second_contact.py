@@ -365,3 +365,14 @@ def test_readme_benchmark_figures_state_their_conditions():
         cells = [c.strip() for c in row.strip("|").split(" | ")]
         assert "idle" in cells[at], row
     assert '"Idle" means' in section and "warm caches" in section
+
+
+@pytest.mark.cluster
+def test_batch_drain_warns_when_another_drain_of_the_queue_is_running(conn_a, cli_env):
+    config = _small_queue(conn_a, entries=5)
+    with conn_a.batch_writer(config.table) as w:  # the live progress row of another drain's round
+        w.add_mutation(Mutation(config.layout.progress_row("otherrun", 0)).put("p", "stats", b'{"exported": 3}'))
+    out = run_cli(cli_env, *_drain_args(config, unique_table("d")))
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "another drain of queue 'dl' is running" in out.stderr and "repeat work" in out.stderr
+    assert _summary(out.stdout)["other_drains_seen"] == 1
