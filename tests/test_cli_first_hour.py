@@ -57,7 +57,8 @@ def test_stream_stops_quietly_on_ctrl_c_and_leaves_no_temporary_folders(scenario
     assert proc.returncode == 130, stderr[-3000:]
     lines = stderr.strip().splitlines()
     assert not [line for line in lines if SPARK_NOISE.search(line)], stderr[-3000:]
-    assert lines[0].startswith("streaming drain started") and "stopping" in lines[-1]
+    assert lines[0].startswith("starting Spark") and lines[1].startswith("streaming drain started")
+    assert "stopping" in lines[-1]
     assert any(line.startswith("drained 300 entries") for line in lines), stderr
     summary = json.loads(stdout.strip().splitlines()[-1])
     assert summary["micro_batches"] >= 1 and summary["exported"] == 300
