@@ -232,6 +232,25 @@ def test_sigterm_stops_a_combine_stream_with_its_summary(conn_a, cli_env):
     assert _summary(stdout)["updates"] == 3
 
 
+@pytest.mark.cluster
+@pytest.mark.spark
+def test_sigterm_while_spark_starts_ends_a_combine_stream_with_its_summary(conn_a, cli_env):
+    counts = CombineConfig(table=unique_table("wc"), cid="wc", num_buckets=4)
+    CombineQueue(conn_a, counts).init()
+    proc = _cli_popen(cli_env, "combine", "run", "--cluster", "A", "--table", counts.table, "--queue", "wc",
+                      "--stream")
+    try:
+        first = proc.stderr.readline()
+        proc.send_signal(signal.SIGTERM)  # systemd stopping a service that is still starting
+        stdout, stderr = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert first.startswith("starting Spark"), first + stderr[-3000:]
+    assert proc.returncode == 0, stderr[-3000:]
+    assert _summary(stdout)["rounds"] == 0
+
+
 # --- item 4: queue init, add and status speak plainly ----------------------------------------------------
 
 @pytest.mark.cluster

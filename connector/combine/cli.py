@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import threading
@@ -195,6 +196,8 @@ def _run(args: argparse.Namespace, gateway: Any, config: CombineConfig, export: 
     if args.stream:  # SIGTERM (systemd, Kubernetes) ends the stream after its round, from Spark's start on
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with _spark_output(verbose=args.verbose) as spark_log:
+        master = args.master or os.environ.get("SPARK_MASTER") or "local[2]"
+        print(f"starting Spark ({master}) ...", file=sys.stderr, flush=True)
         spark = spark_session(args.master, "accumulo-export combine")
         try:
             if args.stream:
