@@ -12,16 +12,22 @@ import contextlib
 import json
 import logging
 import os
+import re
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 from connector.accumulo import AccumuloError, Connection, Mutation
+from connector.accumulo.frames import DEFAULT_MAX_FRAME_BYTES
+from connector.accumulo.writer import mutation_fits
 from connector.clusters_config import ConfigError, cluster
+from connector.export import translator_from_name
 from connector.queue import (
     ExportQueue,
     QueueConfig,
@@ -34,6 +40,7 @@ from connector.queue import (
     resolve_config,
 )
 from connector.queue.planner import DEFAULT_SWEEP_SECONDS
+from connector.queue.stored_config import read_translator, store_translator
 from connector.spark.options import OptionError
 from connector.transactions.layout import DEFAULT_OUTBOX_FAMILY
 from connector.transactions.relay import DEFAULT_RELAY_SECONDS
@@ -70,13 +77,36 @@ examples:
   accumulo-export tx status --cluster A --table counts      (outboxes of row-transaction producers)
   accumulo-export tx relay  --cluster A --table counts
 
-Exit status: 0 done, 2 a usage or input error (one line on stderr), 130 interrupted. -v shows Spark's own
-output and tracebacks.
+Exit status: 0 done (a stream stopped by SIGTERM, too: that is how systemd and Kubernetes stop it), 1 a
+combine left keys failing, 2 a usage or input error (one line on stderr), 3 a drain dead-lettered entries
+(unless --allow-dead-letters), 130 interrupted by Ctrl-C, 143 a batch command stopped by SIGTERM. -v shows
+Spark's own output and tracebacks.
 """
+
+
+#: exit status of a drain that dead-lettered entries (without --allow-dead-letters)
+EXIT_DEAD_LETTERS = 3
+EXIT_SIGTERM = 143
 
 
 class UsageError(ValueError):
     """A wrong argument or input: printed as one ``accumulo-export: error: ...`` line, exit status 2."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived (systemd, Kubernetes, ``kill``): handled where Ctrl-C is, so a stream finishes or
+    abandons its micro-batch safely and prints its summary."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one is enough: let the first stop finish
+    raise Terminated()
+
+
+def handle_sigterm() -> None:
+    """From now on SIGTERM raises ``Terminated`` (a KeyboardInterrupt) in the main thread."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _on_sigterm)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -129,6 +159,26 @@ def _queue_args(p: argparse.ArgumentParser, cluster_flag: str = "--cluster") -> 
     p.add_argument("--value-serializer", help="json (default at init), bytes or module:callable")
 
 
+#: Accumulo's rule for table names: word characters (ASCII), after an optional namespace and a dot
+_TABLE_NAME = re.compile(r"(?:\w+\.)?\w+", re.ASCII)
+
+
+def check_table_name(name: str, flag: str, where: str) -> None:
+    """Refuse a table name Accumulo would refuse, before anything runs (Spark would start first, then fail
+    with a Java exception), naming the flag and the cluster."""
+    if not _TABLE_NAME.fullmatch(name):
+        raise UsageError(f"{flag} {name!r} is not a valid table name on {where}: Accumulo allows letters, digits "
+                         "and _ only, optionally after a namespace and a dot (ns.table)")
+
+
+def check_namespace(conn: Connection, table: str, flag: str, where: str) -> None:
+    """A table about to be created needs its namespace to exist (Accumulo does not create namespaces)."""
+    namespace, dot, _ = table.rpartition(".")
+    if dot and not conn.namespace_exists(namespace):
+        raise UsageError(f"{flag} {table!r}: namespace {namespace!r} does not exist on {where}; create it first "
+                         f"(Accumulo shell: createnamespace {namespace}) or use a table outside it")
+
+
 def _stored_config(conn: Connection, args: argparse.Namespace, where: str) -> QueueConfig:
     """The queue's configuration as ``init`` stored it, checked against the flags given."""
     if not conn.table_exists(args.table):
@@ -165,6 +215,9 @@ def parser() -> argparse.ArgumentParser:
     _queue_args(init)
     init.add_argument("--buckets-per-tablet", type=_int_at_least(1),
                       help="buckets sharing one tablet (default: about 8-16 tablets)")
+    init.add_argument("--translator", metavar="{difference,replicator,cells,value[=CF[:CQ]],module:callable}",
+                      help="store the translator the queue's entries are meant for: 'queue add' then checks each "
+                           "line with it, and 'drain' uses it when given no --translator")
     add = q.add_parser("add", formatter_class=fmt, help="add JSON lines from stdin, all or nothing",
                        description='Add JSON lines {"key": ..., "value": ..., "seq": N} from stdin. Every line '
                                    "is checked and serialized before the first is written: a bad line adds "
@@ -193,14 +246,18 @@ def parser() -> argparse.ArgumentParser:
     _queue_args(d, "--source")
     d.add_argument("--dest", required=True, help="destination cluster name from the config file")
     d.add_argument("--dest-table", required=True, help="destination table (created when missing)")
-    d.add_argument("--translator", default="difference", metavar="{difference,replicator,cells,module:callable}",
-                   help="turns each export into cell changes")
+    d.add_argument("--translator", metavar="{difference,replicator,cells,value[=CF[:CQ]],module:callable}",
+                   help="turns each export into cell changes; value=CF[:CQ] writes each key's value (a combine's "
+                        "new value) into the cell (key, CF, CQ); module:callable: see the README (default: the "
+                        "one 'queue init --translator' stored, else difference)")
     d.add_argument("--delete-mode", default="delete", choices=["delete", "tombstone"],
                    help="tombstone: deletes as tombstone puts, immune to the compaction hazard (README)")
     d.add_argument("--buffer-bytes", type=_int_at_least(1), default=1 << 20,
                    help="max bytes (row + value) of entries per exported batch")
     d.add_argument("--fail-fast", action="store_true",
                    help="stop at the first malformed or untranslatable entry instead of dead-lettering it")
+    d.add_argument("--allow-dead-letters", action="store_true",
+                   help=f"exit 0 even when entries were dead-lettered (else exit status {EXIT_DEAD_LETTERS})")
     d.add_argument("--server-wait", type=_positive_seconds, default=300.0, metavar="SECONDS",
                    help="how long a read or write on A or B may wait for a tablet server (one restarting after a "
                         "crash) before the drain fails; nothing unexported is deleted, a rerun finishes")
@@ -286,6 +343,7 @@ def cmd_tx(args: argparse.Namespace) -> int:
 
 def cmd_queue(args: argparse.Namespace) -> int:
     gateway = cluster(args.cluster)
+    check_table_name(args.table, "--table", gateway.describe())
     try:
         with gateway.connect() as conn:
             return _queue_command(conn, args, gateway.describe())
@@ -296,33 +354,62 @@ def cmd_queue(args: argparse.Namespace) -> int:
 def _queue_command(conn: Connection, args: argparse.Namespace, where: str) -> int:
     if args.queue_command == "init":
         config = _init_config(conn, args)
+        if args.translator is not None:
+            try:
+                translator_from_name(args.translator)
+            except ValueError as exc:
+                raise UsageError(f"--translator: {exc}") from None
+        if not conn.table_exists(config.table):
+            check_namespace(conn, config.table, "--table", where)
         ExportQueue(conn, config).init()
-        print(f"queue {config.qid} ready in {config.table}: {config.num_buckets} buckets, "
-              f"{len(config.split_points())} split points")
+        if args.translator is not None:
+            store_translator(conn, config, args.translator)
+        per_tablet = config.tablet_buckets
+        tablets = -(-config.num_buckets // per_tablet)
+        print(f"queue {config.qid} ready in table {config.table}: {config.num_buckets} buckets, in {tablets} "
+              f"tablet{'s' if tablets > 1 else ''} of up to {per_tablet} bucket{'s' if per_tablet > 1 else ''} "
+              f"(the table got {len(config.split_points())} split points)")
         return 0
     config = _stored_config(conn, args, where)
     if args.queue_command == "add":
+        if read_stored_config(conn, config.table, config.qid) is None:
+            # a bucket count nobody stored would disagree with the drain's sooner or later
+            raise UsageError(f"queue {config.qid!r} in table {config.table!r} on {where} was never initialised: run "
+                             "'accumulo-export queue init ... --buckets N' first; nothing was added")
+        translator = read_translator(conn, config)
         with ExportQueue(conn, config) as queue:
-            mutations = _read_json_lines(sys.stdin.buffer, queue)
+            mutations = _read_json_lines(sys.stdin.buffer, queue, translator, conn.max_frame_bytes)
             queue.add_mutations(mutations)
-        print(f"added {len(mutations)} entries to {config.qid}")
+        rows = len({m.row for m in mutations})
+        same = (f" as {rows:,} entries (lines with the same key and seq make one entry; the last line wins)"
+                if rows != len(mutations) else "")
+        print(f"added {len(mutations):,} lines to queue {config.qid}{same}")
         return 0
     if args.queue_command == "dead-letters":
         return _dead_letters(conn, config, args)
     st = queue_status(conn, config)
+    now = time.time()
+
+    def lag(seconds: float | None) -> float | None:
+        return None if seconds is None else round(seconds, 1)
+
     if args.json:
         print(json.dumps({"entries": st.entries, "bytes": st.bytes, "oldest_seq": st.oldest_seq,
+                          "lag_seconds": lag(st.lag_seconds(now)),
                           "dead_letters": st.dead_letters, "marked": list(st.marked),
                           "buckets": {b.bucket: {"entries": b.entries, "bytes": b.bytes,
-                                                 "oldest_seq": b.oldest_seq}
+                                                 "oldest_seq": b.oldest_seq, "lag_seconds": lag(b.lag_seconds(now))}
                                       for b in st.buckets if b.entries}}))
     else:
         marked = ", ".join(map(str, st.marked[:20])) + (" ..." if len(st.marked) > 20 else "")
-        print(f"queue {config.qid}: {st.entries} entries, {st.bytes} bytes, oldest seq {st.oldest_seq}, "
-              f"{st.dead_letters} dead letters, {len(st.marked)} marked buckets" + (f" ({marked})" if marked else ""))
+        oldest = (f", oldest seq {st.oldest_seq}, waiting {st.lag_seconds(now):,.1f} s" if st.entries else "")
+        print(f"queue {config.qid}: {st.entries:,} entries, {st.bytes:,} bytes{oldest}; {st.dead_letters:,} dead "
+              f"letters; {len(st.marked)} buckets marked as holding new entries (a stream visits them)"
+              + (f": {marked}" if marked else ""))
         for b in st.buckets:
             if b.entries:
-                print(f"  bucket {b.bucket:>5}: {b.entries:>9} entries {b.bytes:>12} bytes  oldest {b.oldest_seq}")
+                print(f"  bucket {b.bucket:>5}: {b.entries:>9,} entries {b.bytes:>12,} bytes  oldest seq "
+                      f"{b.oldest_seq}, waiting {b.lag_seconds(now):,.1f} s")
     return 0
 
 
@@ -344,8 +431,14 @@ def _dead_letters(conn: Connection, config: QueueConfig, args: argparse.Namespac
     return 0
 
 
-def _read_json_lines(stream: IO[bytes], queue: ExportQueue) -> list[Mutation]:
-    """Parse, check and serialize every line before anything is written: a bad line aborts the whole add."""
+def _read_json_lines(stream: IO[bytes], queue: ExportQueue, translator: str | None = None,
+                     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> list[Mutation]:
+    """Parse, check and serialize every line before anything is written: a bad line aborts the whole add. With
+    the queue's stored ``translator``, each line must also translate (what the drain would dead-letter)."""
+    from connector.export import SequencedExport
+    from connector.export.core import DATA_ERRORS, translation_reason
+
+    translate = translator_from_name(translator) if translator else None
     mutations = []
     for n, raw in enumerate(stream, 1):
         try:
@@ -369,6 +462,20 @@ def _read_json_lines(stream: IO[bytes], queue: ExportQueue) -> list[Mutation]:
             mutations.append(queue.mutation(obj["key"], obj["value"], seq))
         except (TypeError, ValueError) as exc:  # what the serializers refuse (NaN in strict JSON, say)
             raise UsageError(f"stdin line {n}: cannot serialize: {exc}; nothing was added") from None
+        if not mutation_fits(mutations[-1], max_frame_bytes):
+            raise UsageError(
+                f"stdin line {n}: the entry is {mutations[-1].size:,} bytes, too large for one queue entry: an entry "
+                f"travels in one Thrift frame of at most {max_frame_bytes:,} bytes (the client's max_frame_bytes), "
+                "frame and largest value together, so values up to about half of that fit. The CLI keeps the "
+                "default; store large values elsewhere and queue a reference to them, or add from Python with "
+                "Connection(max_frame_bytes=...) against a gateway whose gateway.max.frame.bytes allows it; "
+                "nothing was added")
+        if translate is not None:
+            try:
+                list(translate(SequencedExport(obj["key"], obj["value"], seq)))
+            except DATA_ERRORS as exc:
+                raise UsageError(f"stdin line {n}: the queue's translator {translator!r} refuses it: "
+                                 f"{translation_reason(exc)}; nothing was added") from None
     return mutations
 
 
@@ -376,22 +483,34 @@ def cmd_drain(args: argparse.Namespace) -> int:
     from connector.spark import DrainJob, spark_session
     from connector.spark.drain_job import DrainError, preflight
 
+    started = time.monotonic()
     source, dest = cluster(args.source), cluster(args.dest)
     # everything a user can get wrong is checked here, before Spark starts (seconds) and fails in a task
+    check_table_name(args.table, "--table", f"the source {source.describe()}")
+    check_table_name(args.dest_table, "--dest-table", f"the destination {dest.describe()}")
     with source.connect() as conn:
         try:
             queue = _stored_config(conn, args, f"the source {source.describe()}")
+            translator = args.translator or read_translator(conn, queue) or "difference"
         except AccumuloError as exc:
             raise UsageError(f"source {source.describe()}: {exc}") from None
+    try:
+        with dest.connect() as conn:
+            if not conn.table_exists(args.dest_table):
+                check_namespace(conn, args.dest_table, "--dest-table", f"the destination {dest.describe()}")
+    except AccumuloError as exc:
+        raise UsageError(f"destination {dest.describe()}: {exc}") from None
     job = DrainJob(source=source, dest=dest, queue=queue, dest_table=args.dest_table,
-                   translator=args.translator, delete_mode=args.delete_mode, buffer_bytes=args.buffer_bytes,
+                   translator=translator, delete_mode=args.delete_mode, buffer_bytes=args.buffer_bytes,
                    fail_fast=args.fail_fast, server_wait=args.server_wait, relay_seconds=args.relay_seconds)
     preflight(job)
     if _drain_locally(args, job):
-        return _run_drain(args, job, None)
+        return _run_drain(args, job, None, started)
     with _spark_output(verbose=args.verbose) as spark_log:
+        master = args.master or os.environ.get("SPARK_MASTER") or "local[2]"
+        print(f"starting Spark ({master}) ...", file=sys.stderr, flush=True)
         try:
-            return _run_drain(args, job, spark_session(args.master, "accumulo-export drain"))
+            return _run_drain(args, job, spark_session(args.master, "accumulo-export drain"), started)
         except DrainError as exc:
             if spark_log:
                 spark_log.keep = True
@@ -440,12 +559,18 @@ class _ProgressView:
         self.console, self.stream = console, stream
         self._last = (time.monotonic(), 0)
         self._bar: Any = None
+        self._waiting_said = False
         if console.is_terminal and not stream:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+            from rich.table import Column
 
-            self._bar = Progress(TextColumn("draining"), BarColumn(), MofNCompleteColumn(),
-                                 TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=console)
-            self._task = self._bar.add_task("drain", total=None, info="")
+            # on a narrow terminal the bar shrinks and the tail of the info is cut, never the count
+            self._bar = Progress(
+                TextColumn("draining"), BarColumn(bar_width=None, table_column=Column(ratio=1, min_width=5)),
+                TextColumn("{task.fields[count]}", table_column=Column(no_wrap=True)),
+                TextColumn("{task.fields[info]}", table_column=Column(no_wrap=True, overflow="ellipsis", ratio=3)),
+                TimeElapsedColumn(table_column=Column(no_wrap=True)), console=console, expand=True)
+            self._task = self._bar.add_task("drain", total=None, count="", info="")
             self._bar.start()
 
     def __call__(self, report: DrainReport, depth: int | None = None) -> None:
@@ -459,7 +584,14 @@ class _ProgressView:
         info = (f"{rate:,.0f}/s, queue depth {shown}, dead-lettered {report.dead_lettered:,}, "
                 f"{what} {report.rounds}")
         if self._bar is not None:
-            self._bar.update(self._task, completed=report.deleted, total=report.deleted + depth, info=info)
+            total = report.deleted + depth
+            self._bar.update(self._task, completed=report.deleted, total=total,
+                             count=f"{report.deleted:,}/{total:,}", info=info)
+        elif not self.stream and not report.rounds and not report.deleted:
+            # the first round's tasks have not reported anything: Spark is still starting them
+            if not self._waiting_said:
+                self._waiting_said = True
+                print("waiting for the first round's tasks to start ...", file=sys.stderr, flush=True)
         else:  # print, not console.print: a log file must get whole lines, not text wrapped at 80 columns
             print(f"drained {exported:,} entries, {info}", file=sys.stderr, flush=True)
 
@@ -488,44 +620,45 @@ def _drain_locally(args: argparse.Namespace, job: DrainJob) -> bool:
         return count_entries(conn, job.queue, limit=LOCAL_DRAIN_MAX_ENTRIES + 1) <= LOCAL_DRAIN_MAX_ENTRIES
 
 
-def _run_drain(args: argparse.Namespace, job: DrainJob, spark: SparkSession | None) -> int:
+def _run_drain(args: argparse.Namespace, job: DrainJob, spark: SparkSession | None, started: float) -> int:
     from rich.console import Console
 
     from connector.spark import run_batch
     from connector.spark.drain_job import DrainReport, collect_stream_reports, start_stream, task_error
 
     view = _ProgressView(Console(stderr=True), args.stream)
+    others = _other_drains(job) if not args.stream else set()
     report_dir = tempfile.mkdtemp(prefix="drain-stream-") if args.stream else None
     own_checkpoint = args.stream and not args.checkpoint
     checkpoint = args.checkpoint or (tempfile.mkdtemp(prefix="drain-checkpoint-") if args.stream else "")
-    interrupted = False
+    stop: KeyboardInterrupt | None = None  # how a stream was stopped: Ctrl-C or SIGTERM (Terminated)
     try:
         if report_dir is None:
             report = run_batch(spark, job, view, check=False)
         elif spark is None:
-            report, interrupted = _stream_locally(args, job, view)
+            report, stop = _stream_locally(args, job, view)
         else:
             report = DrainReport()
             query = start_stream(spark, job, checkpoint, report_dir, args.trigger_seconds,
                                  max_entries_per_trigger=args.max_entries_per_trigger,
                                  max_bytes_per_trigger=args.max_bytes_per_trigger, sweep_seconds=args.sweep_seconds,
                                  check=False)
-            started = time.monotonic()
+            stream_started = time.monotonic()
             kept = f" (checkpoint {checkpoint})" if args.checkpoint else ""
-            print(f"streaming drain started{kept}; Ctrl-C stops it", file=sys.stderr, flush=True)
+            print(f"streaming drain started{kept}; Ctrl-C or SIGTERM stops it", file=sys.stderr, flush=True)
             try:
                 with job.source.connect() as conn:
                     while query.isActive:
                         query.awaitTermination(PROGRESS_SECONDS)
                         collect_stream_reports(report_dir, report)
-                        report.seconds = time.monotonic() - started
+                        report.seconds = time.monotonic() - stream_started
                         view(report, count_entries(conn, job.queue, limit=PROGRESS_COUNT_LIMIT))
-            except KeyboardInterrupt:
-                interrupted = True
+            except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
+                stop = exc
                 print("stopping after the running micro-batch ...", file=sys.stderr, flush=True)
                 query.stop()
             collect_stream_reports(report_dir, report)
-            failure = None if interrupted else query.exception()
+            failure = None if stop else query.exception()
             if failure is not None:
                 raise task_error(failure) or RuntimeError(str(failure))
     finally:
@@ -535,19 +668,44 @@ def _run_drain(args: argparse.Namespace, job: DrainJob, spark: SparkSession | No
         for folder in (report_dir, checkpoint if own_checkpoint else None):
             if folder:
                 shutil.rmtree(folder, ignore_errors=True)
+    if not args.stream:
+        others |= _other_drains(job, warn=not others)
     summary = {"micro_batches" if args.stream else "rounds": report.rounds, "entries": report.entries,
                "exported": report.exported, "deleted": report.deleted, "dead_lettered": report.dead_lettered,
                "seconds": round(report.seconds, 2), "entries_per_s": round(report.rate, 1),
-               "remaining": report.remaining, "relayed": report.relayed}
+               "remaining": report.remaining, "relayed": report.relayed,
+               # the whole command, with the checks and Spark's start-up that "seconds" leaves out
+               "total_seconds": round(time.monotonic() - started, 2)}
+    if not args.stream:
+        summary["other_drains_seen"] = len(others)
     print(json.dumps(summary))
-    return 130 if interrupted else 0
+    if isinstance(stop, KeyboardInterrupt) and not isinstance(stop, Terminated):
+        return 130
+    if report.dead_lettered and not args.allow_dead_letters:
+        print(f"accumulo-export: {report.dead_lettered:,} entries were dead-lettered (list them with 'accumulo-export "
+              f"queue dead-letters', re-queue them after a fix with --requeue); exit status {EXIT_DEAD_LETTERS} "
+              "(--allow-dead-letters: 0)", file=sys.stderr)
+        return EXIT_DEAD_LETTERS
+    return 0  # a stream stopped by SIGTERM ends normally
 
 
-def _stream_locally(args: argparse.Namespace, job: DrainJob, view: _ProgressView) -> tuple[DrainReport, bool]:
-    """The in-process stream until Ctrl-C (which ends it after the running micro-batch); the report, and
-    whether it was interrupted."""
-    import threading
+def _other_drains(job: DrainJob, warn: bool = True) -> set[str]:
+    """Other batch drains of the queue running now (their live progress rows), with a warning when there are."""
+    from connector.queue.drain import other_drains
 
+    with job.source.connect() as conn:
+        runs = other_drains(conn, job.queue)
+    if runs and warn:
+        print(f"accumulo-export: warning: another drain of queue {job.queue.qid!r} is running; concurrent drains "
+              "are safe but repeat work (entries read by both are exported by both, so the summaries together "
+              "count more exports than there were entries)", file=sys.stderr, flush=True)
+    return runs
+
+
+def _stream_locally(args: argparse.Namespace, job: DrainJob,
+                    view: _ProgressView) -> tuple[DrainReport, KeyboardInterrupt | None]:
+    """The in-process stream until Ctrl-C or SIGTERM (which end it after the running micro-batch); the report,
+    and what stopped it."""
     from connector.spark.drain_job import run_local_stream
 
     stop, done = threading.Event(), threading.Event()
@@ -573,13 +731,13 @@ def _stream_locally(args: argparse.Namespace, job: DrainJob, view: _ProgressView
     # the stream runs in a thread so that Ctrl-C in the main thread ends it between micro-batches (an Event,
     # not Thread.join: a join interrupted by Ctrl-C may later return before the thread ends)
     threading.Thread(target=run, name="local-stream", daemon=True).start()
-    print("streaming drain started (in this process); Ctrl-C stops it", file=sys.stderr, flush=True)
-    interrupted = False
+    print("streaming drain started (in this process); Ctrl-C or SIGTERM stops it", file=sys.stderr, flush=True)
+    interrupted: KeyboardInterrupt | None = None
     try:
         while not done.wait(0.2):
             pass
-    except KeyboardInterrupt:
-        interrupted = True
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
+        interrupted = exc
         print("stopping after the running micro-batch ...", file=sys.stderr, flush=True)
         stop.set()
         done.wait()
@@ -594,6 +752,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         format="%(levelname)s %(name)s: %(message)s")
     from connector.spark.drain_job import DrainError
 
+    handle_sigterm()
     try:
         if args.command == "combine":
             from connector.combine.cli import cmd_combine
@@ -607,9 +766,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             log.exception("failed")
         print(f"accumulo-export: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("accumulo-export: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        terminated = isinstance(exc, Terminated)
+        print(f"accumulo-export: {'stopped by SIGTERM' if terminated else 'interrupted'}", file=sys.stderr)
+        return EXIT_SIGTERM if terminated else 130
     except BrokenPipeError:
         # the reader went away (`queue status | head`): not an error; stop Python complaining at exit
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

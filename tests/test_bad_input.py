@@ -34,7 +34,8 @@ POISON = {"old": [], "new": [{"row": "x"}]}  # a cell without cf and cq: the dif
 
 def _one_line_error(out) -> str:
     """The CLI's stderr must be exactly one ``accumulo-export: error: ...`` line (after any progress lines)."""
-    lines = [line for line in out.stderr.strip().splitlines() if not line.startswith("drained ")]
+    progress = ("drained ", "starting Spark", "waiting for the first round")
+    lines = [line for line in out.stderr.strip().splitlines() if not line.startswith(progress)]
     assert out.returncode == 2, (out.returncode, out.stderr[-2000:])
     assert len(lines) == 1 and lines[0].startswith("accumulo-export: error: "), out.stderr[-2000:]
     return lines[0]

@@ -57,7 +57,8 @@ def test_stream_stops_quietly_on_ctrl_c_and_leaves_no_temporary_folders(scenario
     assert proc.returncode == 130, stderr[-3000:]
     lines = stderr.strip().splitlines()
     assert not [line for line in lines if SPARK_NOISE.search(line)], stderr[-3000:]
-    assert lines[0].startswith("streaming drain started") and "stopping" in lines[-1]
+    assert lines[0].startswith("starting Spark") and lines[1].startswith("streaming drain started")
+    assert "stopping" in lines[-1]
     assert any(line.startswith("drained 300 entries") for line in lines), stderr
     summary = json.loads(stdout.strip().splitlines()[-1])
     assert summary["micro_batches"] >= 1 and summary["exported"] == 300
@@ -81,7 +82,7 @@ def test_help_explains_config_secrets_and_examples():
         assert needed in out.stdout, needed
     assert "``" not in out.stdout and ":mod:" not in out.stdout
     drain = run_cli(dict(os.environ), "drain", "--help").stdout
-    assert "{difference,replicator,cells,module:callable}" in drain
+    assert "{difference,replicator,cells,value[=CF[:CQ]],module:callable}" in drain
     assert "(default: 1048576)" in drain and "(default: None)" not in drain
 
 
@@ -136,8 +137,12 @@ def test_readme_snippets_run_as_written(accumulo, cli_env, tmp_path):
         assert out.returncode == 0, f"README sh block:\n{shell}\n{out.stderr[-3000:]}"
         outputs.append(out.stdout)
     assert '"exported": 1' in outputs[0]
+    assert "apple\t4" in outputs[1] and "pear\t2" in outputs[1]  # combine get
     with accumulo["b"].connect() as conn:
         assert {(c.row, c.value) for c in conn.scan("index")} >= {(b"word", b"4"), (b"w", b"1")}
+        # the combine sequence ends with the counts on B
+        assert {(c.row, c.cf, c.value) for c in conn.scan("wcounts")} == {(b"apple", b"count", b"4"),
+                                                                          (b"pear", b"count", b"2")}
 
 
 def test_make_cluster_cleans_up_on_sigterm(tmp_path):

@@ -256,6 +256,9 @@ class Connection:
     def table_exists(self, table: str) -> bool:
         return bool(self.call("tableExists", table))
 
+    def namespace_exists(self, namespace: str) -> bool:
+        return bool(self.call("namespaceExists", namespace))
+
     def list_tables(self) -> set[str]:
         return set(self.call("listTables"))
 

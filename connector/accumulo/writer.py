@@ -399,3 +399,19 @@ def _largest_binary(cells: pa.RecordBatch) -> int:
         if longest is not None and longest > largest:
             largest = longest
     return largest
+
+
+#: ``BatchWriter``'s default bound on one mutation's size
+DEFAULT_MAX_MUTATION_BYTES = 16 << 20
+
+
+def mutation_fits(mutation: Mutation, max_frame_bytes: int,
+                  max_mutation_bytes: int = DEFAULT_MAX_MUTATION_BYTES) -> bool:
+    """Whether ``BatchWriter.add_mutation`` would accept the mutation's size under these limits (checked
+    before writing anything, by callers that promise all or nothing)."""
+    if mutation.size > max_mutation_bytes:
+        return False
+    encoded = [encode_column_update(u) for u in mutation.updates]
+    cost = row_entry_bytes(len(mutation.row), len(encoded), sum(map(len, encoded)))
+    return cost + largest_binary(mutation.row, mutation.updates, mutation.size) <= update_entries_budget(
+        max_frame_bytes)

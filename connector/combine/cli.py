@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import threading
 from typing import IO, Any
 
 from connector.accumulo import AccumuloError, Connection, Mutation
-from connector.cli import UsageError, _int_at_least, _positive_seconds, _spark_output
+from connector.cli import (
+    UsageError,
+    _int_at_least,
+    _positive_seconds,
+    _spark_output,
+    check_namespace,
+    check_table_name,
+)
 from connector.clusters_config import cluster
 from connector.queue import resolve_config
 
@@ -39,6 +47,13 @@ def register_combine_commands(sub: Any) -> None:
     status = cs.add_parser("status", help="queued updates, keys and outbox cells per bucket")
     _args(status)
     status.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    get = cs.add_parser("get", help="the combined value of keys (as of the last combine)")
+    _args(get)
+    get.add_argument("--key", action="append", required=True,
+                     help="the key, as text (repeat for several; with the json key serializer a key is a JSON "
+                          "string unless --json-keys)")
+    get.add_argument("--json-keys", action="store_true", help="parse each --key as JSON (numbers, lists, ...)")
+    get.add_argument("--json", action="store_true", help='print {"key": value, ...} (null: no value)')
     run = cs.add_parser("run", help="combine the queued updates with Spark (until none is left, or --stream)")
     _args(run)
     run.add_argument("--combiner", default="sum", help="sum (default) or module:callable")
@@ -52,9 +67,14 @@ def register_combine_commands(sub: Any) -> None:
 
 def cmd_combine(args: argparse.Namespace) -> int:
     gateway = cluster(args.cluster)
+    check_table_name(args.table, "--table", gateway.describe())
+    if getattr(args, "export_table", None):
+        check_table_name(args.export_table, "--export-table", gateway.describe())
     try:
         with gateway.connect() as conn:
             if args.combine_command == "init":
+                if not conn.table_exists(args.table):
+                    check_namespace(conn, args.table, "--table", gateway.describe())
                 return _init(conn, args)
             if not conn.table_exists(args.table):
                 raise UsageError(f"table {args.table!r} does not exist on {gateway.describe()} "
@@ -70,6 +90,8 @@ def cmd_combine(args: argparse.Namespace) -> int:
                 return 0
             if args.combine_command == "status":
                 return _status(conn, config, args.json)
+            if args.combine_command == "get":
+                return _get(conn, config, args)
             export = None
             if args.export_table or args.export_queue:
                 if not (args.export_table and args.export_queue):
@@ -109,6 +131,30 @@ def _status(conn: Connection, config: CombineConfig, as_json: bool) -> int:
     return 0
 
 
+def _get(conn: Connection, config: CombineConfig, args: argparse.Namespace) -> int:
+    keys: list[Any] = []
+    for text in args.key:
+        if args.json_keys:
+            try:
+                keys.append(json.loads(text))
+            except json.JSONDecodeError as exc:
+                raise UsageError(f"--key {text!r} is not JSON ({exc.msg}); leave out --json-keys for text") from None
+        else:
+            keys.append(text.encode("utf-8") if config.key_serializer == "bytes" else text)
+    queue = CombineQueue(conn, config)
+    try:
+        values = [queue.get(key) for key in keys]
+    except (TypeError, ValueError) as exc:  # a key the serializer refuses
+        raise UsageError(f"cannot look up {args.key!r}: {exc}") from None
+    values = [v.decode("utf-8", "backslashreplace") if isinstance(v, bytes) else v for v in values]
+    if args.json:
+        print(json.dumps({text: value for text, value in zip(args.key, values, strict=True)}, default=repr))
+    else:
+        for text, value in zip(args.key, values, strict=True):
+            print(f"{text}\t{json.dumps(value, default=repr) if value is not None else '(no value)'}")
+    return 0
+
+
 def _read_updates(stream: IO[bytes], queue: CombineQueue) -> list[Mutation]:
     """Parse and serialize every line before anything is written: a bad line queues nothing."""
     mutations = []
@@ -145,17 +191,28 @@ def _run(args: argparse.Namespace, gateway: Any, config: CombineConfig, export: 
               f"{h['exports']} exports, {h['failed']} failed keys", file=sys.stderr, flush=True)
 
     stop = threading.Event()
+    latest = [CombineReport()]
+    interrupted = False
+    if args.stream:  # SIGTERM (systemd, Kubernetes) ends the stream after its round, from Spark's start on
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with _spark_output(verbose=args.verbose) as spark_log:
+        master = args.master or os.environ.get("SPARK_MASTER") or "local[2]"
+        print(f"starting Spark ({master}) ...", file=sys.stderr, flush=True)
         spark = spark_session(args.master, "accumulo-export combine")
         try:
             if args.stream:
-                signal.signal(signal.SIGTERM, lambda *_: stop.set())
-                print("streaming combine started; Ctrl-C stops it", file=sys.stderr, flush=True)
+                print("streaming combine started; Ctrl-C or SIGTERM stops it", file=sys.stderr, flush=True)
+
+                def observed(r: CombineReport) -> None:
+                    latest[0] = r
+                    progress(r)
+
                 try:
-                    report = run_stream(spark, job, args.interval, stop, progress, check=False)
-                except KeyboardInterrupt:
+                    report = run_stream(spark, job, args.interval, stop, observed, check=False)
+                except KeyboardInterrupt:  # Ctrl-C: the counters of the rounds that finished
                     stop.set()
-                    report = CombineReport()
+                    interrupted = True
+                    report = latest[0]
             else:
                 report = run_combine(spark, job, progress, check=False)
         except CombineError as exc:
@@ -171,5 +228,7 @@ def _run(args: argparse.Namespace, gateway: Any, config: CombineConfig, export: 
                       "deleted": t.deleted, "exports": t.exports + t.leftovers, "conflicts": t.conflicts,
                       "failed": t.failed, "remaining": report.remaining, "seconds": round(report.seconds, 2),
                       "updates_per_s": round(report.rate, 1)}))
+    if interrupted:
+        return 130
     # a batch run ends with nothing queued unless keys failed; a stream stops with whatever arrived last
     return 1 if report.remaining and not args.stream else 0

@@ -360,6 +360,19 @@ def read_progress(conn: Connection, config: QueueConfig, run_id: str) -> DrainSt
     return total
 
 
+def other_drains(conn: Connection, config: QueueConfig, fresh_seconds: float = 60.0) -> set[str]:
+    """Run ids of batch-drain rounds whose tasks wrote progress in the last ``fresh_seconds`` (by the tablet
+    server's clock): other drains of this queue when called outside a round of one's own (a round removes its
+    rows when it ends; rows a crashed drain left go stale)."""
+    prefix = config.layout.progress_prefix("")[:-1]  # <qid>#progress:
+    now_ms = time.time() * 1000
+    runs = set()
+    for cell in conn.scan(config.table, Range.prefix(prefix), columns=[(PROGRESS_FAMILY, PROGRESS_QUALIFIER)]):
+        if now_ms - cell.ts <= fresh_seconds * 1000:
+            runs.add(cell.row[len(prefix):].split(b":", 1)[0].decode("ascii", "replace"))
+    return runs
+
+
 def clear_progress(conn: Connection, config: QueueConfig, run_id: str) -> None:
     """Remove the progress rows of drain run ``run_id``."""
     rows = [cell.row for cell in conn.scan(config.table, Range.prefix(config.layout.progress_prefix(run_id)))]

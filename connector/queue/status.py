@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -20,12 +21,21 @@ KEYS_ONLY = IteratorSetting(50, "keysOnly", "org.apache.accumulo.core.iterators.
 
 @dataclass(frozen=True)
 class BucketStatus:
-    """One bucket: ``entries`` waiting, their ``bytes`` (row + value) and the smallest ``oldest_seq``."""
+    """One bucket: ``entries`` waiting, their ``bytes`` (row + value), the smallest ``oldest_seq``, and
+    ``oldest_written_ms``: when the oldest entry was written (its Accumulo timestamp, the tablet server's
+    clock, milliseconds since the epoch), which gives the bucket's lag."""
 
     bucket: int
     entries: int = 0
     bytes: int = 0
     oldest_seq: int | None = None
+    oldest_written_ms: int | None = None
+
+    def lag_seconds(self, now: float | None = None) -> float | None:
+        """How long the oldest entry has waited (``now``: seconds since the epoch, default the clock)."""
+        if self.oldest_written_ms is None:
+            return None
+        return max(0.0, (time.time() if now is None else now) - self.oldest_written_ms / 1000)
 
 
 @dataclass(frozen=True)
@@ -63,6 +73,11 @@ class QueueStatus:
         seqs = [b.oldest_seq for b in self.buckets if b.oldest_seq is not None]
         return min(seqs) if seqs else None
 
+    def lag_seconds(self, now: float | None = None) -> float | None:
+        """How long the oldest entry of the queue has waited (None when empty)."""
+        lags = [lag for b in self.buckets if (lag := b.lag_seconds(now)) is not None]
+        return max(lags) if lags else None
+
     @property
     def empty(self) -> bool:
         """True when no entry (well-formed or not) waits in the queue."""
@@ -82,13 +97,13 @@ def queue_status(conn: Connection, config: QueueConfig, batch_size: int = 10_000
         malformed += page.num_rows - pc.sum(ok.cast(pa.int64())).as_py()
         size = pc.add(pc.binary_length(page.column("row")), pc.binary_length(page.column("value")))
         pages.append(pa.table({"bucket": parsed.column("bucket"), "size": size.cast(pa.int64()),
-                               "seq": parsed.column("seq")}).filter(ok))
+                               "seq": parsed.column("seq"), "ts": page.column("ts")}).filter(ok))
     buckets: tuple[BucketStatus, ...] = ()
     if pages:
         per_bucket = pa.concat_tables(pages).group_by("bucket").aggregate(
-            [("bucket", "count"), ("size", "sum"), ("seq", "min")]).sort_by("bucket")
-        buckets = tuple(BucketStatus(b, n, size, oldest) for b, n, size, oldest in zip(
-            *(per_bucket.column(c).to_pylist() for c in ("bucket", "bucket_count", "size_sum", "seq_min")),
+            [("bucket", "count"), ("size", "sum"), ("seq", "min"), ("ts", "min")]).sort_by("bucket")
+        buckets = tuple(BucketStatus(*values) for values in zip(
+            *(per_bucket.column(c).to_pylist() for c in ("bucket", "bucket_count", "size_sum", "seq_min", "ts_min")),
             strict=True))
     # one reason cell per dead-letter row: counting those avoids reading the (maybe large) values
     dead = sum(1 for _ in conn.scan(config.table, layout.dead_letter_range(), columns=[(DEAD_FAMILY, DEAD_REASON)],

@@ -142,3 +142,30 @@ def resolve_config(conn: Connection, table: str, qid: str, *, num_buckets: int |
                        buckets_per_tablet=stored.get("buckets_per_tablet"),
                        key_serializer=stored.get("key_serializer", "json"),
                        value_serializer=stored.get("value_serializer", "json"))
+
+
+#: beside the configuration in the config row: the translator the queue's entries are meant for (optional)
+TRANSLATOR_QUALIFIER = b"translator"
+
+
+def read_translator(conn: Connection, config: QueueConfig) -> str | None:
+    """The translator name ``init`` stored for the queue, or None."""
+    row = config.layout.config_row
+    for cell in conn.scan(config.table, Range.exact_row(row), columns=[(CONFIG_FAMILY, TRANSLATOR_QUALIFIER)],
+                          batch_size=2):
+        return cell.value.decode("utf-8")
+    return None
+
+
+def store_translator(conn: Connection, config: QueueConfig, name: str) -> None:
+    """Store the queue's translator unless one is stored (atomically); a different stored one is refused."""
+    row = config.layout.config_row
+    with conn.conditional_writer(config.table) as writer:
+        mutation = ConditionalMutation(row, [Condition(CONFIG_FAMILY, TRANSLATOR_QUALIFIER)])  # only if absent
+        mutation.put(CONFIG_FAMILY, TRANSLATOR_QUALIFIER, name.encode("utf-8"))
+        status = writer.write(mutation)
+    if status != "ACCEPTED":
+        stored = read_translator(conn, config)
+        if stored != name:
+            raise QueueConfigError(f"queue {config.qid!r} in table {config.table!r} was initialised with translator "
+                                   f"{stored!r}, not {name!r}")

@@ -41,6 +41,7 @@ from connector.queue import (
     read_progress,
     settle_marks,
 )
+from connector.queue.marks import read_marks
 from connector.queue.planner import DEFAULT_SWEEP_SECONDS, StreamPlanner
 from connector.transactions import PeriodicRelay, relay_sources
 from connector.transactions.relay import DEFAULT_RELAY_SECONDS
@@ -308,9 +309,11 @@ def run_batch(spark: SparkSession | None, job: DrainJob, progress: ProgressFn | 
         # outboxes that crashed producers left: their entries are drained in this run
         report.relayed = relay_sources(src, job.queue.table, job.queue.layout.config_row).relayed
         while report.rounds < max_rounds:
+            marks = read_marks(src, job.queue)  # before the status: see _settle_after_batch
             status = queue_status(src, job.queue)
             report.remaining = report.depth_before_round = status.entries
             if status.empty:
+                _settle_after_batch(src, job, marks)
                 break
             # a malformed row inside a bucket's range is that bucket's to dead-letter, but status does not say
             # which bucket holds it: then every bucket is visited
@@ -322,14 +325,18 @@ def run_batch(spark: SparkSession | None, job: DrainJob, progress: ProgressFn | 
             report.rounds += 1
             report.totals += round_total
             report.seconds = time.monotonic() - started
+            # what is left, as far as this drain knows (the progress line after a round shows it)
+            report.depth_before_round = max(0, status.entries - round_total.deleted)
             report.history.append({"round": report.rounds, "exported": round_total.exported,
                                    "queue_before": status.entries})
             if progress:
                 progress(report)
             if round_total.entries == 0:
                 # another drain may have taken the entries meanwhile: look again before giving up
+                marks = read_marks(src, job.queue)
                 status = queue_status(src, job.queue)
                 if status.entries == 0:
+                    _settle_after_batch(src, job, marks)
                     # done; only rows outside every bucket range may be left, which no drain reaches
                     report.unreachable = status.malformed
                     report.remaining = 0
@@ -344,6 +351,14 @@ def run_batch(spark: SparkSession | None, job: DrainJob, progress: ProgressFn | 
             raise DrainError(f"queue not empty after {max_rounds} rounds")
     report.seconds = time.monotonic() - started
     return report
+
+
+def _settle_after_batch(conn: Any, job: DrainJob, marks: dict[int, bytes]) -> None:
+    """Clear the bucket marks a batch drain left behind (else ``queue status`` shows marked buckets on an empty
+    queue, and a stream visits them once more). ``marks`` were read before a status scan found the queue empty,
+    so each token's entries are gone; a mark a producer set since holds a new token, which the condition keeps."""
+    if marks:
+        settle_marks(conn, job.queue, marks, drained_whole=marks)
 
 
 def run_local_stream(job: DrainJob, trigger_seconds: float = 1.0, progress: ProgressFn | None = None, *,
