@@ -34,7 +34,7 @@ def test_drain_with_spark_submit_on_a_standalone_cluster_survives_a_killed_pytho
                    "--conf", f"spark.pyspark.driver.python={sys.executable}",
                    "--conf", "spark.executor.memory=1g", "--conf", "spark.task.maxFailures=4",
                    "--conf", f"spark.executorEnv.WORKER_KILLER_MARKER={marker}",
-                   str(ROOT / "connector" / "spark" / "submit.py"), *args, "--buffer-bytes", "20000"]
+                   str(ROOT / "connector" / "__main__.py"), *args, "--buffer-bytes", "20000"]
         done = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
         # the executors ran the connector from the shipped archive, unpacked in the worker's folders

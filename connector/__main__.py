@@ -1,6 +1,7 @@
-"""The CLI as a file for ``spark-submit``, which takes a path, not a module:
+"""``python -m connector``: the ``accumulo-export`` command. Also the CLI as a file for ``spark-submit``,
+which takes a path, not a module:
 
-    spark-submit [spark options] $(python -c 'import connector.spark.submit as s; print(s.__file__)') drain ...
+    spark-submit [spark options] $(python -c 'import connector.__main__ as m; print(m.__file__)') drain ...
 """
 
 from __future__ import annotations
