@@ -15,7 +15,7 @@ Cell-change batches use these columns (binary unless noted):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -117,6 +117,8 @@ class EntryError(NamedTuple):
 class Translated(NamedTuple):
     changes: pa.RecordBatch  # CHANGE_SCHEMA, grouped by entry in entry order
     errors: list[EntryError]  # in entry order
+    #: entries the native code hands back to the Python translator (the exporter runs them)
+    fallback: list[int]
 
 
 def translate(translator: str, exports: pa.RecordBatch) -> Translated:
@@ -125,60 +127,14 @@ def translate(translator: str, exports: pa.RecordBatch) -> Translated:
 
     Gives the changes the Python translator gives for each export, after the exporter's same-cell collapse
     (the last change to a cell wins), and one error per export that cannot be translated, with the Python
-    message. The batch always completes. Entries the native code cannot decide exactly as Python would
-    (bytes serde_json refuses, an error message showing non-ASCII text) go through the Python translator.
+    message. Entries the native code cannot decide exactly as Python would (bytes serde_json refuses, an
+    error message showing non-ASCII text) come back in ``fallback``, for the Python translator.
     """
     if translator not in NATIVE_TRANSLATORS:
         raise ValueError(f"no native translator {translator!r}: use one of {list(NATIVE_TRANSLATORS)}")
-    values = exports.column("value")
-    raw, native_errors, fallback = _native.translate(translator, values)
-    changes = pa.record_batch(raw)
-    errors = [EntryError(i, "translation", msg) for i, msg in native_errors]
-    if fallback:
-        extra, fallback_errors = _translate_in_python(translator, exports, fallback)
-        errors = sorted(errors + fallback_errors)
-        if extra:
-            table = pa.Table.from_batches([changes, pa.RecordBatch.from_pylist(extra, schema=CHANGE_SCHEMA)])
-            # stable: keeps each entry's changes in order
-            table = table.take(pc.sort_indices(table["entry"], sort_keys=[("entry", "ascending")]))
-            changes = table.combine_chunks().to_batches()[0] if table.num_rows else changes
-    return Translated(changes, errors)
-
-
-def _translate_in_python(
-    translator: str, exports: pa.RecordBatch, entries: list[int]
-) -> tuple[list[dict[str, Any]], list[EntryError]]:
-    """The Python path for the few entries native code hands back (see :func:`translate`)."""
-    from connector.export.core import SequencedExport, TranslationError
-    from connector.export.translators import BUILT_IN
-    from connector.serializers import JsonSerializer
-
-    python_translator = BUILT_IN[translator]
-    serializer = JsonSerializer()
-    keys, values, seqs = exports.column("key"), exports.column("value"), exports.column("seq")
-    rows: list[dict[str, Any]] = []
-    errors: list[EntryError] = []
-    for i in entries:
-        try:
-            obj = serializer.loads(values[i].as_py())
-        except Exception as exc:  # noqa: BLE001 - the codec's reason names any error
-            errors.append(EntryError(i, "undecodable", f"undecodable value: {type(exc).__name__}: {exc}"))
-            continue
-        try:
-            export = SequencedExport(keys[i].as_py(), obj, seqs[i].as_py())
-            seen: dict[tuple[bytes, bytes, bytes, bytes], bytes | None] = {}
-            for change in python_translator(export):
-                seen.pop(change.cell, None)  # the exporter's same-cell collapse: the last change wins
-                seen[change.cell] = change.value
-        except TranslationError as exc:
-            errors.append(EntryError(i, "translation", str(exc)))
-            continue
-        except Exception as exc:  # noqa: BLE001 - an entry's error must not fail the batch
-            errors.append(EntryError(i, "translation", f"{type(exc).__name__}: {exc}"))
-            continue
-        rows += [{"entry": i, "row": r, "cf": f, "cq": q, "cv": v, "value": value}
-                 for (r, f, q, v), value in seen.items()]
-    return rows, errors
+    raw, native_errors, fallback = _native.translate(translator, exports.column("value"))
+    return Translated(pa.record_batch(raw), [EntryError(i, "translation", msg) for i, msg in native_errors],
+                      list(fallback))
 
 
 def changes_to_updates(changes: pa.RecordBatch, seqs: pa.Array) -> pa.RecordBatch:

@@ -22,12 +22,14 @@ from connector.accumulo import (
 )
 from connector.accumulo.mutation import _checked_visibility
 from connector.accumulo.visibility import VisibilityError
+from connector.serializers import JsonSerializer
 
 from .core import (
     DATA_ERRORS,
-        BatchTranslationError,
+    BatchTranslationError,
     EntryFailure,
     SequencedExport,
+    TranslationError,
     Translator,
     translation_reason,
 )
@@ -142,10 +144,9 @@ class AccumuloExporter:
                                 f"got {exports.schema}")
         failures = _seq_failures(exports.column("seq"))
         if self._native_name is not None and value_serializer == "json":
-            translated = columnar.translate(self._native_name, exports)
-            for e in translated.errors:
+            changes, errors = translate_batch(self._native_name, exports)
+            for e in errors:
                 failures.setdefault(e.entry, EntryFailure(e.entry, e.kind, e.message))
-            changes = translated.changes
             failures.update(_visibility_failures(changes, failures))
             if failures:
                 dropped = pa.array(sorted(failures), pa.int32())
@@ -289,3 +290,50 @@ def _visibility_failures(changes: pa.RecordBatch, failed: dict[int, EntryFailure
         error = InvalidMutationError(f"row {rows[i].as_py()!r}: {bad[cv[i].as_py()]}")
         out[entry] = EntryFailure(entry, "translation", translation_reason(error))
     return out
+
+
+def translate_batch(translator: str, exports: pa.RecordBatch) -> tuple[pa.RecordBatch, list[columnar.EntryError]]:
+    """A built-in translator over the batch in native code, and in Python for the few entries native code
+    hands back; the changes grouped by entry in entry order, and the errors in entry order."""
+    translated = columnar.translate(translator, exports)
+    changes, errors = translated.changes, translated.errors
+    if translated.fallback:
+        extra, fallback_errors = _translate_in_python(translator, exports, translated.fallback)
+        errors = sorted(errors + fallback_errors)
+        if extra:
+            table = pa.Table.from_batches([changes, pa.RecordBatch.from_pylist(extra, schema=columnar.CHANGE_SCHEMA)])
+            # stable: keeps each entry's changes in order
+            table = table.take(pc.sort_indices(table["entry"], sort_keys=[("entry", "ascending")]))
+            changes = table.combine_chunks().to_batches()[0] if table.num_rows else changes
+    return changes, errors
+
+
+def _translate_in_python(translator: str, exports: pa.RecordBatch,
+                         entries: list[int]) -> tuple[list[dict[str, Any]], list[columnar.EntryError]]:
+    """The Python path for the few entries native code hands back (see :func:`columnar.translate`)."""
+    python_translator = BUILT_IN[translator]
+    serializer = JsonSerializer()
+    keys, values, seqs = exports.column("key"), exports.column("value"), exports.column("seq")
+    rows: list[dict[str, Any]] = []
+    errors: list[columnar.EntryError] = []
+    for i in entries:
+        try:
+            obj = serializer.loads(values[i].as_py())
+        except Exception as exc:  # noqa: BLE001 - the codec's reason names any error
+            errors.append(columnar.EntryError(i, "undecodable", f"undecodable value: {type(exc).__name__}: {exc}"))
+            continue
+        try:
+            export = SequencedExport(keys[i].as_py(), obj, seqs[i].as_py())
+            seen: dict[tuple[bytes, bytes, bytes, bytes], bytes | None] = {}
+            for change in python_translator(export):
+                seen.pop(change.cell, None)  # the exporter's same-cell collapse: the last change wins
+                seen[change.cell] = change.value
+        except TranslationError as exc:
+            errors.append(columnar.EntryError(i, "translation", str(exc)))
+            continue
+        except Exception as exc:  # noqa: BLE001 - an entry's error must not fail the batch
+            errors.append(columnar.EntryError(i, "translation", f"{type(exc).__name__}: {exc}"))
+            continue
+        rows += [{"entry": i, "row": r, "cf": f, "cq": q, "cv": v, "value": value}
+                 for (r, f, q, v), value in seen.items()]
+    return rows, errors

@@ -76,6 +76,7 @@ pub fn float_repr(x: f64) -> String {
     let (mantissa, exp) = sci.split_once('e').expect("{:e} always has an exponent");
     let exp: i32 = exp.parse().expect("{:e} exponent is an integer");
     let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    let (digits, exp) = half_to_even(x.abs(), digits, exp);
     let sign = if x < 0.0 { "-" } else { "" };
     if !(-4..16).contains(&exp) {
         let (first, rest) = digits.split_at(1);
@@ -96,6 +97,33 @@ pub fn float_repr(x: f64) -> String {
     } else {
         let (a, b) = digits.split_at(point as usize);
         format!("{sign}{a}.{b}")
+    }
+}
+
+/// When the double lies exactly halfway between two shortest digit strings, Rust's `{:e}` takes the
+/// upper one and Python's repr the one whose last digit is even (562949953421312.25 prints as
+/// "562949953421312.2" in Python). `digits`/`exp` are Rust's shortest digits of `x` (> 0).
+fn half_to_even(x: f64, digits: String, exp: i32) -> (String, i32) {
+    // every double has an exact decimal expansion of at most 767 significant digits
+    let exact = format!("{x:.800e}");
+    let (mantissa, exact_exp) = exact.split_once('e').expect("{:e} always has an exponent");
+    let all: String = mantissa.chars().filter(|c| *c != '.').collect();
+    let all = all.trim_end_matches('0');
+    let n = digits.len();
+    let tie = exact_exp.parse::<i32>() == Ok(exp) && all.len() == n + 1 && all.ends_with('5');
+    if !tie || (all.as_bytes()[n - 1] - b'0') % 2 == 1 {
+        return (digits, exp);
+    }
+    let lower = &all[..n];
+    let text = if n == 1 {
+        format!("{lower}e{exp}")
+    } else {
+        format!("{}.{}e{exp}", &lower[..1], &lower[1..])
+    };
+    if text.parse::<f64>() == Ok(x) {
+        (lower.to_string(), exp)
+    } else {
+        (digits, exp)
     }
 }
 
@@ -211,6 +239,9 @@ mod tests {
             (5e-324, "5e-324"),
             (9999999999999998.0, "9999999999999998.0"),
             (12345.678, "12345.678"),
+            (562949953421312.2, "562949953421312.2"), // a tie: Python takes the even digit
+            (0.125, "0.125"),
+            (2.5e-5, "2.5e-05"),
         ];
         for (x, want) in cases {
             assert_eq!(float_repr(x), want, "{x}");
