@@ -301,3 +301,32 @@ def test_unknown_outcome_settled_after_another_commit_followed(conn_a, accumulo,
     [count] = [c for c in _cells(conn_a, txs.table) if c.cq == b"n"]
     assert count.value == b"2"
     assert sorted(e.seq for e in _entries(conn_a, queue))[0] == seq and len(_entries(conn_a, queue)) == 2
+
+
+def test_a_queue_initialised_differently_is_refused_before_anything_is_written(conn_a):
+    queue = _queue(conn_a, buckets=4)
+    wrong = QueueConfig(table=queue.table, qid=queue.qid, num_buckets=7)
+    txs = _txs(conn_a)
+    with pytest.raises(ValueError, match="buckets 4, not 7"):
+        txs.run("w", bump(wrong))
+    assert _cells(conn_a, txs.table) == [] and _entries(conn_a, queue) == []
+
+
+def test_a_failed_relay_says_the_commit_happened_and_leaves_the_outbox(conn_a, monkeypatch):
+    from connector.transactions import RelayError
+    from connector.transactions import relay as relay_module
+
+    queue = _queue(conn_a)
+    txs = _txs(conn_a)
+
+    def unreachable(self, items):
+        raise ConnectionError("queue table unreachable")
+
+    monkeypatch.setattr(relay_module.Relay, "relay", unreachable)
+    with pytest.raises(RelayError, match="committed.*unreachable.*tx relay"):
+        txs.run("w", bump(queue))
+    monkeypatch.undo()
+    [count] = [c for c in _cells(conn_a, txs.table) if c.cq == b"n"]
+    assert count.value == b"1"
+    assert relay_table(conn_a, txs.table).relayed == 1
+    assert [e.value for e in _entries(conn_a, queue)] == [{"old": 0, "new": 1}]

@@ -56,6 +56,11 @@ class CombineConfig:
     def split_points(self) -> list[bytes]:
         return self.layout.split_points(self._bpt)
 
+    def check_stored(self, conn: Connection) -> None:
+        """Raise ``CombineConfigError`` unless the queue was initialised with this configuration (row
+        transactions check it before their first update to the queue)."""
+        check_combine_config(conn, self, required=True)
+
     def serializers(self) -> tuple[Serializer, Serializer]:
         return serializer_from_name(self.key_serializer), serializer_from_name(self.value_serializer)
 

@@ -13,13 +13,20 @@ language), ``targets`` (exports and updates as outbox cells, and the queues' rec
 from .commit import Committer
 from .layout import MalformedOutboxError, OutboxCell, TxLayout, next_seq, parse_outbox, parse_version
 from .relay import PeriodicRelay, Relay, RelayStats, pending_outbox, relay_sources, relay_table
-from .rows import RowTransactions, Transaction, TransactionConflictError, TransactionError, ensure_outbox_group
+from .rows import (
+    RelayError,
+    RowTransactions,
+    Transaction,
+    TransactionConflictError,
+    TransactionError,
+    ensure_outbox_group,
+)
 from .status import OutboxStatus, outbox_status
 from .targets import Targets, record_source, recorded_sources
 
 __all__ = [
-    "Committer", "MalformedOutboxError", "OutboxCell", "OutboxStatus", "PeriodicRelay", "Relay", "RelayStats",
-    "RowTransactions", "Targets", "Transaction", "TransactionConflictError", "TransactionError", "TxLayout",
-    "ensure_outbox_group", "next_seq", "outbox_status", "parse_outbox", "parse_version", "pending_outbox",
-    "record_source", "recorded_sources", "relay_sources", "relay_table",
+    "Committer", "MalformedOutboxError", "OutboxCell", "OutboxStatus", "PeriodicRelay", "Relay", "RelayError",
+    "RelayStats", "RowTransactions", "Targets", "Transaction", "TransactionConflictError", "TransactionError",
+    "TxLayout", "ensure_outbox_group", "next_seq", "outbox_status", "parse_outbox", "parse_version",
+    "pending_outbox", "record_source", "recorded_sources", "relay_sources", "relay_table",
 ]

@@ -56,6 +56,11 @@ class TransactionError(RuntimeError):
     """A row transaction could not commit (the message names table and row)."""
 
 
+class RelayError(TransactionError):
+    """The transactions committed, but relaying their outbox failed (the message says why); the outbox
+    stays in the rows and is relayed later (see the module's description)."""
+
+
 class TransactionConflictError(TransactionError):
     """Other commits to the row kept winning: the transaction gave up after its attempts; nothing of it was
     written."""
@@ -263,10 +268,21 @@ class RowTransactions:
         states = read_rows(self.conn, self.table, self.layout, [w.row for w in works])
         relay: list[tuple[bytes, OutboxCell]] = []
         try:
-            return self._commit_round(works, states, results, relay)
-        finally:
-            if relay:  # also when a function raised: what did commit reaches its queues now
+            again = self._commit_round(works, states, results, relay)
+        except BaseException:
+            if relay:  # a function raised: what did commit reaches its queues all the same
                 self.relayed += self._relay.relay(relay).relayed
+            raise
+        if relay:
+            try:
+                self.relayed += self._relay.relay(relay).relayed
+            except Exception as exc:
+                rows = sorted({row for row, _ in relay})
+                raise RelayError(f"row transactions on table {self.table!r} committed (rows {rows[:5]!r}"
+                                 f"{' ...' if len(rows) > 5 else ''}), but relaying their outbox failed: {exc}. "
+                                 "The outbox stays in the rows: the next transaction on a row, a streaming drain "
+                                 "of the queue or 'accumulo-export tx relay' relays it") from exc
+        return again
 
     def _commit_round(self, works: list[_RowWork], states: dict[bytes, RowState], results: list[int | None],
                       relay: list[tuple[bytes, OutboxCell]]) -> list[_RowWork]:

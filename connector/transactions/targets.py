@@ -13,7 +13,7 @@ import os
 from typing import Any, Protocol
 
 from connector.accumulo import Connection, Mutation, Range
-from connector.queue import EntryCodec, QueueConfig, Serializer
+from connector.queue import EntryCodec, QueueConfig, Serializer, check_config
 
 from .layout import SOURCES_FAMILY, OutboxCell, TxLayout, export_cell, update_cell
 
@@ -35,6 +35,8 @@ class CombineTarget(Protocol):
     def layout(self) -> _KeyRows: ...
 
     def serializers(self) -> tuple[Serializer, Serializer]: ...
+
+    def check_stored(self, conn: Connection) -> None: ...
 
 
 def _config(target: Any) -> Any:
@@ -81,6 +83,11 @@ class Targets:
         key = (config.table, config.layout.config_row)
         if key in self._recorded:
             return
+        # entries written with the wrong bucket count or serializers would land where no drain looks
+        if isinstance(config, QueueConfig):
+            check_config(self.conn, config, required=True)
+        else:
+            config.check_stored(self.conn)
         record_source(self.conn, config.table, config.layout.config_row, self.source_table, self.layout)
         self._recorded.add(key)
 
