@@ -109,6 +109,18 @@ def handle_sigterm() -> None:
         signal.signal(signal.SIGTERM, _on_sigterm)
 
 
+@contextlib.contextmanager
+def sigterm_as_event() -> Iterator[threading.Event]:
+    """Within the block SIGTERM only sets the event: an exception raised in the middle of a py4j call breaks
+    Spark's gateway connection (the query could not be stopped cleanly afterwards)."""
+    received = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: received.set())
+    try:
+        yield received
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line naming the problem (and where help is), not the usage text."""
 
@@ -646,17 +658,20 @@ def _run_drain(args: argparse.Namespace, job: DrainJob, spark: SparkSession | No
             stream_started = time.monotonic()
             kept = f" (checkpoint {checkpoint})" if args.checkpoint else ""
             print(f"streaming drain started{kept}; Ctrl-C or SIGTERM stops it", file=sys.stderr, flush=True)
-            try:
-                with job.source.connect() as conn:
-                    while query.isActive:
-                        query.awaitTermination(PROGRESS_SECONDS)
-                        collect_stream_reports(report_dir, report)
-                        report.seconds = time.monotonic() - stream_started
-                        view(report, count_entries(conn, job.queue, limit=PROGRESS_COUNT_LIMIT))
-            except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
-                stop = exc
-                print("stopping after the running micro-batch ...", file=sys.stderr, flush=True)
-                query.stop()
+            with sigterm_as_event() as terminated:
+                try:
+                    with job.source.connect() as conn:
+                        while query.isActive and not terminated.is_set():
+                            query.awaitTermination(PROGRESS_SECONDS)
+                            collect_stream_reports(report_dir, report)
+                            report.seconds = time.monotonic() - stream_started
+                            view(report, count_entries(conn, job.queue, limit=PROGRESS_COUNT_LIMIT))
+                    if terminated.is_set():
+                        raise Terminated()
+                except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
+                    stop = exc
+                    print("stopping after the running micro-batch ...", file=sys.stderr, flush=True)
+                    query.stop()
             collect_stream_reports(report_dir, report)
             failure = None if stop else query.exception()
             if failure is not None:
