@@ -136,7 +136,7 @@ def test_last_progress_of_a_batch_drain_shows_what_is_left(accumulo, conn_a):
 def test_progress_bar_keeps_the_count_whole_on_80_columns():
     from rich.console import Console
 
-    from connector.cli import _ProgressView
+    from connector.cli.main import _ProgressView
     from connector.queue import DrainStats
     from connector.spark.drain_job import DrainReport
 

@@ -10,8 +10,8 @@ that reach cluster B through an export queue::
     stats = combine_all(conn_a, combine, "sum", "changes", export_queue=queue_config)
 
 Modules: ``layout`` (rows, documented there), ``config``, ``functions`` (combiners, observers), ``producer``,
-``status``, ``processor`` (one bucket's pass), ``cli`` (the ``combine`` command). The Spark job over bucket
-groups is ``connector.spark.combine_job`` (imported on demand: it loads Spark).
+``status``, ``processor`` (one bucket's pass). The ``combine`` command is in ``connector.cli.combine``; the
+Spark job over bucket groups is ``connector.spark.combine_job`` (imported on demand: it loads Spark).
 """
 
 from .config import (

@@ -11,27 +11,20 @@ import threading
 from typing import IO, Any
 
 from connector.accumulo import AccumuloError, Connection, Mutation
-from connector.cli import (
-    UsageError,
-    _int_at_least,
-    _positive_seconds,
-    _spark_output,
-    check_namespace,
-    check_table_name,
-)
 from connector.clusters_config import cluster
+from connector.combine.config import CombineConfig, read_combine_config, resolve_combine_config
+from connector.combine.producer import CombineQueue
+from connector.combine.status import combine_status
 from connector.queue import resolve_config
 
-from .config import CombineConfig, read_combine_config, resolve_combine_config
-from .producer import CombineQueue
-from .status import combine_status
+from .common import UsageError, check_namespace, check_table_name, int_at_least, positive_seconds, spark_output
 
 
 def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cluster", required=True, help="cluster name from the config file")
     p.add_argument("--table", required=True, help="the table holding the combine queue")
     p.add_argument("--queue", required=True, help="combine queue id (the row prefix)")
-    p.add_argument("--buckets", type=_int_at_least(1), help="number of buckets (init; later read from the queue)")
+    p.add_argument("--buckets", type=int_at_least(1), help="number of buckets (init; later read from the queue)")
     p.add_argument("--key-serializer", help="json (default at init), bytes or module:callable")
     p.add_argument("--value-serializer", help="json (default at init), bytes or module:callable")
 
@@ -42,7 +35,7 @@ def register_combine_commands(sub: Any) -> None:
     cs = c.add_subparsers(dest="combine_command", required=True)
     init = cs.add_parser("init", help="create the combine queue (table, stored configuration, split points)")
     _args(init)
-    init.add_argument("--buckets-per-tablet", type=_int_at_least(1))
+    init.add_argument("--buckets-per-tablet", type=int_at_least(1))
     _args(cs.add_parser("update", help='queue JSON lines {"key": ..., "delta": ...} from stdin'))
     status = cs.add_parser("status", help="queued updates, keys and outbox cells per bucket")
     _args(status)
@@ -61,7 +54,7 @@ def register_combine_commands(sub: Any) -> None:
     run.add_argument("--export-table", help="table of the export queue the observer's exports go to")
     run.add_argument("--export-queue", help="id of that export queue (initialised with 'queue init')")
     run.add_argument("--stream", action="store_true", help="keep combining, a round every --interval seconds")
-    run.add_argument("--interval", type=_positive_seconds, default=1.0)
+    run.add_argument("--interval", type=positive_seconds, default=1.0)
     run.add_argument("--master", help="Spark master (default local[2] or SPARK_MASTER)")
 
 
@@ -195,7 +188,7 @@ def _run(args: argparse.Namespace, gateway: Any, config: CombineConfig, export: 
     interrupted = False
     if args.stream:  # SIGTERM (systemd, Kubernetes) ends the stream after its round, from Spark's start on
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    with _spark_output(verbose=args.verbose) as spark_log:
+    with spark_output(verbose=args.verbose) as spark_log:
         master = args.master or os.environ.get("SPARK_MASTER") or "local[2]"
         print(f"starting Spark ({master}) ...", file=sys.stderr, flush=True)
         spark = spark_session(args.master, "accumulo-export combine")

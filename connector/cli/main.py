@@ -8,20 +8,16 @@ environment variables that file names, never from a flag.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import logging
 import os
-import re
 import shutil
-import signal
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, Any, NoReturn
+from collections.abc import Sequence
+from typing import IO, TYPE_CHECKING, Any
 
 from connector.accumulo import AccumuloError, Connection, Mutation
 from connector.accumulo.frames import DEFAULT_MAX_FRAME_BYTES
@@ -44,6 +40,22 @@ from connector.queue.stored_config import read_translator, store_translator
 from connector.spark.options import OptionError
 from connector.transactions.layout import DEFAULT_OUTBOX_FAMILY
 from connector.transactions.relay import DEFAULT_RELAY_SECONDS
+
+from .common import (
+    EXIT_DEAD_LETTERS,
+    EXIT_SIGTERM,
+    Help,
+    Parser,
+    Terminated,
+    UsageError,
+    check_namespace,
+    check_table_name,
+    handle_sigterm,
+    int_at_least,
+    positive_seconds,
+    sigterm_as_event,
+    spark_output,
+)
 
 if TYPE_CHECKING:  # Spark and rich load only when a drain runs: queue commands start faster without them
     from pyspark.sql import SparkSession
@@ -85,110 +97,19 @@ Spark's own output and tracebacks.
 
 
 #: exit status of a drain that dead-lettered entries (without --allow-dead-letters)
-EXIT_DEAD_LETTERS = 3
-EXIT_SIGTERM = 143
-
-
-class UsageError(ValueError):
-    """A wrong argument or input: printed as one ``accumulo-export: error: ...`` line, exit status 2."""
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM arrived (systemd, Kubernetes, ``kill``): handled where Ctrl-C is, so a stream finishes or
-    abandons its micro-batch safely and prints its summary."""
-
-
-def _on_sigterm(signum: int, frame: Any) -> None:
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one is enough: let the first stop finish
-    raise Terminated()
-
-
-def handle_sigterm() -> None:
-    """From now on SIGTERM raises ``Terminated`` (a KeyboardInterrupt) in the main thread."""
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _on_sigterm)
-
-
-@contextlib.contextmanager
-def sigterm_as_event() -> Iterator[threading.Event]:
-    """Within the block SIGTERM only sets the event: an exception raised in the middle of a py4j call breaks
-    Spark's gateway connection (the query could not be stopped cleanly afterwards)."""
-    received = threading.Event()
-    previous = signal.signal(signal.SIGTERM, lambda *_: received.set())
-    try:
-        yield received
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line naming the problem (and where help is), not the usage text."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"accumulo-export: error: {message} (see '{self.prog} --help')\n")
-
-
-class _Help(argparse.HelpFormatter):
-    """Shows an option's default where it has a real one (not None, not a flag's False)."""
-
-    def _get_help_string(self, action: argparse.Action) -> str | None:
-        text = action.help or ""
-        if action.default not in (None, False, argparse.SUPPRESS) and "default" not in text:
-            text += " (default: %(default)s)"
-        return text
-
-
-def _int_at_least(minimum: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
-        return value
-
-    return parse
-
-
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {text}")
-    return value
 
 
 def _queue_args(p: argparse.ArgumentParser, cluster_flag: str = "--cluster") -> None:
     p.add_argument(cluster_flag, required=True, help="cluster name from the config file")
     p.add_argument("--table", required=True, help="the table holding the queue")
     p.add_argument("--queue", required=True, help="queue id (the row prefix)")
-    p.add_argument("--buckets", type=_int_at_least(1),
+    p.add_argument("--buckets", type=int_at_least(1),
                    help="number of buckets (required by init; later commands read it from the queue)")
     p.add_argument("--key-serializer", help="json (default at init), bytes or module:callable")
     p.add_argument("--value-serializer", help="json (default at init), bytes or module:callable")
 
 
 #: Accumulo's rule for table names: word characters (ASCII), after an optional namespace and a dot
-_TABLE_NAME = re.compile(r"(?:\w+\.)?\w+", re.ASCII)
-
-
-def check_table_name(name: str, flag: str, where: str) -> None:
-    """Refuse a table name Accumulo would refuse, before anything runs (Spark would start first, then fail
-    with a Java exception), naming the flag and the cluster."""
-    if not _TABLE_NAME.fullmatch(name):
-        raise UsageError(f"{flag} {name!r} is not a valid table name on {where}: Accumulo allows letters, digits "
-                         "and _ only, optionally after a namespace and a dot (ns.table)")
-
-
-def check_namespace(conn: Connection, table: str, flag: str, where: str) -> None:
-    """A table about to be created needs its namespace to exist (Accumulo does not create namespaces)."""
-    namespace, dot, _ = table.rpartition(".")
-    if dot and not conn.namespace_exists(namespace):
-        raise UsageError(f"{flag} {table!r}: namespace {namespace!r} does not exist on {where}; create it first "
-                         f"(Accumulo shell: createnamespace {namespace}) or use a table outside it")
 
 
 def _stored_config(conn: Connection, args: argparse.Namespace, where: str) -> QueueConfig:
@@ -211,8 +132,8 @@ def _init_config(conn: Connection, args: argparse.Namespace) -> QueueConfig:
 
 
 def parser() -> argparse.ArgumentParser:
-    fmt = _Help
-    p = _Parser(prog="accumulo-export", description=DESCRIPTION, epilog=EPILOG,
+    fmt = Help
+    p = Parser(prog="accumulo-export", description=DESCRIPTION, epilog=EPILOG,
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-v", "--verbose", action="store_true", help="show Spark's output, debug logs and tracebacks")
     sub = p.add_subparsers(dest="command", required=True, metavar="{queue,drain,combine,tx}")
@@ -225,7 +146,7 @@ def parser() -> argparse.ArgumentParser:
                                     "(buckets, serializers) in it and add the bucket split points. Running it "
                                     "again with the same configuration is harmless; a different one is refused.")
     _queue_args(init)
-    init.add_argument("--buckets-per-tablet", type=_int_at_least(1),
+    init.add_argument("--buckets-per-tablet", type=int_at_least(1),
                       help="buckets sharing one tablet (default: about 8-16 tablets)")
     init.add_argument("--translator", metavar="{difference,replicator,cells,value[=CF[:CQ]],module:callable}",
                       help="store the translator the queue's entries are meant for: 'queue add' then checks each "
@@ -264,29 +185,29 @@ def parser() -> argparse.ArgumentParser:
                         "one 'queue init --translator' stored, else difference)")
     d.add_argument("--delete-mode", default="delete", choices=["delete", "tombstone"],
                    help="tombstone: deletes as tombstone puts, immune to the compaction hazard (README)")
-    d.add_argument("--buffer-bytes", type=_int_at_least(1), default=1 << 20,
+    d.add_argument("--buffer-bytes", type=int_at_least(1), default=1 << 20,
                    help="max bytes (row + value) of entries per exported batch")
     d.add_argument("--fail-fast", action="store_true",
                    help="stop at the first malformed or untranslatable entry instead of dead-lettering it")
     d.add_argument("--allow-dead-letters", action="store_true",
                    help=f"exit 0 even when entries were dead-lettered (else exit status {EXIT_DEAD_LETTERS})")
-    d.add_argument("--server-wait", type=_positive_seconds, default=300.0, metavar="SECONDS",
+    d.add_argument("--server-wait", type=positive_seconds, default=300.0, metavar="SECONDS",
                    help="how long a read or write on A or B may wait for a tablet server (one restarting after a "
                         "crash) before the drain fails; nothing unexported is deleted, a rerun finishes")
     d.add_argument("--stream", action="store_true", help="keep draining new entries until Ctrl-C")
-    d.add_argument("--trigger-seconds", type=_positive_seconds, default=1.0, help="--stream: micro-batch interval")
+    d.add_argument("--trigger-seconds", type=positive_seconds, default=1.0, help="--stream: micro-batch interval")
     limits = d.add_mutually_exclusive_group()
-    limits.add_argument("--max-entries-per-trigger", type=_int_at_least(1),
+    limits.add_argument("--max-entries-per-trigger", type=int_at_least(1),
                         help="--stream with Spark: at most this many entries per micro-batch (default: all pending)")
-    limits.add_argument("--max-bytes-per-trigger", type=_int_at_least(1),
+    limits.add_argument("--max-bytes-per-trigger", type=int_at_least(1),
                         help="--stream with Spark: at most about this many bytes (row + value) per micro-batch, "
                              "shared among the pending buckets (default: all pending)")
     d.add_argument("--checkpoint", help="--stream with Spark: checkpoint folder, kept (default: a temporary one, "
                                         "removed)")
-    d.add_argument("--sweep-seconds", type=_positive_seconds, default=DEFAULT_SWEEP_SECONDS,
+    d.add_argument("--sweep-seconds", type=positive_seconds, default=DEFAULT_SWEEP_SECONDS,
                    help="--stream: the longest an entry written without a bucket mark waits (a full sweep of "
                         "the queue runs this often)")
-    d.add_argument("--relay-seconds", type=_positive_seconds, default=DEFAULT_RELAY_SECONDS,
+    d.add_argument("--relay-seconds", type=positive_seconds, default=DEFAULT_RELAY_SECONDS,
                    help="--stream: relay what crashed row-transaction producers left in the outboxes feeding the "
                         "queue within about this long (a batch drain relays them once before it starts)")
     d.add_argument("--master", help="Spark master (default: SPARK_MASTER or local[2])")
@@ -296,7 +217,7 @@ def parser() -> argparse.ArgumentParser:
                         "state); auto: local for a batch drain of a small queue (Spark's start-up would "
                         "dominate) when no --master is given, else Spark")
     _tx_commands(sub, fmt)
-    from connector.combine.cli import register_combine_commands  # here: it imports this module
+    from .combine import register_combine_commands
 
     register_combine_commands(sub)
     return p
@@ -518,7 +439,7 @@ def cmd_drain(args: argparse.Namespace) -> int:
     preflight(job)
     if _drain_locally(args, job):
         return _run_drain(args, job, None, started)
-    with _spark_output(verbose=args.verbose) as spark_log:
+    with spark_output(verbose=args.verbose) as spark_log:
         master = args.master or os.environ.get("SPARK_MASTER") or "local[2]"
         print(f"starting Spark ({master}) ...", file=sys.stderr, flush=True)
         try:
@@ -528,39 +449,6 @@ def cmd_drain(args: argparse.Namespace) -> int:
                 spark_log.keep = True
                 raise DrainError(f"{exc} (Spark's log: {spark_log.path})") from None
             raise
-
-
-@dataclass
-class _SparkLog:
-    path: str
-    keep: bool = False
-
-
-@contextlib.contextmanager
-def _spark_output(verbose: bool) -> Iterator[_SparkLog | None]:
-    """Send what the JVMs and Python workers print (start-up lines, task traces) to a log file instead of
-    the terminal, so the user sees our lines only; ``-v`` shows everything. The log is removed after a
-    run that succeeded."""
-    if verbose:
-        yield None
-        return
-    fd, path = tempfile.mkstemp(prefix="accumulo-export-spark-", suffix=".log")
-    log_file = _SparkLog(path)
-    sys.stderr.flush()
-    terminal = os.dup(2)
-    os.dup2(fd, 2)  # inherited by the JVM that Spark starts, and by everything it starts
-    os.close(fd)
-    python_stderr = sys.stderr
-    sys.stderr = os.fdopen(os.dup(terminal), "w", buffering=1)  # our own lines still reach the terminal
-    try:
-        yield log_file
-    finally:
-        sys.stderr.close()
-        sys.stderr = python_stderr
-        os.dup2(terminal, 2)
-        os.close(terminal)
-        if not log_file.keep:
-            os.unlink(path)
 
 
 class _ProgressView:
@@ -770,7 +658,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handle_sigterm()
     try:
         if args.command == "combine":
-            from connector.combine.cli import cmd_combine
+            from .combine import cmd_combine
 
             return cmd_combine(args)
         if args.command == "tx":
