@@ -21,13 +21,14 @@ import tomllib
 from pathlib import Path
 
 from connector.accumulo.options import GatewayOptions
+from connector.errors import ConnectorError
 
 CONFIG_ENV = "ACCUMULO_EXPORT_CONFIG"
 TLS_KEYS = ("tls_ca_file", "tls_cert_file", "tls_key_file", "tls_server_hostname")
 DEFAULT_PATH = Path("~/.config/accumulo-export/clusters.toml")
 
 
-class ConfigError(ValueError):
+class ConfigError(ConnectorError, ValueError):
     pass
 
 

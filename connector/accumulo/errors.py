@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from connector.errors import ConnectorError
 
-class AccumuloError(Exception):
+
+class AccumuloError(ConnectorError):
     """Base class: something Accumulo or the gateway refused or could not do."""
 
 

@@ -14,6 +14,8 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from connector.errors import ConnectorError
+
 from .connection import SECRET_ENV, SECRET_FILE_ENV, Connection
 from .errors import AccumuloSecurityError
 
@@ -21,7 +23,7 @@ _FORBIDDEN = ("secret", "shared_secret", "sharedsecret", "password")
 _TLS_KEYS = ("tls_ca_file", "tls_cert_file", "tls_key_file", "tls_server_hostname")
 
 
-class OptionError(ValueError):
+class OptionError(ConnectorError, ValueError):
     """A data source option is missing or wrong; the message names it."""
 
 

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import re
 
+from connector.errors import ConnectorError
+
 _TOKEN = re.compile(rb"[A-Za-z0-9_.:/\-]+")
 
 
-class VisibilityError(ValueError):
+class VisibilityError(ConnectorError, ValueError):
     pass
 
 

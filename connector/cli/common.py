@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from connector.accumulo import Connection
+from connector.errors import ConnectorError
 
 EXIT_DEAD_LETTERS = 3
 
@@ -23,7 +24,7 @@ EXIT_DEAD_LETTERS = 3
 EXIT_SIGTERM = 143
 
 
-class UsageError(ValueError):
+class UsageError(ConnectorError, ValueError):
     """A wrong argument or input: printed as one ``accumulo-export: error: ...`` line, exit status 2."""
 
 

@@ -22,12 +22,12 @@ from typing import IO, TYPE_CHECKING, Any
 from connector.accumulo import AccumuloError, Connection, Mutation
 from connector.accumulo.frames import DEFAULT_MAX_FRAME_BYTES
 from connector.accumulo.writer import mutation_fits
-from connector.clusters_config import ConfigError, cluster
+from connector.clusters_config import cluster
+from connector.errors import ConnectorError
 from connector.export import translator_from_name
 from connector.queue import (
     ExportQueue,
     QueueConfig,
-    QueueError,
     count_entries,
     dead_letters,
     queue_status,
@@ -37,7 +37,6 @@ from connector.queue import (
 )
 from connector.queue.planner import DEFAULT_SWEEP_SECONDS
 from connector.queue.stored_config import read_translator, store_translator
-from connector.spark.options import OptionError
 from connector.transactions.layout import DEFAULT_OUTBOX_FAMILY
 from connector.transactions.relay import DEFAULT_RELAY_SECONDS
 
@@ -653,8 +652,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
-    from connector.spark.drain_job import DrainError
-
     handle_sigterm()
     try:
         if args.command == "combine":
@@ -664,7 +661,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "tx":
             return cmd_tx(args)
         return cmd_queue(args) if args.command == "queue" else cmd_drain(args)
-    except (ConfigError, OptionError, AccumuloError, QueueError, DrainError, ValueError) as exc:
+    except (ConnectorError, ValueError) as exc:  # ours (every one derives from ConnectorError), and bad input
         if args.verbose:
             log.exception("failed")
         print(f"accumulo-export: error: {exc}", file=sys.stderr)

@@ -6,6 +6,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
+from connector.errors import ConnectorError
+
 MAX_SEQ = (1 << 63) - 1  # Accumulo timestamps are signed 64-bit; the sequence becomes the timestamp
 
 
@@ -65,7 +67,7 @@ class Translator(Protocol):
     def __call__(self, export: SequencedExport) -> Iterable[CellChange]: ...
 
 
-class TranslationError(ValueError):
+class TranslationError(ConnectorError, ValueError):
     """An export's value does not have the shape its translator expects; the message says what is wrong."""
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from connector.errors import ConnectorError
 
-class QueueError(Exception):
+
+class QueueError(ConnectorError):
     """Base class: the export queue was misconfigured or found data it cannot handle."""
 
 

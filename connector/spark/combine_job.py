@@ -27,6 +27,7 @@ from connector.combine.config import CombineConfig, CombineConfigError, check_co
 from connector.combine.functions import combiner_from_name, observer_from_name
 from connector.combine.processor import CombineProcessor, CombineStats
 from connector.combine.status import combine_status
+from connector.errors import ConnectorError
 from connector.queue import QueueConfig, QueueConfigError, check_config
 from connector.transactions import PeriodicRelay, relay_sources
 from connector.transactions.relay import DEFAULT_RELAY_SECONDS
@@ -35,7 +36,7 @@ from .drain_job import bucket_groups, task_error
 from .options import GatewayOptions
 
 
-class CombineError(RuntimeError):
+class CombineError(ConnectorError, RuntimeError):
     """The combine job cannot run or finish; the message says why."""
 
 

@@ -29,6 +29,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from connector.accumulo import AccumuloError, TimedOutError
+from connector.errors import ConnectorError, error_names
 from connector.export import translator_from_name
 from connector.queue import (
     DrainStats,
@@ -52,7 +53,7 @@ from .options import GatewayOptions, queue_options
 log = logging.getLogger(__name__)
 
 
-class DrainError(RuntimeError):
+class DrainError(ConnectorError, RuntimeError):
     """The drain cannot finish; the message says why (nothing was deleted that was not exported)."""
 
 
@@ -195,16 +196,15 @@ def preflight(job: DrainJob) -> None:
             raise DrainError(f"{role} {gateway.describe()}: {exc}") from None
 
 
-#: our errors that a Spark task may raise; their one-line message is what the user needs, not the trace
+#: an error a Spark task raised, as its trace shows it; ours (a ``ConnectorError``) carry the one-line message
+#: the user needs, not the trace
 _TASK_ERROR = re.compile(r"^(?:connector\.[\w.]+\.)?(\w+(?:Error|Exception)): (.+)$", re.MULTILINE)
-_OURS = {"EntryTranslationError", "MalformedEntryError", "ExportRejectedError", "OptionError", "QueueConfigError",
-         "MutationsRejectedError", "AccumuloSecurityError", "TableNotFoundError", "ConnectionLostError",
-         "InvalidMutationError", "TranslationError", "BatchTranslationError", "TimedOutError"}
 
 
 def task_error(exc: BaseException) -> DrainError | None:
     """The error of ours that failed a Spark job, as a one-line ``DrainError`` (None if it is not ours)."""
-    found = [m for m in _TASK_ERROR.finditer(str(exc)) if m.group(1) in _OURS]
+    ours = error_names()
+    found = [m for m in _TASK_ERROR.finditer(str(exc)) if m.group(1) in ours]
     if not found:
         return None
     if found[-1].group(1) == "TimedOutError":

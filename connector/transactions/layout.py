@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from connector.accumulo import Condition, ConditionalMutation
+from connector.errors import ConnectorError
 
 DEFAULT_VERSION_FAMILY = b"!tx"
 DEFAULT_VERSION_QUALIFIER = b"v"
@@ -61,7 +62,7 @@ SOURCES_FAMILY = b"x"
 OUTBOX_GROUP = "txoutbox"
 
 
-class MalformedOutboxError(ValueError):
+class MalformedOutboxError(ConnectorError, ValueError):
     """An outbox cell that does not follow the protocol (the message says what is wrong)."""
 
 

@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 
 from connector.accumulo import Cell, Connection, Mutation, Range
 from connector.accumulo.mutation import BytesLike, to_bytes
+from connector.errors import ConnectorError
 
 from .commit import ACCEPTED, REJECTED, UNKNOWN, Committer
 from .layout import (
@@ -52,7 +53,7 @@ LEFTOVER_AGE_US = 2_000_000
 DEFAULT_MAX_ATTEMPTS = 20
 
 
-class TransactionError(RuntimeError):
+class TransactionError(ConnectorError, RuntimeError):
     """A row transaction could not commit (the message names table and row)."""
 
 
