@@ -42,7 +42,7 @@ lint: deps
 	$(CARGO_ENV) cargo clippy --manifest-path $(CRATE)/Cargo.toml --release -q -- -D warnings
 
 test: build lint
-	$(VPY) -m pytest -q -ra $(PYTEST_ARGS)
+	$(VPY) -m pytest -q -ra --durations=15 $(PYTEST_ARGS)
 
 demo: build
 	$(VPY) -m examples.demo
