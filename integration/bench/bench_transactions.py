@@ -5,7 +5,7 @@ and exports the change. Three ways, in the same run against the same embedded cl
 - ``plain``: what producers did before row transactions: a BatchWriter for the row and ``ExportQueue.add``
   for the export (two writers, no atomicity, no read: a blind write of the cell);
 - ``run``: ``RowTransactions.run`` per transaction (read, conditional commit, relay of the outbox);
-- ``run_all``: ``RowTransactions.run_all`` over chunks of 200 transactions (one read, one conditional call and
+- ``run_all``: ``RowTransactions.run_all`` over chunks of 1,000 transactions (one read, one conditional call and
   one relay per round).
 
 Prints transactions/s for each (over the slowest producer's own time, without process start-up), the
@@ -32,7 +32,8 @@ from connector.clusters_config import CONFIG_ENV, cluster, write_clusters  # noq
 from connector.queue import ExportQueue, QueueConfig, queue_status  # noqa: E402
 from connector.transactions import RowTransactions, outbox_status  # noqa: E402
 
-CHUNK = 200
+#: transactions per run_all call
+CHUNK = 1000
 
 
 def rows_for(n: int, rows: int, skew: float, seed: int) -> list[str]:
@@ -54,7 +55,7 @@ def worker(mode: str, table: str, qtable: str, buckets: int, n: int, rows: int, 
     t0 = time.perf_counter()
     conflicts = 0
     if mode == "plain":
-        seq = time.time_ns() // 1000
+        seq = seed * 10**9  # disjoint per producer: two producers' (row, seq) must not collide into one entry
         with ExportQueue(conn, queue) as q, conn.batch_writer(table) as w:
             for i, row in enumerate(picks):
                 from connector.accumulo import Mutation
