@@ -2,7 +2,7 @@
 
 Shared by :class:`~connector.transactions.RowTransactions` and the combine pass. A status per row comes back:
 ACCEPTED, REJECTED (the version changed: re-read and run again), UNKNOWN (the server may or may not have
-applied it; Accumulo guarantees it will not apply later, so re-reading the version settles it), VIOLATED or
+applied it; Accumulo guarantees it will not apply later, so re-reading the row settles it), VIOLATED or
 INVISIBLE_VISIBILITY (errors). A dropped connection makes every row of the call UNKNOWN.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from connector.accumulo import ConditionalMutation, ConditionalWriter, Connection, ConnectionLostError, Range
+from connector.accumulo import ConditionalMutation, ConditionalWriter, Connection, ConnectionLostError
 from connector.accumulo.wire_conditional import write_conditional
 
 from .layout import TxLayout
@@ -44,15 +44,6 @@ class Committer:
             self._writer = None
             statuses = {}
         return {m.row: statuses.get(m.row, UNKNOWN) for m in mutations}
-
-    def versions(self, rows: Sequence[bytes]) -> dict[bytes, bytes | None]:
-        """The version cell of each row now (None: the row has none)."""
-        out: dict[bytes, bytes | None] = dict.fromkeys(rows)
-        column = [(self.layout.version_family, self.layout.version_qualifier)]
-        for cell in self.conn.batch_scan(self.table, [Range.exact_row(r) for r in rows], columns=column,
-                                         batch_size=max(16, len(rows))):
-            out[cell.row] = cell.value
-        return out
 
     def close(self) -> None:
         writer, self._writer = self._writer, None

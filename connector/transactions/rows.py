@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from connector.accumulo import Cell, Connection, Mutation, Range
 from connector.accumulo.mutation import BytesLike, to_bytes
@@ -44,8 +44,6 @@ from .layout import (
 )
 from .relay import Relay
 from .targets import Targets
-
-T = TypeVar("T")
 
 #: outbox cells of other producers younger than this (µs of seq) are left to them
 LEFTOVER_AGE_US = 2_000_000
