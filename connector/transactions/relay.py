@@ -19,7 +19,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from connector.accumulo import BatchWriter, Connection, Mutation
@@ -52,8 +52,9 @@ class RelayStats:
     errors: list[str] = field(default_factory=list)
 
     def __iadd__(self, other: RelayStats) -> RelayStats:
-        for name in ("relayed", "exports", "updates", "young", "malformed", "tables"):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for f in fields(self):
+            if f.name != "errors":
+                setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
         self.errors = (self.errors + other.errors)[:20]
         return self
 
