@@ -7,10 +7,11 @@ import struct
 import pyarrow as pa
 import pytest
 
-from connector import columnar
 from connector.accumulo._idl import proxy
+from connector.accumulo.native_wire import decode_next_k_reply, encode_update_frames
 from connector.accumulo.transport import close_client, send_frame
 from connector.accumulo.wire_scan import _recv_exact, encode_next_k
+from connector.queue.native_rows import entry_deletes
 
 pytestmark = pytest.mark.cluster
 
@@ -24,7 +25,7 @@ def native_scan(client, secret: str, table: str, k: int) -> pa.Table:
         while True:
             sock.sendall(encode_next_k(scanner, k))
             (size,) = struct.unpack("!i", _recv_exact(sock, 4))
-            decoded = columnar.decode_next_k_reply(_recv_exact(sock, size))
+            decoded = decode_next_k_reply(_recv_exact(sock, size))
             assert decoded is not None, "a plain ScanResult reply must decode natively"
             batch, more = decoded
             batches.append(batch)
@@ -47,7 +48,7 @@ def test_native_frames_write_and_native_scan_reads_back(conn_a, table):
     client = conn_a.new_client()
     try:
         writer = client.createWriter(conn_a.shared_secret, table, proxy.WriterOptions())
-        frames = columnar.encode_update_frames(writer, puts, 16 << 10)
+        frames = encode_update_frames(writer, puts, 16 << 10)
         assert len(frames) > 1 and all(len(f) <= 16 << 10 for f in frames)
         for frame in frames:
             send_frame(client, frame)
@@ -62,20 +63,20 @@ def test_native_frames_write_and_native_scan_reads_back(conn_a, table):
         assert [(c.row, c.cq, c.ts, c.value) for c in conn_a.scan(table)] == expected
 
         # deletes at each cell's own timestamp (a null value is a delete); a newer put of one cell survives
-        send_frame(client, columnar.encode_update_frames(writer, pa.record_batch({
+        send_frame(client, encode_update_frames(writer, pa.record_batch({
             "row": [rows[0], b"q:1:x"], "cf": [b"e", b"e"], "cq": [b"v0", b"v"], "cv": [b"", b""],
             "ts": pa.array([5000, 7], pa.int64()), "value": [b"newer", b"entry"]}), 1 << 20)[0])
         deletes = pa.record_batch({"row": got["row"].combine_chunks(), "cf": got["cf"].combine_chunks(),
                                    "cq": got["cq"].combine_chunks(), "cv": got["cv"].combine_chunks(),
                                    "ts": got["ts"].combine_chunks(), "value": pa.nulls(got.num_rows, pa.binary())})
-        for frame in columnar.encode_update_frames(writer, deletes, 64 << 10):
+        for frame in encode_update_frames(writer, deletes, 64 << 10):
             send_frame(client, frame)
         client.flush(writer)
         assert native_scan(client, conn_a.shared_secret, table, 500).to_pylist() == [
             {"row": b"q:1:x", "cf": b"e", "cq": b"v", "cv": b"", "ts": 7, "value": b"entry"},
             {"row": rows[0], "cf": b"e", "cq": b"v0", "cv": b"", "ts": 5000, "value": b"newer"}]
         # the drain's deletes of queue entries: e:v at the entry's own timestamp
-        for frame in columnar.encode_update_frames(writer, columnar.entry_deletes(
+        for frame in encode_update_frames(writer, entry_deletes(
                 pa.array([b"q:1:x"], pa.binary()), pa.array([7], pa.int64())), 1 << 20):
             send_frame(client, frame)
         client.flush(writer)

@@ -10,13 +10,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from connector import _native, columnar
-from connector.export.accumulo_exporter import translate_batch
+from connector import _native
+from connector.export import native_translate
 from connector.export.core import SequencedExport, TranslationError
+from connector.export.native_translate import translate_batch
 from connector.export.translators import BUILT_IN
 from connector.serializers import JsonSerializer
 
-NAMES = list(columnar.NATIVE_TRANSLATORS)
+NAMES = list(native_translate.NATIVE_TRANSLATORS)
 
 
 def python_reference(name: str, values: list[bytes]) -> list[tuple[str, object]]:
@@ -49,13 +50,13 @@ def exports_batch(values: list[bytes]) -> pa.RecordBatch:
 
 def native_result(name: str, values: list[bytes]) -> list[tuple[str, object]]:
     changes, translated_errors = translate_batch(name, exports_batch(values))
-    assert changes.schema == columnar.CHANGE_SCHEMA
+    assert changes.schema == native_translate.CHANGE_SCHEMA
     entries = changes.column("entry").to_pylist()
     assert entries == sorted(entries)
     per_entry: dict[int, list] = {}
     for c in changes.to_pylist():
         per_entry.setdefault(c["entry"], []).append((c["row"], c["cf"], c["cq"], c["cv"], c["value"]))
-    errors = {e.entry: (e.kind, e.message) for e in translated_errors}
+    errors = {e.entry: (e.kind, e.reason) for e in translated_errors}
     assert len(errors) == len(translated_errors)
     assert not set(errors) & set(per_entry)
     return [errors.get(i) or ("ok", per_entry.get(i, [])) for i in range(len(values))]
@@ -185,7 +186,7 @@ def test_changes_become_updates_at_ts_seq():
     exports = exports_batch([b'{"new":[{"row":"r","cf":"f","cq":"q","value":"v"}]}',
                              b'{"old":[{"row":"r","cf":"f","cq":"q","value":"v"}]}'])
     exports = exports.set_column(2, "seq", pa.array([100, 200], pa.int64()))
-    updates = columnar.changes_to_updates(translate_batch("difference", exports)[0], exports.column("seq"))
+    updates = native_translate.changes_to_updates(translate_batch("difference", exports)[0], exports.column("seq"))
     assert updates.to_pylist() == [
         {"row": b"r", "cf": b"f", "cq": b"q", "cv": b"", "ts": 100, "value": b"v", "delete": False},
         {"row": b"r", "cf": b"f", "cq": b"q", "cv": b"", "ts": 200, "value": None, "delete": True}]
@@ -193,7 +194,7 @@ def test_changes_become_updates_at_ts_seq():
 
 def test_unknown_translator_is_refused():
     with pytest.raises(ValueError, match="no native translator 'x'"):
-        columnar.translate("x", exports_batch([]))
+        translate_batch("x", exports_batch([]))
 
 
 def test_a_float_halfway_between_two_shortest_reprs_prints_as_python_does():

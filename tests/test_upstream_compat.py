@@ -136,7 +136,7 @@ def test_frame_limit_is_configurable_and_checked_against_the_server(small_frame_
         writer.add_mutation(Mutation(b"o%05d" % i).put("f", "q", b"o" * 4000, timestamp=1))
     with pytest.raises(AccumuloError, match="frame limit"):
         writer.flush()
-    writer.__exit__(RuntimeError, None, None)
+    writer.abort()
 
 
 # --- 3. a wrong secret is a security error against both servers -----------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ._idl import proxy
 from .cells import IteratorSetting
@@ -13,10 +13,8 @@ from .conversion import column_update_to_thrift
 from .errors import InvalidMutationError
 from .frames import CALL_OVERHEAD_BYTES, largest_binary
 from .mutation import BytesLike, Mutation, to_bytes
+from .session import Session
 from .visibility import VisibilityError, check_visibility
-
-if TYPE_CHECKING:
-    from .connection import Connection
 
 STATUS_NAMES = {v: k for k, v in proxy.ConditionalStatus._NAMES_TO_VALUES.items()}
 
@@ -66,7 +64,7 @@ class ConditionalWriter:
     INVISIBLE_VISIBILITY. The set is always sent explicitly, so no server's own default matters.
     """
 
-    def __init__(self, connection: Connection, table: str, *, timeout_ms: int | None = None,
+    def __init__(self, connection: Session, table: str, *, timeout_ms: int | None = None,
                  authorizations: Iterable[BytesLike] | None = None) -> None:
         self.connection = connection
         self.table = table

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import weakref
@@ -13,8 +14,10 @@ import pyarrow as pa
 
 from ._idl import proxy
 from .cells import Cell, IteratorSetting, Range
+from .conditional import ConditionalWriter
 from .errors import (
     AccumuloSecurityError,
+    ConnectionLostError,
     InvalidMutationError,
     TableExistsError,
     TableNotFoundError,
@@ -24,8 +27,10 @@ from .errors import (
 )
 from .frames import CALL_OVERHEAD_BYTES, DEFAULT_MAX_FRAME_BYTES, check_max_frame_bytes
 from .mutation import BytesLike, Mutation, to_bytes
+from .scanner import batch_scan, scan, scan_batches
 from .tls import TlsOptions, speaks_tls
 from .transport import NO_RETRY, RetryPolicy, close_client, is_transient, open_client
+from .writer import BatchWriter
 
 SECRET_ENV = "ACCUMULO_GATEWAY_SECRET"
 #: how much longer than ``server_wait`` the client waits for a reply before it calls the socket dead, so the
@@ -176,6 +181,20 @@ class Connection:
             with self._lock:
                 self._clients.add(held)
         return held.client
+
+    @contextlib.contextmanager
+    def raw_client(self, what: str) -> Iterator[Any]:
+        """This thread's Thrift client, for a call its caller encodes or decodes itself (a ``nextK`` page, a
+        pre-encoded conditional update). Not retried. A transport failure inside the block drops the socket
+        and raises ``ConnectionLostError`` naming ``what``; any other error propagates as raised."""
+        client = self._thread_client()
+        try:
+            yield client
+        except Exception as exc:
+            if is_transient(exc):
+                self._drop_thread_client()
+                raise ConnectionLostError(f"{what} on {self.host}:{self.port}: {exc}") from exc
+            raise
 
     def _check_secret(self, client: Any) -> None:
         """Prove the secret with ``namespaceExists``, which declares AccumuloSecurityException everywhere."""
@@ -337,8 +356,6 @@ class Connection:
              authorizations: Iterable[BytesLike] | None = None,
              iterators: Sequence[IteratorSetting] = (), batch_size: int = 1000) -> Iterator[Cell]:
         """Yield the cells of ``range`` in key order, fetched ``batch_size`` at a time."""
-        from .scanner import scan
-
         return scan(self, table, range, columns, authorizations, iterators, batch_size)
 
     def scan_batches(self, table: str, range: Range | None = None, columns: Sequence[Any] | None = None,
@@ -347,8 +364,6 @@ class Connection:
         """As :meth:`scan`, but one Arrow batch per page of up to ``batch_size`` cells (columns row, cf,
         cq, cv, ts int64, value), decoded natively. Resumes after the last cell yielded when the
         connection or the scanner is lost."""
-        from .scanner import scan_batches
-
         return scan_batches(self, table, range, columns, authorizations, iterators, batch_size)
 
     def batch_scan(self, table: str, ranges: Sequence[Range], columns: Sequence[Any] | None = None,
@@ -356,19 +371,12 @@ class Connection:
                    iterators: Sequence[IteratorSetting] = (), threads: int = 4,
                    batch_size: int = 1000) -> Iterator[Cell]:
         """Yield the cells of several ranges, read in parallel on the server, in no particular order."""
-        from .scanner import batch_scan
-
         return batch_scan(self, table, ranges, columns, authorizations, iterators, threads, batch_size)
 
     def conditional_writer(self, table: str, **options: Any) -> ConditionalWriter:
-        from .conditional import ConditionalWriter
-
         return ConditionalWriter(self, table, **options)
 
 
 def _opt_bytes(value: BytesLike | None) -> bytes | None:
     return None if value is None else to_bytes(value, "row")
 
-
-from .conditional import ConditionalWriter  # noqa: E402  (type only; avoids an import cycle)
-from .writer import BatchWriter  # noqa: E402

@@ -23,6 +23,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from .errors import AccumuloError
+from .mutation import Mutation
+from .wire import encode_column_update
 
 DEFAULT_MAX_FRAME_BYTES = 15 << 20
 #: the smallest limit accepted: below it even a few ordinary cells would not fit in a frame
@@ -81,3 +83,25 @@ def update_message_limit(max_frame_bytes: int, largest: int) -> int:
     longest binary it carries is ``largest`` bytes: the same ``entries + largest <= budget`` rule as the
     per-mutation path (the message head is counted again on top: a few bytes of slack)."""
     return update_entries_budget(max_frame_bytes) - largest
+
+
+#: ``BatchWriter``'s default bound on one mutation's size
+DEFAULT_MAX_MUTATION_BYTES = 16 << 20
+
+
+def mutation_fits(mutation: Mutation, max_frame_bytes: int,
+                  max_mutation_bytes: int = DEFAULT_MAX_MUTATION_BYTES) -> bool:
+    """Whether ``BatchWriter.add_mutation`` would accept the mutation's size under these limits (checked
+    before writing anything, by callers that promise all or nothing)."""
+    if mutation.size > max_mutation_bytes:
+        return False
+    _, cost, largest = frame_cost(mutation)
+    return cost + largest <= update_entries_budget(max_frame_bytes)
+
+
+def frame_cost(mutation: Mutation) -> tuple[list[bytes], int, int]:
+    """A mutation's encoded updates, its bytes as its own row entry (an upper bound when the row is
+    already in the chunk) and its longest binary: what the frame rule weighs."""
+    encoded = [encode_column_update(u) for u in mutation.updates]
+    cost = row_entry_bytes(len(mutation.row), len(encoded), sum(map(len, encoded)))
+    return encoded, cost, largest_binary(mutation.row, mutation.updates, mutation.size)

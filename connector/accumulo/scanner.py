@@ -7,7 +7,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import pyarrow as pa
 
@@ -22,11 +22,8 @@ from .errors import (
     translate,
 )
 from .mutation import BytesLike, to_bytes
-from .transport import is_transient
+from .session import Session
 from .wire_scan import next_k, next_k_batch
-
-if TYPE_CHECKING:
-    from .connection import Connection
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -65,23 +62,22 @@ def scan_error(exc: BaseException, where: str) -> BaseException:
     return err
 
 
-def _page(conn: Connection, fetch: Callable[[Any, str, int], T], scanner_id: str, k: int) -> T:
+def _page(conn: Session, fetch: Callable[[Any, str, int], T], scanner_id: str, k: int) -> T:
     """One page of a scanner. Not retried: a lost reply would skip cells (the caller resumes instead)."""
-    client = conn._thread_client()
     try:
-        return fetch(client, scanner_id, k)
+        with conn.raw_client("nextK") as client:
+            return fetch(client, scanner_id, k)
+    except ConnectionLostError:
+        raise
     except Exception as exc:
-        if is_transient(exc):
-            conn._drop_thread_client()
-            raise ConnectionLostError(f"nextK on {conn.host}:{conn.port}: {exc}") from exc
         raise scan_error(exc, f"{conn.host}:{conn.port}") from exc
 
 
-def _next_page(conn: Connection, scanner_id: str, k: int) -> tuple[list[Cell], bool]:
+def _next_page(conn: Session, scanner_id: str, k: int) -> tuple[list[Cell], bool]:
     return _page(conn, next_k, scanner_id, k)
 
 
-def _resumable(conn: Connection, table: str, rng: Range | None, columns: Sequence[Any] | None,
+def _resumable(conn: Session, table: str, rng: Range | None, columns: Sequence[Any] | None,
                authorizations: Iterable[BytesLike] | None, iterators: Sequence[IteratorSetting],
                batch_size: int, fetch: Callable[[Any, str, int], tuple[P, bool]],
                last_key: Callable[[P], Key | None]) -> Iterator[P]:
@@ -132,7 +128,7 @@ def _last_batch_key(batch: pa.RecordBatch) -> Key | None:
     return Key(*(batch.column(name)[i].as_py() for name in ("row", "cf", "cq", "cv", "ts")))
 
 
-def scan(conn: Connection, table: str, rng: Range | None, columns: Sequence[Any] | None,
+def scan(conn: Session, table: str, rng: Range | None, columns: Sequence[Any] | None,
          authorizations: Iterable[BytesLike] | None, iterators: Sequence[IteratorSetting],
          batch_size: int) -> Iterator[Cell]:
     for cells in _resumable(conn, table, rng, columns, authorizations, iterators, batch_size, next_k,
@@ -140,7 +136,7 @@ def scan(conn: Connection, table: str, rng: Range | None, columns: Sequence[Any]
         yield from cells
 
 
-def scan_batches(conn: Connection, table: str, rng: Range | None, columns: Sequence[Any] | None,
+def scan_batches(conn: Session, table: str, rng: Range | None, columns: Sequence[Any] | None,
                  authorizations: Iterable[BytesLike] | None, iterators: Sequence[IteratorSetting],
                  batch_size: int) -> Iterator[pa.RecordBatch]:
     """As :func:`scan`, one cells batch per ``nextK`` page, decoded natively (empty pages skipped)."""
@@ -150,7 +146,7 @@ def scan_batches(conn: Connection, table: str, rng: Range | None, columns: Seque
             yield batch
 
 
-def batch_scan(conn: Connection, table: str, ranges: Sequence[Range], columns: Sequence[Any] | None,
+def batch_scan(conn: Session, table: str, ranges: Sequence[Range], columns: Sequence[Any] | None,
                authorizations: Iterable[BytesLike] | None, iterators: Sequence[IteratorSetting],
                threads: int, batch_size: int) -> Iterator[Cell]:
     # no ranges means everything; upstream's proxy refuses an empty list, so send the whole range
@@ -172,7 +168,7 @@ def batch_scan(conn: Connection, table: str, ranges: Sequence[Range], columns: S
 
 
 @contextlib.contextmanager
-def _within_server_wait(conn: Connection, table: str) -> Iterator[None]:
+def _within_server_wait(conn: Session, table: str) -> Iterator[None]:
     """Name the table and the bound in the error of a scan that found no tablet server in time."""
     try:
         yield
@@ -180,9 +176,10 @@ def _within_server_wait(conn: Connection, table: str) -> Iterator[None]:
         raise conn.timed_out(table, "served the scan") from exc
 
 
-def _close_quietly(conn: Connection, scanner_id: str) -> None:
+def _close_quietly(conn: Session, scanner_id: str) -> None:
     try:
-        conn._thread_client().closeScanner(scanner_id)
+        with conn.raw_client("closeScanner") as client:
+            client.closeScanner(scanner_id)
     except Exception as exc:  # noqa: BLE001 - the scanner may be gone with a dead gateway; it expires anyway
-        if not (is_transient(exc) or isinstance(exc, proxy.UnknownScanner)):
+        if not isinstance(exc, (ConnectionLostError, proxy.UnknownScanner)):
             log.debug("closeScanner failed: %s", exc)

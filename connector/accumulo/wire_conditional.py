@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from .conditional import STATUS_NAMES, ConditionalMutation, ConditionalWriter
 from .errors import ConnectionLostError, translate
-from .transport import is_transient, send_frame
+from .transport import send_frame
 from .wire import encode_column_update, varint
 
 _I64, _BINARY, _LIST, _MAP, _STRUCT = 6, 8, 9, 11, 12
@@ -69,13 +69,12 @@ def write_conditional(writer: ConditionalWriter, mutations: Sequence[Conditional
         return writer.write_all(mutations)  # the general path checks and encodes everything else
     conn = writer.connection
     payload = encode_conditional_call(writer._id, mutations)
-    client = conn._thread_client()
     try:
-        send_frame(client, payload)
-        result = client._recv(_METHOD)
+        with conn.raw_client(_METHOD) as client:
+            send_frame(client, payload)
+            result = client._recv(_METHOD)
+    except ConnectionLostError:
+        raise
     except Exception as exc:
-        if is_transient(exc):
-            conn._drop_thread_client()
-            raise ConnectionLostError(f"{_METHOD} on {conn.host}:{conn.port}: {exc}") from exc
         raise translate(exc) from exc
     return {row: STATUS_NAMES[status] for row, status in result.items()}

@@ -18,17 +18,13 @@ from thriftpy2.transport import TMemoryBuffer, TTransportException
 
 from ._idl import proxy
 from .cells import Cell
+from .native_wire import decode_next_k_reply
 from .wire import _FIELD1_BINARY, _binary, varint
 
-#: what ``Connection.scan_batches`` yields, one batch per ``nextK`` page (as ``columnar.decode_next_k_reply``)
+#: what ``Connection.scan_batches`` yields, one batch per ``nextK`` page (as ``native_wire.decode_next_k_reply``)
 CELLS_SCHEMA = pa.schema([pa.field(name, pa.int64() if name == "ts" else pa.binary(), nullable=False)
                           for name in ("row", "cf", "cq", "cv", "ts", "value")])
 
-
-def decode_next_k_reply(frame: bytes) -> tuple[pa.RecordBatch, bool] | None:
-    from connector.columnar import decode_next_k_reply as native  # late: columnar imports this package
-
-    return native(frame)
 
 _CALL, _REPLY, _EXCEPTION = 1, 2, 3
 _TRUE, _FALSE, _I64, _BINARY, _LIST, _STRUCT = 1, 2, 6, 8, 9, 12

@@ -5,28 +5,24 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ._idl import proxy
+from .cell_batches import CellBatch
 from .errors import ConnectionLostError, InvalidMutationError, MutationsRejectedError, translate
 from .frames import (
+    DEFAULT_MAX_MUTATION_BYTES,
     check_max_frame_bytes,
     check_writer_id,
-    largest_binary,
-    row_entry_bytes,
+    frame_cost,
     update_entries_budget,
-    update_message_limit,
 )
-from .mutation import Mutation, _checked_visibility
+from .mutation import Mutation
+from .session import Session
 from .transport import close_client, is_transient, send_frame
-from .visibility import VisibilityError
-from .wire import encode_column_update, encode_row_entry, encode_update_message
-
-if TYPE_CHECKING:
-    from .connection import Connection
+from .wire import encode_row_entry, encode_update_message
 
 log = logging.getLogger(__name__)
 
@@ -35,16 +31,6 @@ DURABILITY = {"default": 0, "none": 1, "log": 2, "flush": 3, "sync": 4}
 
 class _WriterLost(ConnectionError):
     """The gateway forgot our writer (restart or idle expiry): reopen and replay, like a dropped socket."""
-
-
-class _Cells:
-    """A batch given to ``add_cells``, kept until flushed: replaying it re-encodes it for the new writer id."""
-
-    __slots__ = ("cells", "largest")
-
-    def __init__(self, cells: pa.RecordBatch, largest: int) -> None:
-        self.cells = cells
-        self.largest = largest
 
 
 class BatchWriter:
@@ -71,18 +57,18 @@ class BatchWriter:
     connection's ``server_wait``; 0: no bound); past it ``flush()`` raises ``TimedOutError``, and what it
     held is not known to be durable (resend it).
 
-    As a context manager it flushes and closes on exit; if the block raised, mutations not yet sent are
-    dropped and the original exception propagates.
+    As a context manager it flushes and closes on exit; if the block raised, it calls :meth:`abort` (drops what
+    was not flushed) and the original exception propagates.
     """
 
     def __init__(
         self,
-        connection: Connection,
+        connection: Session,
         table: str,
         *,
         max_memory: int = 64 << 20,
         chunk_bytes: int = 4 << 20,
-        max_mutation_bytes: int = 16 << 20,
+        max_mutation_bytes: int = DEFAULT_MAX_MUTATION_BYTES,
         latency_ms: int = 0,
         timeout_ms: int | None = None,
         threads: int = 0,
@@ -113,7 +99,7 @@ class BatchWriter:
         self._rows_bytes = 0
         self._rows_largest = 0  # longest binary in the chunk being built (see frames)
         # sent since the last successful flush, in order: encoded chunks (rows, entries) and cell batches
-        self._unacked: list[tuple[int, bytes] | _Cells] = []
+        self._unacked: list[tuple[int, bytes] | CellBatch] = []
         self._unacked_bytes = 0
         self._largest_frame = 0  # of the unacknowledged ones, to explain a connection the server closed
         self._client: Any = None
@@ -142,10 +128,7 @@ class BatchWriter:
                 f"mutation for row {mutation.row!r} is {mutation.size} bytes, over the limit of "
                 f"{self.max_mutation_bytes} (max_mutation_bytes)"
             )
-        encoded = [encode_column_update(u) for u in mutation.updates]
-        # counted as its own map entry: an upper bound when the row is already in the chunk
-        cost = row_entry_bytes(len(mutation.row), len(encoded), sum(map(len, encoded)))
-        largest = largest_binary(mutation.row, mutation.updates, mutation.size)
+        encoded, cost, largest = frame_cost(mutation)
         if cost + largest > self.frame_budget:
             raise InvalidMutationError(
                 f"mutation for row {mutation.row[:60]!r} encodes to {cost} bytes with a largest value of "
@@ -172,7 +155,7 @@ class BatchWriter:
             self.add_mutation(m)
 
     def add_cells(self, cells: pa.RecordBatch) -> None:
-        """Queue a whole batch of cell changes (``connector.columnar.UPDATE_SCHEMA``: row, cf, cq, cv, ts
+        """Queue a whole batch of cell changes (``native_wire.UPDATE_SCHEMA``: row, cf, cq, cv, ts
         (null: the server chooses), value (null for a delete), delete), encoded natively into ``update``
         frames. Cells of one row form one mutation and travel in one frame.
 
@@ -183,9 +166,7 @@ class BatchWriter:
         """
         if cells.num_rows == 0:
             return
-        _check_visibilities(cells)
-        largest = _largest_binary(cells)
-        batch = _Cells(cells, largest)
+        batch = CellBatch(cells)
         with self._lock:
             self._check_open()
             frames = self._encode_cells(batch)  # raises before anything is queued
@@ -219,21 +200,32 @@ class BatchWriter:
                 self._closed = True
                 close_client(self._client)
 
+    def abort(self) -> None:
+        """Drop everything not yet flushed and close the writer without flushing: the server-side writer
+        and the socket are released, and what was sent since the last flush may or may not be applied
+        (cells with explicit timestamps can be resent). Never raises for a dead connection; safe to call
+        twice, and after ``close()``."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._rows.clear()
+            self._rows_bytes = self._rows_largest = 0
+            self._unacked.clear()
+            self._unacked_bytes = self._largest_frame = 0
+            try:
+                self._close_server_writer(report=False)
+            finally:
+                close_client(self._client)
+
     def __enter__(self) -> BatchWriter:
         return self
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         if exc_type is None:
             self.close()
-            return
-        with self._lock:
-            self._rows.clear()
-            self._rows_bytes = 0
-            self._rows_largest = 0
-            try:
-                self.close()
-            except Exception as close_exc:  # noqa: BLE001 - keep the block's own exception
-                log.warning("closing writer on %s after an error failed: %s", self.table, close_exc)
+        else:
+            self.abort()
 
     # --- internals ----------------------------------------------------------------------------------
 
@@ -278,24 +270,8 @@ class BatchWriter:
             log.warning("writer on %s: reopening after a rejection failed (%s); will retry", self.table, exc)
             self._broken = True
 
-    def _encode_cells(self, batch: _Cells) -> list[bytes]:
-        """The batch's ``update`` frames for the current writer id, under the frame rule of :mod:`.frames`."""
-        from connector import columnar  # late: columnar imports this package
-
-        limit = update_message_limit(self.max_frame_bytes, batch.largest)
-        if limit < 1:
-            raise InvalidMutationError(
-                f"a cell of {batch.largest} bytes cannot fit in one Thrift frame under "
-                f"max_frame_bytes={self.max_frame_bytes} (frame + largest value must fit; see "
-                f"connector.accumulo.frames)")
-        writer_id = self._writer_id or ""
-        try:
-            # frames of about chunk_bytes, as add_mutation sends; a larger row gets the whole budget
-            return columnar.encode_update_frames(writer_id, batch.cells, min(self.chunk_bytes, limit))
-        except InvalidMutationError:
-            if self.chunk_bytes >= limit:
-                raise
-            return columnar.encode_update_frames(writer_id, batch.cells, limit)
+    def _encode_cells(self, batch: CellBatch) -> list[bytes]:
+        return batch.frames(self._writer_id or "", self.max_frame_bytes, self.chunk_bytes)
 
     def _on_transient(self, _exc: BaseException) -> None:
         self._broken = True
@@ -350,7 +326,7 @@ class BatchWriter:
         if self._broken:
             self._open()
             for sent in self._unacked:
-                if isinstance(sent, _Cells):
+                if isinstance(sent, CellBatch):
                     frames = self._encode_cells(sent)
                 else:
                     frames = [encode_update_message(self._writer_id or "", *sent)]
@@ -375,43 +351,3 @@ class BatchWriter:
             if is_transient(exc):
                 raise
             raise translate(exc) from exc
-
-
-def _check_visibilities(cells: pa.RecordBatch) -> None:
-    """Each distinct visibility expression of the batch checked once, as ``Mutation`` checks each cell's."""
-    cv = cells.column("cv")
-    for expr in pc.unique(cv).to_pylist():
-        if not expr:
-            continue
-        try:
-            _checked_visibility(expr)
-        except VisibilityError as exc:
-            first = pc.index(cv, pa.scalar(expr, cv.type)).as_py()
-            row = cells.column("row")[first].as_py()
-            raise InvalidMutationError(f"row {row!r}: {exc}") from None
-
-
-def _largest_binary(cells: pa.RecordBatch) -> int:
-    """The longest row, family, qualifier, visibility or value of the batch (the frame rule needs it)."""
-    largest = 0
-    for name in ("row", "cf", "cq", "cv", "value"):
-        longest = pc.max(pc.binary_length(cells.column(name))).as_py()
-        if longest is not None and longest > largest:
-            largest = longest
-    return largest
-
-
-#: ``BatchWriter``'s default bound on one mutation's size
-DEFAULT_MAX_MUTATION_BYTES = 16 << 20
-
-
-def mutation_fits(mutation: Mutation, max_frame_bytes: int,
-                  max_mutation_bytes: int = DEFAULT_MAX_MUTATION_BYTES) -> bool:
-    """Whether ``BatchWriter.add_mutation`` would accept the mutation's size under these limits (checked
-    before writing anything, by callers that promise all or nothing)."""
-    if mutation.size > max_mutation_bytes:
-        return False
-    encoded = [encode_column_update(u) for u in mutation.updates]
-    cost = row_entry_bytes(len(mutation.row), len(encoded), sum(map(len, encoded)))
-    return cost + largest_binary(mutation.row, mutation.updates, mutation.size) <= update_entries_budget(
-        max_frame_bytes)

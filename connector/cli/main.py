@@ -20,8 +20,7 @@ from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING, Any
 
 from connector.accumulo import AccumuloError, Connection, Mutation
-from connector.accumulo.frames import DEFAULT_MAX_FRAME_BYTES
-from connector.accumulo.writer import mutation_fits
+from connector.accumulo.frames import DEFAULT_MAX_FRAME_BYTES, mutation_fits
 from connector.clusters_config import cluster
 from connector.errors import ConnectorError
 from connector.export import translator_from_name

@@ -93,7 +93,10 @@ class CombineQueue:
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         writer, self._writer = self._writer, None
         if writer is not None:
-            writer.__exit__(exc_type, exc, tb)
+            if exc_type is None:
+                writer.close()
+            else:
+                writer.abort()
 
     # --- reading values ---------------------------------------------------------------------------------
 

@@ -11,7 +11,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from connector import columnar
 from connector.accumulo import (
     BatchWriter,
     Connection,
@@ -21,22 +20,22 @@ from connector.accumulo import (
     TimedOutError,
 )
 from connector.accumulo.mutation import _checked_visibility
+from connector.accumulo.native_wire import UPDATE_SCHEMA
 from connector.accumulo.visibility import VisibilityError
-from connector.serializers import JsonSerializer
+from connector.serializers import serializer_from_name
 
 from .core import (
     DATA_ERRORS,
     BatchTranslationError,
     EntryFailure,
     SequencedExport,
-    TranslationError,
     Translator,
+    last_change_per_cell,
     translation_reason,
 )
+from .native_translate import NATIVE_TRANSLATORS, changes_to_updates, translate_batch
 from .tombstones import TOMBSTONE, DeleteMode, install_tombstone_filter
 from .translators import BUILT_IN, translator_from_name
-
-Cell = tuple[bytes, bytes, bytes, bytes]
 
 
 class ExportRejectedError(MutationsRejectedError):
@@ -74,7 +73,7 @@ class AccumuloExporter:
         )
         #: the built-in translator's name when export_batch may run it natively
         self._native_name = next((name for name, fn in BUILT_IN.items()
-                                  if fn is self.translator and name in columnar.NATIVE_TRANSLATORS), None)
+                                  if fn is self.translator and name in NATIVE_TRANSLATORS), None)
         self.delete_mode = DeleteMode(delete_mode)
         self._writer_options = writer_options or {}
         self._lock = threading.Lock()
@@ -91,11 +90,7 @@ class AccumuloExporter:
     def mutations(self, export: SequencedExport) -> list[Mutation]:
         """The mutations one export becomes: one per destination row, every change at ``ts = seq``."""
         by_row: dict[bytes, Mutation] = {}
-        seen: dict[Cell, bytes | None] = {}
-        for change in self.translator(export):
-            seen.pop(change.cell, None)  # last change to a cell wins: never a put and a delete at one ts
-            seen[change.cell] = change.value
-        for (row, cf, cq, cv), value in seen.items():
+        for (row, cf, cq, cv), value in last_change_per_cell(self.translator(export)).items():
             m = by_row.get(row)
             if m is None:
                 m = by_row[row] = Mutation(row)
@@ -146,7 +141,7 @@ class AccumuloExporter:
         if self._native_name is not None and value_serializer == "json":
             changes, errors = translate_batch(self._native_name, exports)
             for e in errors:
-                failures.setdefault(e.entry, EntryFailure(e.entry, e.kind, e.message))
+                failures.setdefault(e.entry, e)
             failures.update(_visibility_failures(changes, failures))
             if failures:
                 dropped = pa.array(sorted(failures), pa.int32())
@@ -162,7 +157,7 @@ class AccumuloExporter:
 
     def _stamped(self, changes: pa.RecordBatch, seqs: pa.Array) -> pa.RecordBatch:
         """Changes as updates at ts = seq; in tombstone mode a delete becomes a put of TOMBSTONE."""
-        updates = columnar.changes_to_updates(changes, seqs)
+        updates = changes_to_updates(changes, seqs)
         if self.delete_mode is DeleteMode.TOMBSTONE:
             schema = updates.schema
             value = pc.if_else(updates.column("delete"), pa.scalar(TOMBSTONE, pa.binary()), updates.column("value"))
@@ -175,8 +170,6 @@ class AccumuloExporter:
                            key_serializer: str, value_serializer: str) -> pa.RecordBatch:
         """The slow path: each export deserialized and run through ``mutations()`` (its collapse, checks
         and delete mode), the mutations gathered into one updates batch."""
-        from connector.serializers import serializer_from_name
-
         keys_serde, values_serde = serializer_from_name(key_serializer), serializer_from_name(value_serializer)
         columns: tuple[list[Any], ...] = ([], [], [], [], [], [], [])
         row_c, cf_c, cq_c, cv_c, ts_c, value_c, delete_c = columns
@@ -209,8 +202,8 @@ class AccumuloExporter:
                     ts_c.append(ts)
                     value_c.append(None if delete else v)
                     delete_c.append(delete)
-        return pa.record_batch([pa.array(c, type=f.type) for c, f in zip(columns, columnar.UPDATE_SCHEMA, strict=True)],
-                               schema=columnar.UPDATE_SCHEMA)
+        return pa.record_batch([pa.array(c, type=f.type) for c, f in zip(columns, UPDATE_SCHEMA, strict=True)],
+                               schema=UPDATE_SCHEMA)
 
     @contextlib.contextmanager
     def _turn(self) -> Iterator[None]:
@@ -244,7 +237,7 @@ class AccumuloExporter:
         # after a transport failure the writer's state is unknown: start the next batch on a fresh one
         writer, self._writer = self._writer, None
         if writer is not None:
-            writer.__exit__(RuntimeError, None, None)
+            writer.abort()
 
     def close(self) -> None:
         with self._lock:
@@ -290,50 +283,3 @@ def _visibility_failures(changes: pa.RecordBatch, failed: dict[int, EntryFailure
         error = InvalidMutationError(f"row {rows[i].as_py()!r}: {bad[cv[i].as_py()]}")
         out[entry] = EntryFailure(entry, "translation", translation_reason(error))
     return out
-
-
-def translate_batch(translator: str, exports: pa.RecordBatch) -> tuple[pa.RecordBatch, list[columnar.EntryError]]:
-    """A built-in translator over the batch in native code, and in Python for the few entries native code
-    hands back; the changes grouped by entry in entry order, and the errors in entry order."""
-    translated = columnar.translate(translator, exports)
-    changes, errors = translated.changes, translated.errors
-    if translated.fallback:
-        extra, fallback_errors = _translate_in_python(translator, exports, translated.fallback)
-        errors = sorted(errors + fallback_errors)
-        if extra:
-            table = pa.Table.from_batches([changes, pa.RecordBatch.from_pylist(extra, schema=columnar.CHANGE_SCHEMA)])
-            # stable: keeps each entry's changes in order
-            table = table.take(pc.sort_indices(table["entry"], sort_keys=[("entry", "ascending")]))
-            changes = table.combine_chunks().to_batches()[0] if table.num_rows else changes
-    return changes, errors
-
-
-def _translate_in_python(translator: str, exports: pa.RecordBatch,
-                         entries: list[int]) -> tuple[list[dict[str, Any]], list[columnar.EntryError]]:
-    """The Python path for the few entries native code hands back (see :func:`columnar.translate`)."""
-    python_translator = BUILT_IN[translator]
-    serializer = JsonSerializer()
-    keys, values, seqs = exports.column("key"), exports.column("value"), exports.column("seq")
-    rows: list[dict[str, Any]] = []
-    errors: list[columnar.EntryError] = []
-    for i in entries:
-        try:
-            obj = serializer.loads(values[i].as_py())
-        except Exception as exc:  # noqa: BLE001 - the codec's reason names any error
-            errors.append(columnar.EntryError(i, "undecodable", f"undecodable value: {type(exc).__name__}: {exc}"))
-            continue
-        try:
-            export = SequencedExport(keys[i].as_py(), obj, seqs[i].as_py())
-            seen: dict[tuple[bytes, bytes, bytes, bytes], bytes | None] = {}
-            for change in python_translator(export):
-                seen.pop(change.cell, None)  # the exporter's same-cell collapse: the last change wins
-                seen[change.cell] = change.value
-        except TranslationError as exc:
-            errors.append(columnar.EntryError(i, "translation", str(exc)))
-            continue
-        except Exception as exc:  # noqa: BLE001 - an entry's error must not fail the batch
-            errors.append(columnar.EntryError(i, "translation", f"{type(exc).__name__}: {exc}"))
-            continue
-        rows += [{"entry": i, "row": r, "cf": f, "cq": q, "cv": v, "value": value}
-                 for (r, f, q, v), value in seen.items()]
-    return rows, errors

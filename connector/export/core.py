@@ -61,6 +61,21 @@ class CellChange:
         return (self.row, self.cf, self.cq, self.cv)
 
 
+#: a destination cell: (row, cf, cq, cv)
+CellKey = tuple[bytes, bytes, bytes, bytes]
+
+
+def last_change_per_cell(changes: Iterable[CellChange]) -> dict[CellKey, bytes | None]:
+    """The same-cell collapse: the last change to each cell (its value, None for a delete), in the order of
+    those last changes. All of an export's changes share one timestamp, so a put and a delete of one cell
+    must never both be written. (The native translators do the same in Rust, for whole batches.)"""
+    last: dict[CellKey, bytes | None] = {}
+    for change in changes:
+        last.pop(change.cell, None)  # re-inserted: ordered by each cell's last change
+        last[change.cell] = change.value
+    return last
+
+
 class Translator(Protocol):
     """Turns one export into the destination cell changes it implies."""
 

@@ -40,7 +40,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from connector import columnar
 from connector.accumulo import BatchWriter, Connection, Mutation, Range
 from connector.export.core import BatchTranslationError, EntryFailure, Exporter, SequencedExport
 
@@ -55,6 +54,7 @@ from .layout import (
     PROGRESS_FAMILY,
     PROGRESS_QUALIFIER,
 )
+from .native_rows import entry_deletes
 from .reader import QueueEntry, entries_to_batches, read_bucket_batches, read_bucket_head
 
 __all__ = ["DEFAULT_BUFFER_BYTES", "DrainStats", "EntryProcessor", "QueueEntry", "clear_progress", "drain_bucket",
@@ -139,12 +139,12 @@ class EntryProcessor:
                 if writer is None:
                     writer = self.connection.batch_writer(self.config.table, **self._writer_options)
                 self._process_batch(batch, writer, stats)
-        except BaseException as exc:
+        except BaseException:
             if writer is not None:
                 # what the writer holds are deletes of batches whose exports returned: worth keeping
                 with contextlib.suppress(Exception):
                     writer.flush()
-                writer.__exit__(type(exc), exc, exc.__traceback__)  # keeps this exception
+                writer.abort()
             raise
         else:
             if writer is not None:
@@ -155,7 +155,7 @@ class EntryProcessor:
 
     def _process_batch(self, batch: pa.RecordBatch, writer: BatchWriter, stats: DrainStats) -> None:
         rows = batch.column("row")
-        parsed = columnar.parse_entry_rows(rows, self.config.layout)
+        parsed = self.config.layout.parse_rows(rows)
         malformed = parsed.column("error").is_valid()
         if self.fail_fast and pc.any(malformed).as_py():
             first = pc.index(malformed, True).as_py()
@@ -186,7 +186,7 @@ class EntryProcessor:
             stats.dead_lettered += len(rejected)
 
         # every entry of the batch is now exported or dead-lettered: delete each at its own timestamp
-        writer.add_cells(columnar.entry_deletes(rows, batch.column("ts")))
+        writer.add_cells(entry_deletes(rows, batch.column("ts")))
         stats.deleted += batch.num_rows
         if self.progress_row is not None:  # rides with the deletes: live progress costs no round trip
             writer.add_mutation(Mutation(self.progress_row).put(PROGRESS_FAMILY, PROGRESS_QUALIFIER,

@@ -23,11 +23,13 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import mmh3
+import pyarrow as pa
 
 from connector.accumulo import Range
 from connector.export.core import MAX_SEQ
 
 from .errors import MalformedEntryError
+from .native_rows import parse_entry_rows
 
 SEQ_BYTES = 8
 ENTRY_FAMILY = b"e"
@@ -146,36 +148,19 @@ class QueueLayout:
         key_bytes = bytes(key_bytes)
         return self.bucket_prefix(self.bucket_of(key_bytes)) + key_bytes + seq.to_bytes(SEQ_BYTES, "big")
 
+    def parse_rows(self, rows: pa.Array) -> pa.RecordBatch:
+        """Entry rows taken apart in one native pass: a batch (bucket int32, key binary, seq int64, error
+        string). A malformed row has null bucket/key/seq and the reason :meth:`parse_row` gives in
+        ``error``; the other rows are parsed all the same."""
+        return parse_entry_rows(rows, self.qid, self.num_buckets)
+
     def parse_row(self, row: bytes) -> ParsedRow:
         """Take an entry row apart; raises ``MalformedEntryError`` with the reason when it is not one of
         this queue's entry rows (wrong prefix, short, bad bucket, bad sequence, key in the wrong bucket)."""
-        prefix = self._entry_prefix
-        if not row.startswith(prefix):
-            raise MalformedEntryError(row, f"wrong prefix: expected {prefix!r}")
-        hex_end = len(prefix) + self.hex_width
-        if len(row) <= hex_end:
-            raise MalformedEntryError(row, f"short row: no bucket id of {self.hex_width} hex digits and ':'")
-        hex_part = row[len(prefix):hex_end]
-        if not set(hex_part) <= _HEX_DIGITS or row[hex_end] != ord(":"):
-            raise MalformedEntryError(
-                row, f"bad bucket hex: expected {self.hex_width} lowercase hex digits and ':' after {prefix!r}"
-            )
-        bucket = int(hex_part, 16)
-        if bucket >= self.num_buckets:
-            raise MalformedEntryError(row, f"bucket {bucket} out of range for {self.num_buckets} buckets")
-        rest = row[hex_end + 1:]
-        if len(rest) < SEQ_BYTES:
-            raise MalformedEntryError(
-                row, f"short row: {len(rest)} bytes after the bucket prefix, need at least {SEQ_BYTES} for the seq"
-            )
-        key_bytes, seq_bytes = rest[:-SEQ_BYTES], rest[-SEQ_BYTES:]
-        seq = int.from_bytes(seq_bytes, "big")
-        if seq > MAX_SEQ:
-            raise MalformedEntryError(row, f"seq {seq_bytes.hex()} does not fit in a non-negative signed 64-bit int")
-        actual = self.bucket_of(key_bytes)
-        if actual != bucket:
-            raise MalformedEntryError(row, f"key hashes to bucket {actual}, but the row is in bucket {bucket}")
-        return ParsedRow(bucket, key_bytes, seq)
+        parsed = self.parse_rows(pa.array([row], pa.binary())).to_pylist()[0]
+        if parsed["error"] is not None:
+            raise MalformedEntryError(row, parsed["error"])
+        return ParsedRow(parsed["bucket"], parsed["key"], parsed["seq"])
 
     def bucket_range_of(self, row: bytes) -> int | None:
         """The bucket whose range holds ``row`` (even a malformed entry row), or None if no bucket's does.

@@ -14,7 +14,6 @@ from collections.abc import Callable, Mapping
 
 import pyarrow.compute as pc
 
-from connector import columnar
 from connector.accumulo import Connection
 
 from .config import QueueConfig
@@ -40,7 +39,7 @@ def pending_by_bucket(conn: Connection, config: QueueConfig, max_keys: int = MAX
         if seen >= max_keys:
             return {b: counts.get(b, max_keys) for b in range(config.num_buckets)}
         seen += page.num_rows
-        parsed = columnar.parse_entry_rows(page.column("row"), layout)
+        parsed = layout.parse_rows(page.column("row"))
         for pair in pc.value_counts(parsed.column("bucket").drop_null()).to_pylist():  # per bucket, not per row
             counts[pair["values"]] = counts.get(pair["values"], 0) + pair["counts"]
         # malformed rows in a bucket's range count too: the drain gets to dead-letter them (rare: per row)

@@ -131,7 +131,7 @@ class ExportQueue:
             return
         writer, self._writer = self._writer, None
         if writer is not None:
-            writer.__exit__(exc_type, exc, tb)  # on error: drop what was not sent, keep the block's exception
+            writer.abort()  # on error: drop what was not flushed; the block's exception propagates
 
     def _writer_for(self) -> BatchWriter:
         if not self._checked:

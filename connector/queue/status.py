@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from connector import columnar
 from connector.accumulo import Connection, IteratorSetting
 
 from .config import QueueConfig
@@ -92,7 +91,7 @@ def queue_status(conn: Connection, config: QueueConfig, batch_size: int = 10_000
     malformed = 0
     for page in conn.scan_batches(config.table, layout.queue_range(), columns=[(ENTRY_FAMILY, ENTRY_QUALIFIER)],
                                   batch_size=batch_size):
-        parsed = columnar.parse_entry_rows(page.column("row"), layout)
+        parsed = layout.parse_rows(page.column("row"))
         ok = parsed.column("error").is_null()
         malformed += page.num_rows - pc.sum(ok.cast(pa.int64())).as_py()
         size = pc.add(pc.binary_length(page.column("row")), pc.binary_length(page.column("value")))

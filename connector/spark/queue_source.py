@@ -27,7 +27,6 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from connector import columnar
 from connector.queue import QueueConfig, read_bucket_head, settle_marks
 from connector.queue.planner import DEFAULT_SWEEP_SECONDS, StreamPlanner, pending_by_bucket
 
@@ -60,7 +59,7 @@ def read_group(gateway: GatewayOptions, config: QueueConfig, group: BucketGroup)
     conn = gateway.shared()
     for bucket, limit, byte_limit in group.buckets:
         for page in read_bucket_head(conn, config, bucket, limit, byte_limit):
-            parsed = columnar.parse_entry_rows(page.column("row"), config.layout)
+            parsed = config.layout.parse_rows(page.column("row"))
             yield pa.record_batch([parsed.column("key"), page.column("value"), parsed.column("seq"),
                                    parsed.column("bucket"), page.column("row"), page.column("ts"),
                                    parsed.column("error")], schema=ARROW_SCHEMA)

@@ -15,7 +15,7 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from connector import columnar  # noqa: E402
+from connector.accumulo import native_wire  # noqa: E402
 from connector.accumulo.mutation import ColumnUpdate  # noqa: E402
 from connector.accumulo.wire import (  # noqa: E402
     _binary,
@@ -97,7 +97,7 @@ def python_decode(frames: list[bytes]) -> int:
 def native_decode(frames: list[bytes]) -> int:
     n = 0
     for frame in frames:
-        decoded = columnar.decode_next_k_reply(frame)
+        decoded = native_wire.decode_next_k_reply(frame)
         assert decoded is not None
         n += decoded[0].num_rows
     return n
@@ -121,7 +121,7 @@ def main() -> None:
     check_reply_against_thriftpy2(frames[0], rows[:PAGE], cqs[:PAGE], ts[:PAGE], values[:PAGE])
 
     def native_encode() -> int:
-        return sum(len(f) for f in columnar.encode_update_frames("writer-1", batch, CHUNK))
+        return sum(len(f) for f in native_wire.encode_update_frames("writer-1", batch, CHUNK))
 
     enc_py = timed("encode python", python_encode, rows, cqs, ts, values)
     enc_native = timed("encode native", native_encode)

@@ -13,9 +13,10 @@ use arrow_array::{
     LargeStringArray, RecordBatch, StringArray, StructArray,
 };
 use arrow_schema::DataType;
-use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyTuple};
+
+use crate::error::Error;
 
 const SCHEMA_NAME: &CStr = c"arrow_schema";
 const ARRAY_NAME: &CStr = c"arrow_array";
@@ -23,10 +24,11 @@ const ARRAY_NAME: &CStr = c"arrow_array";
 /// Import one Arrow array (a record batch arrives as a struct array) from a PyCapsule producer.
 pub fn import_array(obj: &Bound<'_, PyAny>) -> PyResult<ArrayRef> {
     if !obj.hasattr("__arrow_c_array__")? {
-        return Err(PyTypeError::new_err(format!(
+        return Err(Error::Schema(format!(
             "expected a pyarrow Array or RecordBatch (an object with __arrow_c_array__), got {}",
             obj.get_type().name()?
-        )));
+        ))
+        .into());
     }
     let pair = obj.call_method0("__arrow_c_array__")?;
     let pair = pair.cast::<PyTuple>()?;
@@ -47,7 +49,7 @@ pub fn import_array(obj: &Bound<'_, PyAny>) -> PyResult<ArrayRef> {
     let schema = unsafe { schema_ptr.as_ref() };
     // SAFETY: `array` and `schema` come from the same producer call and describe the same data.
     let data = unsafe { from_ffi(array, schema) }
-        .map_err(|e| PyValueError::new_err(format!("cannot import Arrow array: {e}")))?;
+        .map_err(|e| Error::Schema(format!("cannot import Arrow array: {e}")))?;
     drop(schema_capsule);
     Ok(make_array(data))
 }
@@ -56,10 +58,11 @@ pub fn import_array(obj: &Bound<'_, PyAny>) -> PyResult<ArrayRef> {
 pub fn import_batch(obj: &Bound<'_, PyAny>) -> PyResult<Columns> {
     let array = import_array(obj)?;
     let DataType::Struct(fields) = array.data_type().clone() else {
-        return Err(PyTypeError::new_err(format!(
+        return Err(Error::Schema(format!(
             "expected a RecordBatch (a struct array), got an array of {}",
             array.data_type()
-        )));
+        ))
+        .into());
     };
     let structs = StructArray::from(array.to_data());
     let columns = fields
@@ -84,10 +87,10 @@ impl Columns {
         self.columns.iter().find(|(n, _)| n == name).map(|(_, a)| a)
     }
 
-    pub fn require(&self, name: &str) -> PyResult<&ArrayRef> {
+    pub fn require(&self, name: &str) -> Result<&ArrayRef, Error> {
         self.get(name).ok_or_else(|| {
             let names: Vec<&str> = self.columns.iter().map(|(n, _)| n.as_str()).collect();
-            PyValueError::new_err(format!("batch has no column {name:?}; it has {names:?}"))
+            Error::Schema(format!("batch has no column {name:?}; it has {names:?}"))
         })
     }
 }
@@ -101,7 +104,7 @@ pub enum Bytes<'a> {
 }
 
 impl<'a> Bytes<'a> {
-    pub fn new(array: &'a ArrayRef, what: &str) -> PyResult<Self> {
+    pub fn new(array: &'a ArrayRef, what: &str) -> Result<Self, Error> {
         let any = array.as_any();
         let col = match array.data_type() {
             DataType::Binary => any.downcast_ref().map(Bytes::Binary),
@@ -111,7 +114,7 @@ impl<'a> Bytes<'a> {
             _ => None,
         };
         col.ok_or_else(|| {
-            PyTypeError::new_err(format!(
+            Error::Schema(format!(
                 "column {what} must be binary or string, not {}",
                 array.data_type()
             ))
@@ -141,18 +144,18 @@ impl<'a> Bytes<'a> {
     }
 }
 
-pub fn int64<'a>(array: &'a ArrayRef, what: &str) -> PyResult<&'a Int64Array> {
+pub fn int64<'a>(array: &'a ArrayRef, what: &str) -> Result<&'a Int64Array, Error> {
     array.as_any().downcast_ref().ok_or_else(|| {
-        PyTypeError::new_err(format!(
+        Error::Schema(format!(
             "column {what} must be int64, not {}",
             array.data_type()
         ))
     })
 }
 
-pub fn boolean<'a>(array: &'a ArrayRef, what: &str) -> PyResult<&'a BooleanArray> {
+pub fn boolean<'a>(array: &'a ArrayRef, what: &str) -> Result<&'a BooleanArray, Error> {
     array.as_any().downcast_ref().ok_or_else(|| {
-        PyTypeError::new_err(format!(
+        Error::Schema(format!(
             "column {what} must be bool, not {}",
             array.data_type()
         ))
@@ -189,7 +192,7 @@ impl ArrowExport {
     ) -> PyResult<(Bound<'py, PyCapsule>, Bound<'py, PyCapsule>)> {
         let _ = requested_schema;
         let (array, schema) = to_ffi(&self.array.to_data())
-            .map_err(|e| PyValueError::new_err(format!("cannot export Arrow array: {e}")))?;
+            .map_err(|e| Error::Internal(format!("cannot export Arrow array: {e}")))?;
         // The capsules own boxed FFI structs; their Drop releases the data unless pyarrow moved it
         // out (which leaves `release` null), as the PyCapsule interface prescribes.
         let schema = PyCapsule::new_with_value(py, schema, SCHEMA_NAME)?;

@@ -1,13 +1,17 @@
 //! `connector._native`: the columnar hot paths of the connector as pure functions on Arrow arrays
-//! and bytes. No sockets, retries or configuration here; `connector/columnar.py` is the typed
-//! Python face of this module, and the only caller.
+//! and bytes. No sockets, retries or configuration here. Each Python layer has its own typed face
+//! of the functions it uses: `connector/accumulo/native_wire.py` (update frames, nextK replies),
+//! `connector/queue/native_rows.py` (entry rows, their deletes), `connector/export/native_translate.py`
+//! (built-in translators).
 //!
 //! One module per concern: [`wire`] (update frames), [`scan`] (nextK replies), [`queue_rows`] and
-//! [`murmur`] (queue rows and buckets), [`translate`] (built-in translators), [`arrow_ffi`] (Arrow
-//! exchange with pyarrow via the PyCapsule interface), [`pyrepr`] (Python-identical messages).
-//! This file only binds them to Python and maps errors.
+//! [`murmur`] (queue rows and their bucket check), [`translate`] (built-in translators), [`arrow_ffi`]
+//! (Arrow exchange with pyarrow via the PyCapsule interface), [`pyrepr`] (Python-identical
+//! messages), [`error`] (the error enum and its Python exception classes). This file only binds
+//! them to Python.
 
 pub mod arrow_ffi;
+pub mod error;
 pub mod murmur;
 pub mod pyrepr;
 pub mod queue_rows;
@@ -20,29 +24,17 @@ use std::sync::Arc;
 use arrow_array::builder::{
     BinaryBuilder, BooleanBuilder, Int32Builder, Int64Builder, StringBuilder,
 };
-use arrow_array::{Array, ArrayRef, Int32Array, RecordBatch};
+use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
-use pyo3::create_exception;
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use arrow_ffi::{boolean, import_array, import_batch, int64, ArrowExport, Bytes};
-
-create_exception!(
-    _native,
-    RowTooLargeError,
-    PyValueError,
-    "One row's cells do not fit in a single update frame."
-);
-
-fn value_error(msg: String) -> PyErr {
-    PyValueError::new_err(msg)
-}
+use error::Error;
 
 /// Cells of a batch with columns row, cf, cq, cv, ts, value and optional delete, checked.
-fn cells_of(cols: &arrow_ffi::Columns) -> PyResult<Vec<wire::Cell<'_>>> {
-    let bytes = |name: &str| -> PyResult<Bytes<'_>> { Bytes::new(cols.require(name)?, name) };
+fn cells_of(cols: &arrow_ffi::Columns) -> Result<Vec<wire::Cell<'_>>, Error> {
+    let bytes = |name: &str| -> Result<Bytes<'_>, Error> { Bytes::new(cols.require(name)?, name) };
     let (row, cf, cq, cv, value) = (
         bytes("row")?,
         bytes("cf")?,
@@ -60,17 +52,19 @@ fn cells_of(cols: &arrow_ffi::Columns) -> PyResult<Vec<wire::Cell<'_>>> {
     for i in 0..len {
         let r = row.get(i).unwrap_or_default();
         if r.is_empty() {
-            return Err(value_error(format!("cell {i}: row must not be empty")));
+            return Err(Error::InvalidCell(format!(
+                "cell {i}: row must not be empty"
+            )));
         }
         let (Some(f), Some(q)) = (cf.get(i), cq.get(i)) else {
-            return Err(value_error(format!(
+            return Err(Error::InvalidCell(format!(
                 "cell {i} (row {}): cf and cq must not be null",
                 pyrepr::bytes_repr(r)
             )));
         };
         let t = (!ts.is_null(i)).then(|| ts.value(i));
         if let Some(t) = t.filter(|t| *t < 0) {
-            return Err(value_error(format!(
+            return Err(Error::InvalidCell(format!(
                 "cell {i} (row {}): timestamp must be in [0, 2**63-1], got {t}",
                 pyrepr::bytes_repr(r)
             )));
@@ -81,7 +75,7 @@ fn cells_of(cols: &arrow_ffi::Columns) -> PyResult<Vec<wire::Cell<'_>>> {
             None => v.is_none(),
         };
         if !is_delete && v.is_none() {
-            return Err(value_error(format!(
+            return Err(Error::InvalidCell(format!(
                 "cell {i} (row {}): a put needs a value (null value, delete false)",
                 pyrepr::bytes_repr(r)
             )));
@@ -110,7 +104,7 @@ fn encode_update_frames<'py>(
     let cols = import_batch(cells)?;
     let cells = cells_of(&cols)?;
     let plan = wire::plan_frames(writer_id.as_bytes(), &cells, max_frame_bytes)
-        .map_err(|e| RowTooLargeError::new_err(e.0))?;
+        .map_err(|e| Error::RowTooLarge(e.0))?;
     let sizes: Vec<usize> = plan.frame_sizes().collect();
     let mut out = Vec::with_capacity(sizes.len());
     let mut buf = Vec::new();
@@ -141,7 +135,7 @@ fn parse_entry_rows(
     qid: &str,
     num_buckets: u32,
 ) -> PyResult<ArrowExport> {
-    let layout = queue_rows::Layout::new(qid, num_buckets).map_err(value_error)?;
+    let layout = queue_rows::Layout::new(qid, num_buckets).map_err(Error::InvalidArgument)?;
     let array = import_array(rows)?;
     let rows = Bytes::new(&array, "rows")?;
     let n = array.len();
@@ -186,41 +180,7 @@ fn parse_entry_rows(
 fn batch(schema: Schema, columns: Vec<ArrayRef>) -> PyResult<ArrowExport> {
     RecordBatch::try_new(Arc::new(schema), columns)
         .map(ArrowExport::batch)
-        .map_err(|e| value_error(format!("internal error building a batch: {e}")))
-}
-
-/// Signed murmur3_32 (seed 0) of each key.
-#[pyfunction]
-fn murmur3_32(py: Python<'_>, keys: &Bound<'_, PyAny>) -> PyResult<ArrowExport> {
-    let array = import_array(keys)?;
-    let keys = Bytes::new(&array, "keys")?;
-    let out: Int32Array = py.detach(|| {
-        (0..array.len())
-            .map(|i| keys.get(i).map(murmur::murmur3_32))
-            .collect()
-    });
-    Ok(ArrowExport::array(Arc::new(out)))
-}
-
-/// The bucket of each key: `abs(murmur3_32(key)) % num_buckets`.
-#[pyfunction]
-fn buckets_of(py: Python<'_>, keys: &Bound<'_, PyAny>, num_buckets: u32) -> PyResult<ArrowExport> {
-    if num_buckets == 0 || num_buckets > i32::MAX as u32 {
-        return Err(value_error(format!(
-            "num_buckets must be in [1, 2**31-1], got {num_buckets}"
-        )));
-    }
-    let array = import_array(keys)?;
-    let keys = Bytes::new(&array, "keys")?;
-    let out: Int32Array = py.detach(|| {
-        (0..array.len())
-            .map(|i| {
-                keys.get(i)
-                    .map(|k| murmur::bucket_of(k, num_buckets) as i32)
-            })
-            .collect()
-    });
-    Ok(ArrowExport::array(Arc::new(out)))
+        .map_err(|e| Error::Internal(format!("building a batch: {e}")).into())
 }
 
 fn update_schema() -> Schema {
@@ -244,11 +204,12 @@ fn entry_deletes(rows: &Bound<'_, PyAny>, ts: &Bound<'_, PyAny>) -> PyResult<Arr
     let ts = int64(&ts_array, "ts")?;
     let n = row_array.len();
     if ts.len() != n || ts.null_count() > 0 || rows_have_nulls(&row_array) {
-        return Err(value_error(format!(
+        return Err(Error::InvalidArgument(format!(
             "need one non-null ts per non-null row: {n} rows, {} ts ({} null)",
             ts.len(),
             ts.null_count()
-        )));
+        ))
+        .into());
     }
     let mut row = BinaryBuilder::with_capacity(n, 0);
     for i in 0..n {
@@ -292,7 +253,7 @@ fn translate_values(
     values: &Bound<'_, PyAny>,
 ) -> PyResult<(ArrowExport, Vec<(usize, String)>, Vec<usize>)> {
     let kind = translate::Kind::from_name(translator).ok_or_else(|| {
-        value_error(format!(
+        Error::InvalidArgument(format!(
             "no native translator {translator:?}: use difference, replicator or cells"
         ))
     })?;
@@ -345,12 +306,10 @@ fn translate_values(
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ArrowExport>()?;
-    m.add("RowTooLargeError", m.py().get_type::<RowTooLargeError>())?;
+    error::register(m)?;
     m.add_function(wrap_pyfunction!(encode_update_frames, m)?)?;
     m.add_function(wrap_pyfunction!(decode_next_k_reply, m)?)?;
     m.add_function(wrap_pyfunction!(parse_entry_rows, m)?)?;
-    m.add_function(wrap_pyfunction!(murmur3_32, m)?)?;
-    m.add_function(wrap_pyfunction!(buckets_of, m)?)?;
     m.add_function(wrap_pyfunction!(entry_deletes, m)?)?;
     m.add_function(wrap_pyfunction!(translate_values, m)?)?;
     Ok(())
