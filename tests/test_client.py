@@ -6,6 +6,7 @@ import hashlib
 import threading
 import time
 
+import pyarrow as pa
 import pytest
 
 from connector.accumulo import (
@@ -84,6 +85,31 @@ def test_same_row_twice_in_one_chunk_keeps_both(conn_a, table):
         writer.add_mutation(Mutation("r").put("f", "a", "1", timestamp=1))
         writer.add_mutation(Mutation("r").put("f", "b", "2", timestamp=1))
     assert [c.cq for c in conn_a.scan(table)] == [b"a", b"b"]
+
+
+def test_abort_drops_what_was_not_flushed_and_closes(conn_a, table):
+    writer = conn_a.batch_writer(table, chunk_bytes=1 << 20)
+    writer.add_mutation(Mutation("kept").put("f", "q", "1", timestamp=1))
+    writer.flush()
+    writer.add_cells(pa.record_batch({"row": [b"cells"], "cf": [b"f"], "cq": [b"q"], "cv": [b""], "ts": [1],
+                                      "value": [b"3"]}))  # sent at once, never flushed
+    writer.add_mutation(Mutation("dropped").put("f", "q", "2", timestamp=1))  # buffered, not yet sent
+    writer.abort()
+    writer.abort()  # idempotent
+    with pytest.raises(RuntimeError, match="closed"):
+        writer.add_mutation(Mutation("late").put("f", "q", "4"))
+    with pytest.raises(RuntimeError, match="closed"):
+        writer.flush()
+    writer.close()  # after abort: nothing to flush, no error
+    assert [c.row for c in conn_a.scan(table)] in ([b"kept"], [b"cells", b"kept"])  # never the buffered row
+
+
+def test_a_writer_left_by_an_exception_is_aborted(conn_a, table):
+    with pytest.raises(ZeroDivisionError), conn_a.batch_writer(table, chunk_bytes=1 << 20) as writer:
+        writer.add_mutation(Mutation("r").put("f", "q", "v", timestamp=1))
+        1 / 0  # noqa: B018
+    assert [c.row for c in conn_a.scan(table)] == []
+    writer.abort()  # already closed: a no-op
 
 
 def test_ranges_rows_and_prefix(conn_a, table):

@@ -143,6 +143,33 @@ def test_bad_cells_are_refused_before_encoding():
         native_wire.encode_update_frames("w", batch_of([]).drop_columns(["ts"]), 1 << 20)
 
 
+def test_the_crate_raises_typed_classes_and_the_wrapper_maps_them_by_class():
+    """src/error.rs: one class per error variant, mapped once; native_wire maps classes, not messages."""
+    from connector import _native
+
+    too_large = batch_of([(b"big", b"f", b"q", b"", 1, b"x" * 5000)])
+    with pytest.raises(_native.RowTooLargeError) as info:
+        _native.encode_update_frames("w", too_large, 4096)
+    assert isinstance(info.value, _native.InvalidCellError) and isinstance(info.value, _native.NativeError)
+    with pytest.raises(_native.InvalidCellError) as bad:
+        _native.encode_update_frames("w", batch_of([(b"", b"f", b"q", b"", 1, b"v")]), 1 << 20)
+    assert not isinstance(bad.value, _native.RowTooLargeError)
+    with pytest.raises(_native.SchemaError):
+        _native.encode_update_frames("w", batch_of([]).drop_columns(["ts"]), 1 << 20)
+    with pytest.raises(_native.SchemaError, match="expected a pyarrow Array"):
+        _native.parse_entry_rows([b"q:1"], "q", 13)
+    with pytest.raises(_native.InvalidArgumentError, match="queue id"):
+        _native.parse_entry_rows(pa.array([b"q:1"]), "a:b", 13)
+    with pytest.raises(_native.InvalidArgumentError, match="num_buckets"):
+        _native.parse_entry_rows(pa.array([b"q:1"]), "q", 0)
+    with pytest.raises(_native.InvalidArgumentError, match="no native translator"):
+        _native.translate("nope", pa.array([b"{}"]))
+    # the client's own errors, and nothing of the crate leaks through the wrapper
+    with pytest.raises(InvalidMutationError) as mapped:
+        native_wire.encode_update_frames("w", too_large, 4096)
+    assert not isinstance(mapped.value, _native.NativeError) and mapped.value.__cause__ is None
+
+
 # --- nextK replies --------------------------------------------------------------------------------
 
 def thriftpy2_next_k_reply(result) -> bytes:
