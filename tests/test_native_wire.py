@@ -15,7 +15,8 @@ from connector.accumulo._idl import MAX_TIMESTAMP, proxy
 from connector.accumulo.conversion import column_update_to_thrift
 from connector.accumulo.mutation import ColumnUpdate
 from connector.accumulo.wire import encode_column_update, encode_row_entry, encode_update_message
-from connector.accumulo.wire_scan import _read_binary, _varint, decode_scan_result
+
+from .next_k_oracle import decode_reply_cells
 
 Cell = tuple[bytes, bytes, bytes, bytes, "int | None", "bytes | None"]  # row, cf, cq, cv, ts, value (None: delete)
 
@@ -199,9 +200,7 @@ def test_next_k_reply_decodes_like_thriftpy2_and_wire_scan(kvs, more):
     got = list(zip(*(batch.column(i).to_pylist() for i in range(6)), strict=True))
     assert got == [(kv.key.row, kv.key.colFamily, kv.key.colQualifier, kv.key.colVisibility, kv.key.timestamp,
                     kv.value) for kv in kvs]
-    _, pos = _varint(frame, 2)
-    _, pos = _read_binary(frame, pos)
-    cells, _ = decode_scan_result(frame, pos + 2)
+    cells, _ = decode_reply_cells(frame)
     assert got == [(c.row, c.cf, c.cq, c.cv, c.ts, c.value) for c in cells]
 
 

@@ -1,9 +1,11 @@
 """Fast path for ``nextK``, the hot path of reading.
 
-thriftpy2 decodes a ScanResult at about 30k cells/s; this module sends the ``nextK`` call and decodes its
-reply directly (Thrift compact protocol, structs Key/KeyValue/ScanResult of proxy.thrift), several times
-faster. Anything unusual in the reply (an exception, an unknown field) is handed to thriftpy2 to decode, so
-errors surface exactly as on the generic path. ``tests/test_wire.py`` checks the decoder against thriftpy2.
+thriftpy2 decodes a ScanResult at about 30k cells/s; this module sends the ``nextK`` call itself and has its
+reply decoded natively (:mod:`.native_wire`, Thrift compact protocol, structs Key/KeyValue/ScanResult of
+proxy.thrift), into an Arrow batch or, for ``scan()``, cells. Anything unusual in the reply (an exception, an
+unknown field) is handed to thriftpy2 to decode, so errors surface exactly as on the generic path.
+``tests/test_wire.py`` and ``tests/test_native_wire.py`` check the decoding against thriftpy2 (and the Python
+decoder kept as their oracle, ``tests/next_k_oracle.py``).
 """
 
 from __future__ import annotations
@@ -26,12 +28,7 @@ CELLS_SCHEMA = pa.schema([pa.field(name, pa.int64() if name == "ts" else pa.bina
                           for name in ("row", "cf", "cq", "cv", "ts", "value")])
 
 
-_CALL, _REPLY, _EXCEPTION = 1, 2, 3
-_TRUE, _FALSE, _I64, _BINARY, _LIST, _STRUCT = 1, 2, 6, 8, 9, 12
-
-
-class _Fallback(Exception):
-    """The reply is not a plain ScanResult; let thriftpy2 decode it."""
+_CALL, _EXCEPTION = 1, 3
 
 
 def encode_next_k(scanner_id: str, k: int, seqid: int = 0) -> bytes:
@@ -60,78 +57,6 @@ def _read_binary(buf: bytes, pos: int) -> tuple[bytes, int]:
         n, pos = _varint(buf, pos)
     end = pos + n
     return buf[pos:end], end
-
-
-def _decode_key(buf: bytes, pos: int) -> tuple[tuple[bytes, bytes, bytes, bytes, int], int]:
-    parts = [b"", b"", b"", b""]
-    ts = 0x7FFFFFFFFFFFFFFF
-    fid = 0
-    while True:
-        header = buf[pos]
-        pos += 1
-        if header == 0:
-            return (parts[0], parts[1], parts[2], parts[3], ts), pos
-        delta, ftype = header >> 4, header & 0x0F
-        if delta == 0:
-            raise _Fallback
-        fid += delta
-        if ftype == _BINARY and 1 <= fid <= 4:
-            parts[fid - 1], pos = _read_binary(buf, pos)
-        elif ftype == _I64 and fid == 5:
-            z, pos = _varint(buf, pos)
-            ts = (z >> 1) ^ -(z & 1)
-        else:
-            raise _Fallback
-
-
-def decode_scan_result(buf: bytes, pos: int) -> tuple[list[Cell], bool]:
-    """Decode a ScanResult struct starting at ``pos``."""
-    cells: list[Cell] = []
-    more = False
-    fid = 0
-    while True:
-        header = buf[pos]
-        pos += 1
-        if header == 0:
-            return cells, more
-        delta, ftype = header >> 4, header & 0x0F
-        if delta == 0:
-            raise _Fallback
-        fid += delta
-        if fid == 1 and ftype == _LIST:
-            size_type = buf[pos]
-            pos += 1
-            n = size_type >> 4
-            if n == 15:
-                n, pos = _varint(buf, pos)
-            if n and size_type & 0x0F != _STRUCT:
-                raise _Fallback
-            for _ in range(n):
-                key = None
-                value = b""
-                kv_fid = 0
-                while True:
-                    h = buf[pos]
-                    pos += 1
-                    if h == 0:
-                        break
-                    d, t = h >> 4, h & 0x0F
-                    if d == 0:
-                        raise _Fallback
-                    kv_fid += d
-                    if kv_fid == 1 and t == _STRUCT:
-                        key, pos = _decode_key(buf, pos)
-                    elif kv_fid == 2 and t == _BINARY:
-                        value, pos = _read_binary(buf, pos)
-                    else:
-                        raise _Fallback
-                if key is None:
-                    raise _Fallback
-                cells.append(Cell(key[0], key[1], key[2], key[3], key[4], value))
-        elif fid == 2 and ftype in (_TRUE, _FALSE):
-            more = ftype == _TRUE
-        else:
-            raise _Fallback
 
 
 def _recv_exact(sock: Any, n: int) -> bytes:
@@ -165,7 +90,7 @@ def next_k_batch(client: Any, scanner_id: str, k: int) -> tuple[pa.RecordBatch, 
     decoded = decode_next_k_reply(frame)
     if decoded is not None:
         return decoded
-    cells, more = decode_reply(frame)
+    cells, more = _generic(frame)
     return cells_batch(cells), more
 
 
@@ -182,20 +107,19 @@ def next_k(client: Any, scanner_id: str, k: int) -> tuple[list[Cell], bool]:
 
 
 def decode_reply(frame: bytes) -> tuple[list[Cell], bool]:
-    """A ``nextK`` reply message decoded into cells (in Python), or the error it carries raised."""
+    """A ``nextK`` reply message decoded into cells, or the error it carries raised."""
+    decoded = decode_next_k_reply(frame)
+    if decoded is None:
+        return _generic(frame)
+    batch, more = decoded
+    return [Cell(*cell) for cell in zip(*(column.to_pylist() for column in batch.columns), strict=True)], more
+
+
+def _generic(frame: bytes) -> tuple[list[Cell], bool]:
+    """thriftpy2's decoding of a reply the native decoder hands back: the error it carries, raised."""
     mtype = frame[1] >> 5
     _, pos = _varint(frame, 2)  # seqid
     _, pos = _read_binary(frame, pos)  # method name
-    try:
-        if mtype == _REPLY and frame[pos] == _STRUCT and frame[pos + 1] == 0:
-            # field 0 (success) needs the long-form header: the type byte, then the zigzag field id 0
-            return decode_scan_result(frame, pos + 2)
-        raise _Fallback
-    except (_Fallback, IndexError):
-        return _generic(frame, pos, mtype)
-
-
-def _generic(frame: bytes, pos: int, mtype: int) -> tuple[list[Cell], bool]:
     proto = TCompactProtocol(TMemoryBuffer(frame[pos:]))
     if mtype == _EXCEPTION:
         exc = TApplicationException()

@@ -1,4 +1,5 @@
-"""Encode and decode speed of the wire codec: pure Python (wire.py, wire_scan.py) vs native (connector._native).
+"""Encode and decode speed of the wire codec: pure Python (wire.py; the nextK decoder kept as the test oracle,
+tests/next_k_oracle.py) vs native (connector._native).
 
 No cluster: 1M synthetic cells are encoded into `update` frames (grouped by row, 4 MiB chunks) and decoded
 from `nextK` replies of 1000 cells. Prints cells/s for each path and a final ``ratio=`` line, the smaller
@@ -24,7 +25,7 @@ from connector.accumulo.wire import (  # noqa: E402
     encode_update_message,
     varint,
 )
-from connector.accumulo.wire_scan import _read_binary, _varint, decode_scan_result  # noqa: E402
+from tests.next_k_oracle import decode_reply_cells  # noqa: E402
 
 N = 1_000_000
 PAGE = 1000
@@ -87,9 +88,7 @@ def check_reply_against_thriftpy2(frame: bytes, rows, cqs, ts, values) -> None:
 def python_decode(frames: list[bytes]) -> int:
     n = 0
     for frame in frames:
-        _, pos = _varint(frame, 2)
-        _, pos = _read_binary(frame, pos)
-        cells, _ = decode_scan_result(frame, pos + 2)
+        cells, _ = decode_reply_cells(frame)
         n += len(cells)
     return n
 

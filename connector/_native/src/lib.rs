@@ -103,18 +103,10 @@ fn encode_update_frames<'py>(
 ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
     let cols = import_batch(cells)?;
     let cells = cells_of(&cols)?;
-    let plan = wire::plan_frames(writer_id.as_bytes(), &cells, max_frame_bytes)
+    let frames = py
+        .detach(|| wire::encode_frames(writer_id.as_bytes(), &cells, max_frame_bytes))
         .map_err(|e| Error::RowTooLarge(e.0))?;
-    let sizes: Vec<usize> = plan.frame_sizes().collect();
-    let mut out = Vec::with_capacity(sizes.len());
-    let mut buf = Vec::new();
-    for (k, n) in sizes.into_iter().enumerate() {
-        buf.clear();
-        buf.reserve(n);
-        plan.write_frame(k, &cells, &mut buf);
-        out.push(PyBytes::new(py, &buf));
-    }
-    Ok(out)
+    Ok(frames.iter().map(|f| PyBytes::new(py, f)).collect())
 }
 
 /// Decode a `nextK` reply message into (batch row, cf, cq, cv, ts, value; more), or None when the

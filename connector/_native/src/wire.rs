@@ -228,7 +228,7 @@ impl FramePlan<'_> {
     }
 }
 
-/// All frames of a batch, for tests and callers that want owned bytes.
+/// All frames of a batch (what `encode_update_frames` hands to Python).
 pub fn encode_frames(
     writer_id: &[u8],
     cells: &[Cell],
