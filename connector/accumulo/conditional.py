@@ -76,6 +76,11 @@ class ConditionalWriter:
         )
         self._id = connection.call("createConditionalWriter", table, options)
 
+    @property
+    def writer_id(self) -> str:
+        """The server-side conditional writer's id (what a pre-encoded ``updateRowsConditionally`` names)."""
+        return str(self._id)
+
     def write(self, mutation: ConditionalMutation) -> str:
         """Apply one conditional mutation; returns its status name."""
         return self.write_all([mutation])[mutation.row]

@@ -68,7 +68,7 @@ def write_conditional(writer: ConditionalWriter, mutations: Sequence[Conditional
     if any(c.iterators for m in mutations for c in m.conditions) or len({m.row for m in mutations}) < len(mutations):
         return writer.write_all(mutations)  # the general path checks and encodes everything else
     conn = writer.connection
-    payload = encode_conditional_call(writer._id, mutations)
+    payload = encode_conditional_call(writer.writer_id, mutations)
     try:
         with conn.raw_client(_METHOD) as client:
             send_frame(client, payload)

@@ -19,9 +19,8 @@ from connector.accumulo import (
     MutationsRejectedError,
     TimedOutError,
 )
-from connector.accumulo.mutation import _checked_visibility
 from connector.accumulo.native_wire import UPDATE_SCHEMA
-from connector.accumulo.visibility import VisibilityError
+from connector.accumulo.visibility import VisibilityError, check_visibility
 from connector.serializers import serializer_from_name
 
 from .core import (
@@ -268,7 +267,7 @@ def _visibility_failures(changes: pa.RecordBatch, failed: dict[int, EntryFailure
     for expr in pc.unique(cv).to_pylist():
         if expr:
             try:
-                _checked_visibility(expr)
+                check_visibility(expr)
             except VisibilityError as exc:
                 bad[expr] = str(exc)
     out: dict[int, EntryFailure] = {}
