@@ -169,7 +169,7 @@ class BatchWriter:
         batch = CellBatch(cells)
         with self._lock:
             self._check_open()
-            frames = self._encode_cells(batch)  # raises before anything is queued
+            frames = batch.frames(self._writer_id or "", self.max_frame_bytes, self.chunk_bytes)  # raises first
             self._send_rows()  # what add_mutation queued before goes first
             self._unacked.append(batch)
             self._unacked_bytes += sum(map(len, frames))
@@ -222,10 +222,7 @@ class BatchWriter:
         return self
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
+        self.close() if exc_type is None else self.abort()
 
     # --- internals ----------------------------------------------------------------------------------
 
@@ -269,9 +266,6 @@ class BatchWriter:
         except Exception as exc:  # noqa: BLE001 - the next flush reopens, and reports what fails then
             log.warning("writer on %s: reopening after a rejection failed (%s); will retry", self.table, exc)
             self._broken = True
-
-    def _encode_cells(self, batch: CellBatch) -> list[bytes]:
-        return batch.frames(self._writer_id or "", self.max_frame_bytes, self.chunk_bytes)
 
     def _on_transient(self, _exc: BaseException) -> None:
         self._broken = True
@@ -327,7 +321,7 @@ class BatchWriter:
             self._open()
             for sent in self._unacked:
                 if isinstance(sent, CellBatch):
-                    frames = self._encode_cells(sent)
+                    frames = sent.frames(self._writer_id or "", self.max_frame_bytes, self.chunk_bytes)
                 else:
                     frames = [encode_update_message(self._writer_id or "", *sent)]
                 for frame in frames:
