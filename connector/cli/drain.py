@@ -16,8 +16,8 @@ from connector.clusters_config import cluster
 from connector.jobs import LOCAL_DRAIN_MAX_ENTRIES, DrainError, DrainJob, Engine, LocalEngine, run_drain
 from connector.jobs.drain import preflight
 from connector.queue import count_entries
-from connector.queue.drain import other_drains
 from connector.queue.planner import DEFAULT_SWEEP_SECONDS
+from connector.queue.progress import other_drains
 from connector.queue.stored_config import read_translator
 from connector.transactions.relay import DEFAULT_RELAY_SECONDS
 
