@@ -119,7 +119,6 @@ def cmd_drain(args: argparse.Namespace) -> int:
             raise
 
 
-
 def _drain_locally(args: argparse.Namespace, job: DrainJob) -> bool:
     if args.engine != "auto":
         if args.engine == "local" and args.stream:
@@ -136,7 +135,6 @@ def _drain_locally(args: argparse.Namespace, job: DrainJob) -> bool:
         return False
     with job.source.connect() as conn:
         return count_entries(conn, job.queue, limit=LOCAL_DRAIN_MAX_ENTRIES + 1) <= LOCAL_DRAIN_MAX_ENTRIES
-
 
 
 def _engine(spark: SparkSession | None) -> Engine:

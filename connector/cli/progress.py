@@ -71,7 +71,6 @@ class DrainProgressView:
             self._bar.stop()
 
 
-
 def print_combine_round(report: CombineReport) -> None:
     """One line per combine round, on stderr."""
     h = report.history[-1]

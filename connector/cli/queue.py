@@ -84,7 +84,6 @@ def _init_config(conn: Connection, args: argparse.Namespace) -> QueueConfig:
                        key_serializer=args.key_serializer or "json", value_serializer=args.value_serializer or "json")
 
 
-
 def cmd_queue(args: argparse.Namespace) -> int:
     gateway = cluster(args.cluster)
     check_table_name(args.table, "--table", gateway.describe())
