@@ -56,6 +56,7 @@ def resolve_secret(shared_secret: str | None = None, secret_file: str | os.PathL
     )
 
 
+
 class _ThreadClient:
     """One thread's client. It lives in that thread's ``threading.local`` storage only, so when the thread
     ends (a pool's worker, a prefetch thread) the holder goes away and closes its socket: threads that come
