@@ -16,6 +16,8 @@ from connector.combine import CombineStats
 from connector.jobs import DrainError, LocalEngine, Round, bucket_groups
 from connector.jobs.stats import stats_batch, stats_ddl, stats_from_row
 from connector.queue import DrainStats
+from tests.conftest import unique_table
+from tests.test_combine_spark import wc  # noqa: F401 - the fixture
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -77,3 +79,36 @@ def test_another_error_fails_the_local_round_as_it_is():
 
     with pytest.raises(KeyError):
         LocalEngine().run(_round(work, ((1,), (2,))))
+
+
+# --- the same runner, on real clusters, without Spark ------------------------------------------------------
+
+@pytest.mark.cluster
+def test_local_engine_streams_and_batches_the_combine_then_drains_its_exports(accumulo, wc):  # noqa: F811
+    """The word count of test_combine_spark, with the combine's stream and batch and the drain all on the
+    in-process engine: one runner, whatever the engine."""
+    from connector.jobs import CombineJob, DrainJob, run_combine, run_drain, stream_combine
+    from tests.test_combine_spark import OBSERVER, produce, verify
+
+    conn_a, conn_b, combine, export, docs = wc
+    job = CombineJob(source=accumulo["a"].gateway_options(), combine=combine, observer=OBSERVER,
+                     export_queue=export, buckets_per_partition=2)
+    stop = threading.Event()
+    reports = []
+    rounds: list[int] = []
+    streamer = threading.Thread(target=lambda: reports.append(
+        stream_combine(LocalEngine(), job, 0.2, stop, lambda r: rounds.append(r.rounds))))
+    streamer.start()
+    updates = produce(accumulo, combine, docs, 600)
+    stop.set()
+    streamer.join()
+    final = run_combine(LocalEngine(), job)
+    assert reports[0].totals.updates + final.totals.updates == updates
+    assert rounds and rounds == sorted(rounds)  # progress after each round, in order
+    assert final.remaining == 0 and final.totals.failed == 0
+    index = unique_table("index")
+    drained = run_drain(LocalEngine(), DrainJob(source=accumulo["a"].gateway_options(),
+                                                dest=accumulo["b"].gateway_options(), queue=export,
+                                                dest_table=index, translator="difference"))
+    assert drained.remaining == 0 and drained.exported == drained.totals.deleted
+    verify(conn_a, conn_b, combine, export, docs, index)
