@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from connector.accumulo import Mutation
+from connector.jobs import DrainReport
 from connector.queue import QueueConfig, queue_status
 from connector.spark import DrainError, DrainJob, GatewayOptions, run_batch, start_stream
-from connector.spark.drain_job import DrainReport, collect_stream_reports
+from connector.spark.drain_job import collect_stream_reports
 from integration.harness import StandaloneGateway
 
 from .conftest import Scenario, drain_args, run_cli, unique_table

@@ -16,8 +16,9 @@ LAYERS = {
     "connector.export": 2, "connector.clusters_config": 2,
     "connector.queue": 3, "connector.transactions": 3,
     "connector.combine": 4,
-    "connector.spark": 5,
-    "connector.cli": 6, "connector.__main__": 6,
+    "connector.jobs": 5,
+    "connector.spark": 6,
+    "connector.cli": 7, "connector.__main__": 7,
 }
 
 

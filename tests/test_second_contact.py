@@ -136,12 +136,12 @@ def test_last_progress_of_a_batch_drain_shows_what_is_left(accumulo, conn_a):
 def test_progress_bar_keeps_the_count_whole_on_80_columns():
     from rich.console import Console
 
-    from connector.cli.main import _ProgressView
+    from connector.cli.progress import DrainProgressView
+    from connector.jobs import DrainReport
     from connector.queue import DrainStats
-    from connector.spark.drain_job import DrainReport
 
     buf = io.StringIO()
-    view = _ProgressView(Console(file=buf, width=80, force_terminal=True), stream=False)
+    view = DrainProgressView(Console(file=buf, width=80, force_terminal=True), stream=False)
     view(DrainReport(totals=DrainStats(entries=8000, exported=8000, deleted=8000), rounds=1))
     view.close()
     last = re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", buf.getvalue()).split("\r")[-1]

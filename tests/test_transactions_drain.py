@@ -10,9 +10,10 @@ import time
 
 import pytest
 
+from connector.jobs import LocalEngine, stream_drain
 from connector.queue import ExportQueue, QueueConfig, queue_status
 from connector.spark import DrainJob
-from connector.spark.drain_job import run_batch, run_local_stream, start_stream
+from connector.spark.drain_job import run_batch, start_stream
 from connector.transactions import RowTransactions, outbox_status, relay_table
 from connector.transactions import relay as relay_module
 from examples.inverted_count_index import actual_index, count_update
@@ -43,11 +44,13 @@ class Setup:
 
     def crash_after_commit(self, words: list[str], monkeypatch) -> None:
         """Commit one transaction per word, each producer 'killed' between its commit and its relay."""
-        def killed(self, items):
+        def killed(items):
             raise SystemExit("killed after the commit")
 
         before = queue_status(self.conn_a, self.queue).entries
-        monkeypatch.setattr(relay_module.Relay, "relay", killed)
+        # this producer's relay only: a stream's periodic relay running meanwhile (on a loaded machine the
+        # commits take long enough for it to look) must not be 'killed' too
+        monkeypatch.setattr(self.txs._relay, "relay", killed)
         for word in words:
             with pytest.raises(SystemExit):
                 self.txs.run(word, bump(self.queue))
@@ -110,7 +113,7 @@ def test_local_stream_relays_within_relay_seconds(setup, monkeypatch):
     stop = threading.Event()
     reports = []
     runner = threading.Thread(target=lambda: reports.append(
-        run_local_stream(setup.job(relay_seconds=2.0), 0.2, stop=stop)))
+        stream_drain(LocalEngine(), setup.job(relay_seconds=2.0), 0.2, stop=stop)))
     runner.start()
     try:
         setup.crash_after_commit(["p", "q"], monkeypatch)

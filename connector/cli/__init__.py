@@ -1,7 +1,9 @@
 """The ``accumulo-export`` command. It only wires the layers together; see ``--help`` of each command.
 
-Modules: ``common`` (usage errors, exit statuses, SIGTERM, argument types, Spark's output), ``main`` (the
-parser, ``queue``, ``drain`` and ``tx`` commands, ``main()``), ``combine`` (the ``combine`` commands).
+Modules: ``main`` (the parser, ``main()``), one per command: ``queue``, ``drain`` (with ``drain_stream``,
+supervising a stream), ``combine``, ``tx``; ``progress`` (what runs show: the drain's and the combine's
+progress reports), ``options`` (shared option types and checks), ``common`` (usage errors, exit statuses,
+SIGTERM, Spark's output).
 """
 
 from .main import main, parser

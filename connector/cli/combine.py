@@ -17,7 +17,9 @@ from connector.combine.producer import CombineQueue
 from connector.combine.status import combine_status
 from connector.queue import resolve_config
 
-from .common import UsageError, check_namespace, check_table_name, int_at_least, positive_seconds, spark_output
+from .common import UsageError, spark_output
+from .options import check_namespace, check_table_name, int_at_least, positive_seconds
+from .progress import print_combine_round
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -168,8 +170,9 @@ def _read_updates(stream: IO[bytes], queue: CombineQueue) -> list[Mutation]:
 
 
 def _run(args: argparse.Namespace, gateway: Any, config: CombineConfig, export: Any) -> int:
-    from connector.spark import spark_session
-    from connector.spark.combine_job import CombineError, CombineJob, CombineReport, preflight, run_combine, run_stream
+    from connector.jobs import CombineError, CombineJob, CombineReport, run_combine, stream_combine
+    from connector.jobs.combine import preflight
+    from connector.spark import SparkEngine, spark_session
 
     job = CombineJob(source=gateway, combine=config, combiner=args.combiner, observer=args.observer,
                      export_queue=export)
@@ -177,11 +180,6 @@ def _run(args: argparse.Namespace, gateway: Any, config: CombineConfig, export: 
         preflight(job)
     except CombineError as exc:
         raise UsageError(str(exc)) from None
-
-    def progress(r: CombineReport) -> None:
-        h = r.history[-1]
-        print(f"round {r.rounds}: {h['updates']} updates combined over {h['buckets']} buckets, "
-              f"{h['exports']} exports, {h['failed']} failed keys", file=sys.stderr, flush=True)
 
     stop = threading.Event()
     latest = [CombineReport()]
@@ -198,16 +196,16 @@ def _run(args: argparse.Namespace, gateway: Any, config: CombineConfig, export: 
 
                 def observed(r: CombineReport) -> None:
                     latest[0] = r
-                    progress(r)
+                    print_combine_round(r)
 
                 try:
-                    report = run_stream(spark, job, args.interval, stop, observed, check=False)
+                    report = stream_combine(SparkEngine(spark), job, args.interval, stop, observed, check=False)
                 except KeyboardInterrupt:  # Ctrl-C: the counters of the rounds that finished
                     stop.set()
                     interrupted = True
                     report = latest[0]
             else:
-                report = run_combine(spark, job, progress, check=False)
+                report = run_combine(SparkEngine(spark), job, print_combine_round, check=False)
         except CombineError as exc:
             if spark_log:
                 spark_log.keep = True

@@ -1,26 +1,23 @@
-"""What every ``accumulo-export`` command shares: usage errors, exit statuses, SIGTERM handling, argument
-types, table-name checks and keeping Spark's own output off the terminal."""
+"""What every ``accumulo-export`` command shares at run time: usage errors, exit statuses, SIGTERM handling,
+and keeping Spark's own output off the terminal (the option types are in :mod:`connector.cli.options`)."""
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
-import re
 import signal
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any
 
-from connector.accumulo import Connection
 from connector.errors import ConnectorError
 
+#: exit status of a drain that dead-lettered entries (without --allow-dead-letters)
 EXIT_DEAD_LETTERS = 3
-
-
+#: exit status of a batch command stopped by SIGTERM (128 + 15)
 EXIT_SIGTERM = 143
 
 
@@ -54,65 +51,6 @@ def sigterm_as_event() -> Iterator[threading.Event]:
         yield received
     finally:
         signal.signal(signal.SIGTERM, previous)
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line naming the problem (and where help is), not the usage text."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"accumulo-export: error: {message} (see '{self.prog} --help')\n")
-
-
-class Help(argparse.HelpFormatter):
-    """Shows an option's default where it has a real one (not None, not a flag's False)."""
-
-    def _get_help_string(self, action: argparse.Action) -> str | None:
-        text = action.help or ""
-        if action.default not in (None, False, argparse.SUPPRESS) and "default" not in text:
-            text += " (default: %(default)s)"
-        return text
-
-
-def int_at_least(minimum: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
-        return value
-
-    return parse
-
-
-def positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {text}")
-    return value
-
-
-_TABLE_NAME = re.compile(r"(?:\w+\.)?\w+", re.ASCII)
-
-
-def check_table_name(name: str, flag: str, where: str) -> None:
-    """Refuse a table name Accumulo would refuse, before anything runs (Spark would start first, then fail
-    with a Java exception), naming the flag and the cluster."""
-    if not _TABLE_NAME.fullmatch(name):
-        raise UsageError(f"{flag} {name!r} is not a valid table name on {where}: Accumulo allows letters, digits "
-                         "and _ only, optionally after a namespace and a dot (ns.table)")
-
-
-def check_namespace(conn: Connection, table: str, flag: str, where: str) -> None:
-    """A table about to be created needs its namespace to exist (Accumulo does not create namespaces)."""
-    namespace, dot, _ = table.rpartition(".")
-    if dot and not conn.namespace_exists(namespace):
-        raise UsageError(f"{flag} {table!r}: namespace {namespace!r} does not exist on {where}; create it first "
-                         f"(Accumulo shell: createnamespace {namespace}) or use a table outside it")
 
 
 @dataclass

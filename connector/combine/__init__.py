@@ -10,8 +10,9 @@ that reach cluster B through an export queue::
     stats = combine_all(conn_a, combine, "sum", "changes", export_queue=queue_config)
 
 Modules: ``layout`` (rows, documented there), ``config``, ``functions`` (combiners, observers), ``producer``,
-``status``, ``processor`` (one bucket's pass). The ``combine`` command is in ``connector.cli.combine``; the
-Spark job over bucket groups is ``connector.spark.combine_job`` (imported on demand: it loads Spark).
+``status``, ``processor`` (one bucket's pass; the key rows it reads in ``key_rows``, its counters in
+``stats``). The ``combine`` command is in ``connector.cli.combine``; the job over bucket groups, on threads or
+Spark, is ``connector.jobs.combine``.
 """
 
 from .config import (
@@ -32,8 +33,9 @@ from .functions import (
     sum_combiner,
 )
 from .layout import CombineLayout
-from .processor import CombineProcessor, CombineStats, combine_all, combine_buckets
+from .processor import CombineProcessor, combine_all, combine_buckets
 from .producer import CombineQueue
+from .stats import CombineStats
 from .status import CombineBucketStatus, CombineStatus, combine_status
 
 __all__ = [

@@ -22,18 +22,16 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, fields
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from connector.accumulo import Cell, ConditionalMutation, Connection, Range
+from connector.accumulo import ConditionalMutation, Connection
 from connector.queue import EntryCodec, QueueConfig, check_config
 from connector.transactions import (
     Committer,
-    MalformedOutboxError,
     OutboxCell,
     Relay,
-    parse_outbox,
     parse_version,
     relay_sources,
 )
@@ -43,7 +41,9 @@ from connector.transactions.targets import record_source
 
 from .config import CombineConfig
 from .functions import Change, Combiner, Observer, combiner_from_name, observer_from_name
-from .layout import COMBINE_TX_LAYOUT, OUTBOX_FAMILY, SEQ_QUALIFIER, STATE_FAMILY, UPDATE_FAMILY, VALUE_QUALIFIER
+from .key_rows import KeyRow, key_rows, read_key_rows
+from .layout import COMBINE_TX_LAYOUT, STATE_FAMILY, UPDATE_FAMILY, VALUE_QUALIFIER
+from .stats import CombineStats
 
 log = logging.getLogger(__name__)
 
@@ -53,93 +53,14 @@ MAX_UPDATES_PER_COMBINE = 5_000
 
 
 @dataclass
-class CombineStats:
-    """What a pass did. ``keys``: keys with queued updates read; ``updates``: updates consumed (each exactly
-    once); ``changed``/``deleted``: keys whose value changed / was removed; ``exports``: outbox cells relayed
-    after this pass's combines; ``leftovers``: outbox cells an earlier pass left, relayed now; ``conflicts``:
-    lost conditions (re-read and retried); ``contended``: keys still losing after the retries (left queued);
-    ``failed``: keys left queued because of an error, described in ``errors`` (the first few)."""
-
-    keys: int = 0
-    updates: int = 0
-    changed: int = 0
-    deleted: int = 0
-    exports: int = 0
-    leftovers: int = 0
-    conflicts: int = 0
-    contended: int = 0
-    failed: int = 0
-    seconds: float = 0.0
-    errors: list[str] = field(default_factory=list)
-
-    MAX_ERRORS = 20
-
-    def __add__(self, other: CombineStats) -> CombineStats:
-        if not isinstance(other, CombineStats):
-            return NotImplemented
-        out = CombineStats(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
-        out.errors = out.errors[:self.MAX_ERRORS]
-        return out
-
-    def __radd__(self, other: object) -> CombineStats:
-        if other == 0:
-            return self
-        return NotImplemented
-
-    @property
-    def progress(self) -> int:
-        """Work done: updates consumed plus outbox cells relayed (0: the pass changed nothing)."""
-        return self.updates + self.exports + self.leftovers
-
-
-@dataclass
-class _Row:
-    """One key row as read."""
-
-    row: bytes
-    updates: list[tuple[bytes, int, bytes]] = field(default_factory=list)  # (update id, ts, delta bytes)
-    outbox: list[OutboxCell] = field(default_factory=list)
-    seq: bytes | None = None  # the version as stored
-    value: bytes | None = None
-    malformed: int = 0  # outbox cells that do not follow the protocol (left in place)
-
-    def add(self, cell: Cell) -> None:
-        if cell.cf == UPDATE_FAMILY:
-            self.updates.append((cell.cq, cell.ts, cell.value))
-        elif cell.cf == OUTBOX_FAMILY:
-            try:
-                self.outbox.append(parse_outbox(cell.cq, cell.value, cell.ts))
-            except MalformedOutboxError:
-                self.malformed += 1
-        elif cell.cf == STATE_FAMILY:
-            if cell.cq == SEQ_QUALIFIER:
-                self.seq = cell.value
-            elif cell.cq == VALUE_QUALIFIER:
-                self.value = cell.value
-
-
-@dataclass
 class _Plan:
-    state: _Row
+    state: KeyRow
     mutation: ConditionalMutation
     consumed: int
     outbox: list[OutboxCell]
     change: Change | None
     seq: int
     new_value: bytes | None
-
-
-def _rows(cells: Iterable[Cell]) -> Iterator[_Row]:
-    """Group a scan's cells (in key order) into rows."""
-    current: _Row | None = None
-    for cell in cells:
-        if current is None or cell.row != current.row:
-            if current is not None:
-                yield current
-            current = _Row(cell.row)
-        current.add(cell)
-    if current is not None:
-        yield current
 
 
 class CombineProcessor:
@@ -198,8 +119,8 @@ class CombineProcessor:
             for bucket in buckets:
                 cells = self.connection.scan(self.config.table, self._layout.bucket_range(bucket),
                                              batch_size=self.scan_batch)
-                chunk: list[_Row] = []
-                for row in _rows(cells):
+                chunk: list[KeyRow] = []
+                for row in key_rows(cells):
                     chunk.append(row)
                     if len(chunk) >= self.rows_per_batch:
                         self._process_rows(chunk, stats)
@@ -213,7 +134,7 @@ class CombineProcessor:
 
     # --- one chunk of rows ------------------------------------------------------------------------------
 
-    def _process_rows(self, rows: list[_Row], stats: CombineStats) -> None:
+    def _process_rows(self, rows: list[KeyRow], stats: CombineStats) -> None:
         left = [(r.row, o) for r in rows for o in r.outbox]
         if left:
             self._relay(left)
@@ -225,7 +146,7 @@ class CombineProcessor:
             plans = self._plan(pending, stats)
             statuses = self._write([p.mutation for p in plans])
             again: list[bytes] = []
-            going_on: list[_Row] = []
+            going_on: list[KeyRow] = []
             accepted_outbox: list[tuple[bytes, OutboxCell]] = []
             for p in plans:
                 row = p.state.row
@@ -239,7 +160,7 @@ class CombineProcessor:
                     if p.consumed < len(p.state.updates):
                         # more updates than one mutation takes: go on with the rest from the state we wrote
                         # (if the row changed since, the condition fails and it is re-read)
-                        going_on.append(_Row(row, p.state.updates[p.consumed:], [], str(p.seq).encode("ascii"),
+                        going_on.append(KeyRow(row, p.state.updates[p.consumed:], [], str(p.seq).encode("ascii"),
                                              p.new_value))
                 elif status in (REJECTED, UNKNOWN):
                     # another pass won the row, or we cannot know whether ours applied: re-read decides
@@ -256,16 +177,16 @@ class CombineProcessor:
             if accepted_outbox:
                 self._relay(accepted_outbox)
                 stats.exports += len(accepted_outbox)
-            reread = self._read_rows(again) if again else []
+            reread = read_key_rows(self.connection, self.config.table, again, self.scan_batch) if again else []
             left = [(r.row, o) for r in reread for o in r.outbox]
             if left:
                 self._relay(left)  # ours from an UNKNOWN outcome that did apply, or another pass's
                 stats.leftovers += len(left)
             pending = going_on + [r for r in reread if r.updates]
 
-    def _plan(self, rows: list[_Row], stats: CombineStats) -> list[_Plan]:
+    def _plan(self, rows: list[KeyRow], stats: CombineStats) -> list[_Plan]:
         """Combine each row; then observe the batch of changes; then build the conditional mutations."""
-        combined: list[tuple[_Row, Any, bytes | None, int, int, Change | None]] = []
+        combined: list[tuple[KeyRow, Any, bytes | None, int, int, Change | None]] = []
         for r in rows:
             key: Any = None
             try:
@@ -296,7 +217,7 @@ class CombineProcessor:
                 self._fail(stats, self._describe(r.row, key), f"export: {type(exc).__name__}: {exc}")
         return plans
 
-    def _mutation(self, r: _Row, new_bytes: bytes | None, seq: int, consumed: int, change: Change | None,
+    def _mutation(self, r: KeyRow, new_bytes: bytes | None, seq: int, consumed: int, change: Change | None,
                   exports: list[tuple[Any, Any]]) -> _Plan:
         # the version read before the value and the updates (see layout): unchanged means none of them changed;
         # r.seq None: only while the key has no version
@@ -355,17 +276,6 @@ class CombineProcessor:
         """Copy outbox cells into the export queue, flush, mark, then delete them (the relay of row
         transactions: see :mod:`connector.transactions.relay`)."""
         self._relayer.relay(items)
-
-    def _read_rows(self, rows: list[bytes]) -> list[_Row]:
-        by_row: dict[bytes, _Row] = {}
-        ranges = [Range.exact_row(r) for r in rows]
-        # cells of one row arrive in key order (version, value, updates), rows interleaved
-        for cell in self.connection.batch_scan(self.config.table, ranges, batch_size=self.scan_batch):
-            state = by_row.get(cell.row)
-            if state is None:
-                state = by_row[cell.row] = _Row(cell.row)
-            state.add(cell)
-        return list(by_row.values())
 
     def _close(self) -> None:
         self._relayer.close()

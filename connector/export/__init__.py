@@ -1,6 +1,7 @@
 """Exporting: replay ``SequencedExport`` batches into Accumulo at timestamp = sequence number."""
 
 from .accumulo_exporter import AccumuloExporter, ExportRejectedError
+from .adapter import PerExportExporter, batch_exporter
 from .cell_rows import cell_rows
 from .core import (
     MAX_SEQ,
@@ -19,6 +20,7 @@ from .translators import translator_from_name
 
 __all__ = [
     "AccumuloExporter", "BatchTranslationError", "CellChange", "DeleteMode", "DifferenceUpdate", "EntryFailure",
-    "ExportRejectedError", "Exporter", "MAX_SEQ", "SequencedExport", "TOMBSTONE", "TranslationError", "Translator",
-    "cell_rows", "difference", "purge_tombstones", "replicator", "translator_from_name",
+    "ExportRejectedError", "Exporter", "MAX_SEQ", "PerExportExporter", "SequencedExport", "TOMBSTONE",
+    "TranslationError", "Translator", "batch_exporter", "cell_rows", "difference", "purge_tombstones", "replicator",
+    "translator_from_name",
 ]

@@ -6,6 +6,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
+import pyarrow as pa
+
 from connector.errors import ConnectorError
 
 MAX_SEQ = (1 << 63) - 1  # Accumulo timestamps are signed 64-bit; the sequence becomes the timestamp
@@ -27,14 +29,24 @@ class SequencedExport:
 
 @runtime_checkable
 class Exporter(Protocol):
-    """Receives batches of exports.
+    """Receives batches of exports: the contract the drain relies on.
 
-    ``export`` must tolerate duplicates and any arrival order, return only once everything it wrote is
-    durable, and raise on any failure (never hang, never swallow). The caller deletes the exported queue
-    entries only after ``export`` returned. An export whose value cannot be translated is the entry's fault,
-    not the batch's: raise ``BatchTranslationError`` naming every such export, before writing anything, and
-    the drain dead-letters those entries and exports the rest again.
+    ``export_batch`` takes a batch of serialized exports (an Arrow batch with columns ``key`` binary,
+    ``value`` binary, ``seq`` int64, and the names of the serializers that made them). It must tolerate
+    duplicates and any arrival order, return only once everything it wrote is durable, and raise on any
+    failure of the batch (never hang, never swallow): the caller deletes the batch's queue entries only after
+    it returned. An export that cannot be written (its bytes do not deserialize, its translator refuses it)
+    is the entry's fault, not the batch's: it is left out and returned as an :class:`EntryFailure` (in batch
+    order), and the drain dead-letters its entry.
+
+    ``export`` is the per-export convenience: a list of ``SequencedExport`` written the same way, raising
+    ``BatchTranslationError`` (naming every export that cannot be translated, before writing anything) where
+    ``export_batch`` returns failures. An exporter written with ``export`` only becomes an ``Exporter`` with
+    :func:`connector.export.adapter.batch_exporter`.
     """
+
+    def export_batch(self, exports: pa.RecordBatch, *, key_serializer: str = "json",
+                     value_serializer: str = "json") -> list[EntryFailure]: ...
 
     def export(self, exports: Sequence[SequencedExport]) -> None: ...
 

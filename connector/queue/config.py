@@ -72,3 +72,9 @@ class QueueConfig:
     def serializers(self) -> tuple[Serializer, Serializer]:
         """The key and value serializers, freshly resolved from their names."""
         return serializer_from_name(self.key_serializer), serializer_from_name(self.value_serializer)
+
+
+def queue_options(config: QueueConfig) -> dict[str, str]:
+    """The queue as data source options (``queue.table``, ``queue.id``, ``queue.buckets``, serializers)."""
+    return {"queue.table": config.table, "queue.id": config.qid, "queue.buckets": str(config.num_buckets),
+            "queue.key_serializer": config.key_serializer, "queue.value_serializer": config.value_serializer}

@@ -20,8 +20,9 @@ returned, which is the only ordering the invariant needs. The deletes need not b
 next export starts, so the drain waits for them at most once a second (``DELETE_FLUSH_SECONDS``) and at the
 end of the run: a delete lost in a crash only means that entry is exported again.
 
-Reading (:func:`read_bucket_batches`) and processing (:class:`EntryProcessor`) are separate so that the Spark
-sink can feed the processor with batches read by its data source.
+Reading (:func:`read_bucket_batches`, read ahead by :func:`~connector.queue.batches.prefetched`) and processing
+(:class:`EntryProcessor`) are separate so that the Spark sink can feed the processor with batches read by its
+data source. A batch drain's tasks keep their running counters in progress rows (:mod:`connector.queue.progress`).
 """
 
 from __future__ import annotations
@@ -29,10 +30,8 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import queue as queue_module
-import threading
 import time
-from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -40,9 +39,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from connector.accumulo import BatchWriter, Connection, Mutation, Range
-from connector.export.core import BatchTranslationError, EntryFailure, Exporter, SequencedExport
+from connector.accumulo import BatchWriter, Connection, Mutation
+from connector.export.adapter import batch_exporter
+from connector.export.core import EntryFailure, Exporter
 
+from .batches import cut_by_bytes, entry_bytes, prefetched
 from .codec import EntryCodec
 from .config import QueueConfig
 from .errors import EntryTranslationError, MalformedEntryError
@@ -57,8 +58,8 @@ from .layout import (
 from .native_rows import entry_deletes
 from .reader import QueueEntry, entries_to_batches, read_bucket_batches, read_bucket_head
 
-__all__ = ["DEFAULT_BUFFER_BYTES", "DrainStats", "EntryProcessor", "QueueEntry", "clear_progress", "drain_bucket",
-           "drain_buckets", "drain_queue", "read_progress"]
+__all__ = ["DEFAULT_BUFFER_BYTES", "DrainStats", "EntryProcessor", "QueueEntry", "drain_bucket", "drain_buckets",
+           "drain_queue"]
 
 log = logging.getLogger(__name__)
 
@@ -103,8 +104,8 @@ class EntryProcessor:
     nothing of that batch is deleted. ``writer_options`` go to the BatchWriter used for deletes and dead
     letters; with ``progress_row`` the running counters are kept there after each batch.
 
-    An exporter with ``export_batch`` (:class:`~connector.export.AccumuloExporter`) gets whole Arrow
-    batches; any other :class:`~connector.export.Exporter` gets ``SequencedExport`` lists (the slow path).
+    The exporter gets whole Arrow batches (``Exporter.export_batch``); one written with ``export`` only is
+    adapted (:func:`connector.export.adapter.batch_exporter`: ``SequencedExport`` lists, the slow path).
     """
 
     def __init__(self, source_conn: Connection, config: QueueConfig, exporter: Exporter, *,
@@ -112,11 +113,9 @@ class EntryProcessor:
                  writer_options: Mapping[str, Any] | None = None, progress_row: bytes | None = None) -> None:
         if not isinstance(buffer_bytes, int) or buffer_bytes < 1:
             raise ValueError(f"buffer_bytes must be an int >= 1, got {buffer_bytes!r}")
-        if not callable(getattr(exporter, "export", None)):
-            raise TypeError(f"exporter must have an export(batch) method, got {type(exporter).__name__}")
         self.connection = source_conn
         self.config = config
-        self.exporter = exporter
+        self.exporter = batch_exporter(exporter)  # raises TypeError for an object without export()
         self.buffer_bytes = buffer_bytes
         self.fail_fast = fail_fast
         self._codec = EntryCodec(config)
@@ -135,7 +134,7 @@ class EntryProcessor:
         stats = DrainStats()
         writer: BatchWriter | None = None
         try:
-            for batch in _cut_by_bytes(batches, self.buffer_bytes):
+            for batch in cut_by_bytes(batches, self.buffer_bytes):
                 if writer is None:
                     writer = self.connection.batch_writer(self.config.table, **self._writer_options)
                 self._process_batch(batch, writer, stats)
@@ -161,7 +160,7 @@ class EntryProcessor:
             first = pc.index(malformed, True).as_py()
             raise MalformedEntryError(rows[first].as_py(), parsed.column("error")[first].as_py())
         stats.entries += batch.num_rows
-        stats.bytes += _entry_bytes(batch)
+        stats.bytes += entry_bytes(batch)
 
         good = np.flatnonzero(~np.asarray(malformed.to_numpy(zero_copy_only=False), dtype=bool))
         exports = pa.record_batch([parsed.column("key").take(good), batch.column("value").take(good),
@@ -200,33 +199,8 @@ class EntryProcessor:
             self._deletes_flushed = now
 
     def _export(self, exports: pa.RecordBatch) -> list[EntryFailure]:
-        export_batch = getattr(self.exporter, "export_batch", None)
-        if export_batch is not None:
-            return list(export_batch(exports, key_serializer=self.config.key_serializer,
-                                     value_serializer=self.config.value_serializer))
-        return self._export_slowly(exports)
-
-    def _export_slowly(self, exports: pa.RecordBatch) -> list[EntryFailure]:
-        """For an exporter with only ``export(list of SequencedExport)``: decode in Python, and when it names
-        exports it cannot translate, export the rest again without them."""
-        decoded: list[SequencedExport] = []
-        index: list[int] = []
-        failures: list[EntryFailure] = []
-        for i, (key, value, seq) in enumerate(zip(*(c.to_pylist() for c in exports.columns), strict=True)):
-            try:
-                decoded.append(self._codec.decode_parts(key, value, seq))
-                index.append(i)
-            except MalformedEntryError as exc:
-                failures.append(EntryFailure(i, "undecodable", exc.reason))
-        if decoded:
-            try:
-                self.exporter.export(decoded)
-            except BatchTranslationError as exc:
-                failures += [EntryFailure(index[j], "translation", reason) for j, reason in exc.failures.items()]
-                rest = [e for j, e in enumerate(decoded) if j not in exc.failures]
-                if rest and not self.fail_fast:
-                    self.exporter.export(rest)
-        return sorted(failures)
+        return list(self.exporter.export_batch(exports, key_serializer=self.config.key_serializer,
+                                               value_serializer=self.config.value_serializer))
 
     def _stop_at(self, failure: EntryFailure, good: np.ndarray, batch: pa.RecordBatch,
                  exports: pa.RecordBatch) -> None:
@@ -252,88 +226,13 @@ def _dead_reason(failure: EntryFailure) -> str:
     return failure.reason if failure.kind == "undecodable" else f"untranslatable: {failure.reason}"
 
 
-def _entry_bytes(batch: pa.RecordBatch) -> int:
-    """Row plus value bytes of a batch of entries (what ``buffer_bytes`` counts)."""
-    return sum(pc.sum(pc.binary_length(batch.column(name))).as_py() or 0 for name in ("row", "value"))
-
-
-def _cut_by_bytes(batches: Iterable[pa.RecordBatch], limit: int) -> Iterator[pa.RecordBatch]:
-    """Re-cut a stream of entry batches into batches of at most ``limit`` row + value bytes, greedily and in
-    order (an entry larger than ``limit`` goes alone). Cut points come from a cumulative sum, not a loop
-    over entries."""
-    pending: list[pa.RecordBatch] = []
-    pending_bytes = 0
-    for batch in batches:
-        if not batch.num_rows:
-            continue
-        pending.append(batch)
-        pending_bytes += _entry_bytes(batch)
-        if pending_bytes >= limit:
-            rest = yield from _cut(pa.Table.from_batches(pending).combine_chunks(), limit, final=False)
-            pending = [rest] if rest is not None and rest.num_rows else []
-            pending_bytes = _entry_bytes(rest) if pending else 0
-    if pending:
-        yield from _cut(pa.Table.from_batches(pending).combine_chunks(), limit, final=True)
-
-
-def _cut(table: pa.Table, limit: int, final: bool) -> Generator[pa.RecordBatch, None, pa.RecordBatch | None]:
-    """Yield full batches of ``table``; return what is left over (not yet a full batch) unless ``final``."""
-    sizes = (pc.binary_length(table.column("row")).to_numpy() + pc.binary_length(table.column("value"))
-             .fill_null(0).to_numpy()).astype(np.int64)
-    cumulative = np.cumsum(sizes)
-    start, n = 0, table.num_rows
-    while start < n:
-        base = cumulative[start - 1] if start else 0
-        end = max(int(np.searchsorted(cumulative, base + limit, side="right")), start + 1)
-        if end >= n and not final and cumulative[-1] - base < limit:
-            return table.slice(start).to_batches()[0] if table.slice(start).num_rows else None
-        yield table.slice(start, end - start).combine_chunks().to_batches()[0]
-        start = end
-    return None
-
-
-def _prefetched(batches: Iterator[pa.RecordBatch], depth: int = 4) -> Iterator[pa.RecordBatch]:
-    """Pull ``batches`` on a reader thread, at most ``depth`` ahead, so the scan of the next pages overlaps the
-    export of the current batch. Errors reach the consumer; a consumer that stops early stops the reader."""
-    handoff: queue_module.Queue[tuple[str, Any]] = queue_module.Queue(maxsize=depth)
-    stop = threading.Event()
-
-    def read() -> None:
-        try:
-            for batch in batches:
-                while not stop.is_set():
-                    try:
-                        handoff.put(("batch", batch), timeout=0.5)
-                        break
-                    except queue_module.Full:
-                        continue
-                if stop.is_set():
-                    return
-            handoff.put(("end", None))
-        except BaseException as exc:  # noqa: BLE001 - handed to the consumer, which raises it
-            handoff.put(("error", exc))
-
-    reader = threading.Thread(target=read, name="queue-prefetch", daemon=True)
-    reader.start()
-    try:
-        while True:
-            kind, item = handoff.get()
-            if kind == "end":
-                return
-            if kind == "error":
-                raise item
-            yield item
-    finally:
-        stop.set()
-
-
 def drain_bucket(source_conn: Connection, config: QueueConfig, bucket: int, exporter: Exporter, *,
                  buffer_bytes: int = DEFAULT_BUFFER_BYTES, fail_fast: bool = False, batch_size: int = 1000,
                  writer_options: Mapping[str, Any] | None = None) -> DrainStats:
     """Export and delete what one bucket holds now (one scan of it); returns what was done."""
     processor = EntryProcessor(source_conn, config, exporter, buffer_bytes=buffer_bytes, fail_fast=fail_fast,
                                writer_options=writer_options)
-    return processor.process_batches(_prefetched(read_bucket_batches(source_conn, config, bucket, batch_size)))
+    return processor.process_batches(prefetched(read_bucket_batches(source_conn, config, bucket, batch_size)))
 
 
 def drain_buckets(source_conn: Connection, config: QueueConfig, buckets: Iterable[int], exporter: Exporter, *,
@@ -348,36 +247,7 @@ def drain_buckets(source_conn: Connection, config: QueueConfig, buckets: Iterabl
     limits = limits or {}
     pages = (page for b in buckets
              for page in read_bucket_head(source_conn, config, b, *limits.get(b, (None, None)), batch_size))
-    return processor.process_batches(_prefetched(pages))
-
-
-def read_progress(conn: Connection, config: QueueConfig, run_id: str) -> DrainStats:
-    """The running totals the tasks of drain run ``run_id`` have kept so far (summed over its tasks)."""
-    total = DrainStats()
-    names = {f.name for f in fields(DrainStats)}
-    for cell in conn.scan(config.table, Range.prefix(config.layout.progress_prefix(run_id))):
-        total += DrainStats(**{k: v for k, v in json.loads(cell.value).items() if k in names})
-    return total
-
-
-def other_drains(conn: Connection, config: QueueConfig, fresh_seconds: float = 60.0) -> set[str]:
-    """Run ids of batch-drain rounds whose tasks wrote progress in the last ``fresh_seconds`` (by the tablet
-    server's clock): other drains of this queue when called outside a round of one's own (a round removes its
-    rows when it ends; rows a crashed drain left go stale)."""
-    prefix = config.layout.progress_prefix("")[:-1]  # <qid>#progress:
-    now_ms = time.time() * 1000
-    runs = set()
-    for cell in conn.scan(config.table, Range.prefix(prefix), columns=[(PROGRESS_FAMILY, PROGRESS_QUALIFIER)]):
-        if now_ms - cell.ts <= fresh_seconds * 1000:
-            runs.add(cell.row[len(prefix):].split(b":", 1)[0].decode("ascii", "replace"))
-    return runs
-
-
-def clear_progress(conn: Connection, config: QueueConfig, run_id: str) -> None:
-    """Remove the progress rows of drain run ``run_id``."""
-    rows = [cell.row for cell in conn.scan(config.table, Range.prefix(config.layout.progress_prefix(run_id)))]
-    if rows:
-        conn.write(config.table, [Mutation(row).delete(PROGRESS_FAMILY, PROGRESS_QUALIFIER) for row in rows])
+    return processor.process_batches(prefetched(pages))
 
 
 def drain_queue(source_conn: Connection, config: QueueConfig, exporter: Exporter, *,
@@ -395,7 +265,7 @@ def drain_queue(source_conn: Connection, config: QueueConfig, exporter: Exporter
     while True:
         found = 0
         for bucket in range(config.num_buckets):
-            stats = processor.process_batches(_prefetched(read_bucket_batches(source_conn, config, bucket,
+            stats = processor.process_batches(prefetched(read_bucket_batches(source_conn, config, bucket,
                                                                               batch_size)))
             total += stats
             found += stats.entries

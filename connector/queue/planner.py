@@ -3,7 +3,7 @@ and, every ``sweep_seconds``, from a keys-only sweep of the whole queue (in the 
 written without a mark.
 
 Both streaming engines plan with :class:`StreamPlanner`: the Spark source (``connector.spark.queue_source``)
-and the in-process stream (``connector.spark.drain_job.run_local_stream``).
+and the in-process stream (``connector.jobs.stream_drain``).
 """
 
 from __future__ import annotations

@@ -1,8 +1,12 @@
-"""Spark: the ``export-queue`` source, the ``accumulo-export`` sink, and the drain job."""
+"""Spark: the ``export-queue`` source, the ``accumulo-export`` sink, the Spark engine of the drain and combine
+jobs (:mod:`connector.jobs`), and the streaming drain."""
 
-from .drain_job import DrainError, DrainJob, DrainReport, run_batch, start_stream
+from connector.jobs import DrainError, DrainJob, DrainReport
+
+from .drain_job import run_batch, start_stream
+from .engine import SparkEngine
 from .options import GatewayOptions, OptionError
 from .session import register, spark_session
 
-__all__ = ["DrainError", "DrainJob", "DrainReport", "GatewayOptions", "OptionError", "register", "run_batch",
-           "spark_session", "start_stream"]
+__all__ = ["DrainError", "DrainJob", "DrainReport", "GatewayOptions", "OptionError", "SparkEngine", "register",
+           "run_batch", "spark_session", "start_stream"]

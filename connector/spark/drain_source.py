@@ -16,18 +16,17 @@ tables recorded as feeding the queue (:class:`connector.transactions.PeriodicRel
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import asdict
 from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
-from connector.queue import drain_buckets
+from connector.jobs.stats import stats_batch, stats_ddl
+from connector.queue import DrainStats, drain_buckets
 from connector.transactions import PeriodicRelay
 from connector.transactions.relay import DEFAULT_RELAY_SECONDS
 
-from .drain_job import STATS_DDL, STATS_SCHEMA
 from .export_sink import SinkSettings
 from .options import OptionError, as_dict, float_option, int_option
 from .queue_source import BucketGroup, ExportQueueDataSource, QueueStreamReader
@@ -41,7 +40,7 @@ class QueueDrainDataSource(ExportQueueDataSource):
         return "export-queue-drain"
 
     def schema(self) -> str:
-        return STATS_DDL
+        return stats_ddl(DrainStats)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         raise OptionError("export-queue-drain is a streaming source (its reads drain the queue): use "
@@ -84,7 +83,7 @@ class DrainStreamReader(QueueStreamReader):
         limits = {bucket: (n, size) for bucket, n, size in partition.buckets}
         stats = drain_buckets(self.gateway.shared(), self.config, list(limits), sink.exporter(),
                               buffer_bytes=sink.buffer_bytes, fail_fast=sink.fail_fast, limits=limits)
-        yield pa.RecordBatch.from_pylist([asdict(stats)], schema=STATS_SCHEMA)
+        yield stats_batch(stats)
 
 
 class WarmUpDataSource(DataSource):

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -38,6 +37,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from connector.export import AccumuloExporter, DeleteMode, SequencedExport
+from connector.export.shared import shared_exporter
 from connector.queue import ENTRY_SCHEMA, DrainStats, EntryProcessor
 
 from .options import GatewayOptions, OptionError, as_dict, bool_option, int_option, queue_config
@@ -94,22 +94,6 @@ class SinkSettings:
 
 def _missing(name: str) -> str:
     raise OptionError(f"option {name!r} is required")
-
-
-_exporters: dict[tuple, AccumuloExporter] = {}
-_exporters_lock = threading.Lock()
-
-
-def shared_exporter(dest: GatewayOptions, table: str, translator: str, mode: str, create: bool) -> AccumuloExporter:
-    # one exporter (one open writer) per Python worker and destination, reused across tasks and by the
-    # threads of an in-process drain (the lock keeps two threads from each making one)
-    key = (dest, table, translator, mode, create)
-    with _exporters_lock:
-        exporter = _exporters.get(key)
-        if exporter is None:
-            exporter = _exporters[key] = AccumuloExporter(dest.shared(), table, translator, create_table=create,
-                                                          delete_mode=mode)
-    return exporter
 
 
 def write_partition(settings: SinkSettings, batches: Iterator[pa.RecordBatch]) -> ExportCommitMessage:

@@ -17,6 +17,7 @@ from connector.accumulo.options import (
     str_option,
 )
 from connector.queue import QueueConfig
+from connector.queue.config import queue_options
 
 __all__ = ["GatewayOptions", "OptionError", "as_dict", "bool_option", "float_option", "int_option", "queue_config",
            "queue_options", "refuse_secrets"]
@@ -36,11 +37,6 @@ def queue_config(options: Mapping[str, str]) -> QueueConfig:
         raise
     except ValueError as exc:
         raise OptionError(f"queue options: {exc}") from None
-
-
-def queue_options(config: QueueConfig) -> dict[str, str]:
-    return {"queue.table": config.table, "queue.id": config.qid, "queue.buckets": str(config.num_buckets),
-            "queue.key_serializer": config.key_serializer, "queue.value_serializer": config.value_serializer}
 
 
 def as_dict(options: Any) -> dict[str, str]:

@@ -3,7 +3,8 @@ commit together in one conditional mutation (the row's outbox), then a relay cop
 queues. Modules: ``layout`` (the protocol: version and outbox cells, documented there for producers in any
 language), ``targets`` (exports and updates as outbox cells, and the queues' record of their source tables),
 ``commit`` (conditional commits of many rows), ``relay`` (outboxes to queues, leftovers of crashed producers),
-``rows`` (``RowTransactions.run``), ``status`` (what waits in outboxes)::
+``transaction`` (one attempt: the row as read, the buffered writes), ``rows`` (``RowTransactions.run``),
+``errors``, ``status`` (what waits in outboxes)::
 
     txs = RowTransactions(conn_a, "counts")
     txs.init()
@@ -11,18 +12,13 @@ language), ``targets`` (exports and updates as outbox cells, and the queues' rec
 """
 
 from .commit import Committer
+from .errors import RelayError, TransactionConflictError, TransactionError
 from .layout import MalformedOutboxError, OutboxCell, TxLayout, next_seq, parse_outbox, parse_version
 from .relay import PeriodicRelay, Relay, RelayStats, pending_outbox, relay_sources, relay_table
-from .rows import (
-    RelayError,
-    RowTransactions,
-    Transaction,
-    TransactionConflictError,
-    TransactionError,
-    ensure_outbox_group,
-)
+from .rows import RowTransactions, ensure_outbox_group
 from .status import OutboxStatus, outbox_status
 from .targets import Targets, record_source, recorded_sources
+from .transaction import Transaction
 
 __all__ = [
     "Committer", "MalformedOutboxError", "OutboxCell", "OutboxStatus", "PeriodicRelay", "Relay", "RelayError",

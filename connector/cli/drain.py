@@ -1,0 +1,198 @@
+"""``accumulo-export drain``: export a queue into a destination table, in batch or as a stream, in this
+process or with Spark. Everything a user can get wrong is checked before Spark starts."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+
+from connector.accumulo import AccumuloError
+from connector.clusters_config import cluster
+from connector.jobs import LOCAL_DRAIN_MAX_ENTRIES, DrainError, DrainJob, Engine, LocalEngine, run_drain
+from connector.jobs.drain import preflight
+from connector.queue import count_entries
+from connector.queue.planner import DEFAULT_SWEEP_SECONDS
+from connector.queue.progress import other_drains
+from connector.queue.stored_config import read_translator
+from connector.transactions.relay import DEFAULT_RELAY_SECONDS
+
+from .common import EXIT_DEAD_LETTERS, Terminated, UsageError, spark_output
+from .drain_stream import stream_locally, stream_with_spark
+from .options import Help, check_namespace, check_table_name, int_at_least, positive_seconds, queue_args
+from .progress import DrainProgressView
+from .queue import stored_config
+
+if TYPE_CHECKING:  # Spark loads only when a drain runs with it: local drains start faster without it
+    from pyspark.sql import SparkSession
+
+
+def register_drain_command(sub: Any) -> None:
+    """Add the ``drain`` command to the ``accumulo-export`` parser's subcommands."""
+    fmt = Help
+    d = sub.add_parser("drain", formatter_class=fmt, help="export the queue into a destination table with Spark",
+                       description="Export the queue's entries into a table on the destination cluster (created "
+                                   "when missing), each cell at timestamp = seq, and delete each entry after "
+                                   "its export is durable. Batch mode runs until the queue is empty; --stream "
+                                   "runs until Ctrl-C.")
+    queue_args(d, "--source")
+    d.add_argument("--dest", required=True, help="destination cluster name from the config file")
+    d.add_argument("--dest-table", required=True, help="destination table (created when missing)")
+    d.add_argument("--translator", metavar="{difference,replicator,cells,value[=CF[:CQ]],module:callable}",
+                   help="turns each export into cell changes; value=CF[:CQ] writes each key's value (a combine's "
+                        "new value) into the cell (key, CF, CQ); module:callable: see the README (default: the "
+                        "one 'queue init --translator' stored, else difference)")
+    d.add_argument("--delete-mode", default="delete", choices=["delete", "tombstone"],
+                   help="tombstone: deletes as tombstone puts, immune to the compaction hazard (README)")
+    d.add_argument("--buffer-bytes", type=int_at_least(1), default=1 << 20,
+                   help="max bytes (row + value) of entries per exported batch")
+    d.add_argument("--fail-fast", action="store_true",
+                   help="stop at the first malformed or untranslatable entry instead of dead-lettering it")
+    d.add_argument("--allow-dead-letters", action="store_true",
+                   help=f"exit 0 even when entries were dead-lettered (else exit status {EXIT_DEAD_LETTERS})")
+    d.add_argument("--server-wait", type=positive_seconds, default=300.0, metavar="SECONDS",
+                   help="how long a read or write on A or B may wait for a tablet server (one restarting after a "
+                        "crash) before the drain fails; nothing unexported is deleted, a rerun finishes")
+    d.add_argument("--stream", action="store_true", help="keep draining new entries until Ctrl-C")
+    d.add_argument("--trigger-seconds", type=positive_seconds, default=1.0, help="--stream: micro-batch interval")
+    limits = d.add_mutually_exclusive_group()
+    limits.add_argument("--max-entries-per-trigger", type=int_at_least(1),
+                        help="--stream with Spark: at most this many entries per micro-batch (default: all pending)")
+    limits.add_argument("--max-bytes-per-trigger", type=int_at_least(1),
+                        help="--stream with Spark: at most about this many bytes (row + value) per micro-batch, "
+                             "shared among the pending buckets (default: all pending)")
+    d.add_argument("--checkpoint", help="--stream with Spark: checkpoint folder, kept (default: a temporary one, "
+                                        "removed)")
+    d.add_argument("--sweep-seconds", type=positive_seconds, default=DEFAULT_SWEEP_SECONDS,
+                   help="--stream: the longest an entry written without a bucket mark waits (a full sweep of "
+                        "the queue runs this often)")
+    d.add_argument("--relay-seconds", type=positive_seconds, default=DEFAULT_RELAY_SECONDS,
+                   help="--stream: relay what crashed row-transaction producers left in the outboxes feeding the "
+                        "queue within about this long (a batch drain relays them once before it starts)")
+    d.add_argument("--master", help="Spark master (default: SPARK_MASTER or local[2])")
+    d.add_argument("--engine", choices=["auto", "spark", "local"], default="auto",
+                   help="local: drain in this process without Spark (a stream then starts in about a second and "
+                        "drains whole buckets per micro-batch; it needs no checkpoint: the queue's marks are its "
+                        "state); auto: local for a batch drain of a small queue (Spark's start-up would "
+                        "dominate) when no --master is given, else Spark")
+
+
+def cmd_drain(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    source, dest = cluster(args.source), cluster(args.dest)
+    # everything a user can get wrong is checked here, before Spark starts (seconds) and fails in a task
+    check_table_name(args.table, "--table", f"the source {source.describe()}")
+    check_table_name(args.dest_table, "--dest-table", f"the destination {dest.describe()}")
+    with source.connect() as conn:
+        try:
+            queue = stored_config(conn, args, f"the source {source.describe()}")
+            translator = args.translator or read_translator(conn, queue) or "difference"
+        except AccumuloError as exc:
+            raise UsageError(f"source {source.describe()}: {exc}") from None
+    try:
+        with dest.connect() as conn:
+            if not conn.table_exists(args.dest_table):
+                check_namespace(conn, args.dest_table, "--dest-table", f"the destination {dest.describe()}")
+    except AccumuloError as exc:
+        raise UsageError(f"destination {dest.describe()}: {exc}") from None
+    job = DrainJob(source=source, dest=dest, queue=queue, dest_table=args.dest_table,
+                   translator=translator, delete_mode=args.delete_mode, buffer_bytes=args.buffer_bytes,
+                   fail_fast=args.fail_fast, server_wait=args.server_wait, relay_seconds=args.relay_seconds)
+    preflight(job)
+    if _drain_locally(args, job):
+        return _run_drain(args, job, None, started)
+    from connector.spark import spark_session
+
+    with spark_output(verbose=args.verbose) as spark_log:
+        master = args.master or os.environ.get("SPARK_MASTER") or "local[2]"
+        print(f"starting Spark ({master}) ...", file=sys.stderr, flush=True)
+        try:
+            return _run_drain(args, job, spark_session(args.master, "accumulo-export drain"), started)
+        except DrainError as exc:
+            if spark_log:
+                spark_log.keep = True
+                raise DrainError(f"{exc} (Spark's log: {spark_log.path})") from None
+            raise
+
+
+def _drain_locally(args: argparse.Namespace, job: DrainJob) -> bool:
+    if args.engine != "auto":
+        if args.engine == "local" and args.stream:
+            spark_only = [flag for flag, value in (("--checkpoint", args.checkpoint), ("--master", args.master),
+                                                   ("--max-entries-per-trigger", args.max_entries_per_trigger),
+                                                   ("--max-bytes-per-trigger", args.max_bytes_per_trigger))
+                          if value]
+            if spark_only:
+                raise UsageError(f"{', '.join(spark_only)} applies to Spark streams, not to --engine local")
+        return bool(args.engine == "local")
+    from connector.spark.session import submitted
+
+    if args.stream or args.master or os.environ.get("SPARK_MASTER") or submitted():
+        return False
+    with job.source.connect() as conn:
+        return count_entries(conn, job.queue, limit=LOCAL_DRAIN_MAX_ENTRIES + 1) <= LOCAL_DRAIN_MAX_ENTRIES
+
+
+def _engine(spark: SparkSession | None) -> Engine:
+    if spark is None:
+        return LocalEngine()
+    from connector.spark.engine import SparkEngine
+
+    return SparkEngine(spark)
+
+
+def _run_drain(args: argparse.Namespace, job: DrainJob, spark: SparkSession | None, started: float) -> int:
+    from rich.console import Console
+
+    view = DrainProgressView(Console(stderr=True), args.stream)
+    others = _other_drains(job) if not args.stream else set()
+    folders: list[str] = []  # temporary ones, removed after Spark stopped
+    stop: KeyboardInterrupt | None = None  # how a stream was stopped: Ctrl-C or SIGTERM (Terminated)
+    try:
+        if not args.stream:
+            report = run_drain(_engine(spark), job, view, check=False)
+        elif spark is None:
+            report, stop = stream_locally(args, job, view)
+        else:
+            report, stop = stream_with_spark(args, job, spark, view, folders)
+    finally:
+        view.close()
+        if spark is not None:
+            spark.stop()
+        for folder in folders:
+            shutil.rmtree(folder, ignore_errors=True)
+    if not args.stream:
+        others |= _other_drains(job, warn=not others)
+    summary = {"micro_batches" if args.stream else "rounds": report.rounds, "entries": report.entries,
+               "exported": report.exported, "deleted": report.deleted, "dead_lettered": report.dead_lettered,
+               "seconds": round(report.seconds, 2), "entries_per_s": round(report.rate, 1),
+               "remaining": report.remaining, "relayed": report.relayed,
+               # the whole command, with the checks and Spark's start-up that "seconds" leaves out
+               "total_seconds": round(time.monotonic() - started, 2)}
+    if not args.stream:
+        summary["other_drains_seen"] = len(others)
+    print(json.dumps(summary))
+    if isinstance(stop, KeyboardInterrupt) and not isinstance(stop, Terminated):
+        return 130
+    if report.dead_lettered and not args.allow_dead_letters:
+        print(f"accumulo-export: {report.dead_lettered:,} entries were dead-lettered (list them with 'accumulo-export "
+              f"queue dead-letters', re-queue them after a fix with --requeue); exit status {EXIT_DEAD_LETTERS} "
+              "(--allow-dead-letters: 0)", file=sys.stderr)
+        return EXIT_DEAD_LETTERS
+    return 0  # a stream stopped by SIGTERM ends normally
+
+
+def _other_drains(job: DrainJob, warn: bool = True) -> set[str]:
+    """Other batch drains of the queue running now (their live progress rows), with a warning when there are."""
+    with job.source.connect() as conn:
+        runs = other_drains(conn, job.queue)
+    if runs and warn:
+        print(f"accumulo-export: warning: another drain of queue {job.queue.qid!r} is running; concurrent drains "
+              "are safe but repeat work (entries read by both are exported by both, so the summaries together "
+              "count more exports than there were entries)", file=sys.stderr, flush=True)
+    return runs
+

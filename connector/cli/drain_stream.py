@@ -1,0 +1,106 @@
+"""Supervising a streaming drain from the command line: it runs until Ctrl-C or SIGTERM, which end it after
+the running micro-batch (a stream stopped so ends normally), with progress every ``PROGRESS_SECONDS``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from connector.jobs import DrainJob, DrainReport, LocalEngine, stream_drain
+from connector.queue import count_entries
+
+from .common import Terminated, sigterm_as_event
+from .progress import PROGRESS_COUNT_LIMIT, PROGRESS_SECONDS, DrainProgressView
+
+if TYPE_CHECKING:  # Spark loads only when a Spark stream runs
+    from pyspark.sql import SparkSession
+
+
+def stream_with_spark(args: argparse.Namespace, job: DrainJob, spark: SparkSession, view: DrainProgressView,
+                      folders: list[str]) -> tuple[DrainReport, KeyboardInterrupt | None]:
+    """The Spark stream (a structured streaming query) until Ctrl-C or SIGTERM; the report, and what stopped
+    it. The temporary folders it makes are added to ``folders``, for the caller to remove after Spark stops."""
+    from connector.spark.drain_job import collect_stream_reports, start_stream
+    from connector.spark.engine import task_error
+
+    report_dir = tempfile.mkdtemp(prefix="drain-stream-")
+    folders.append(report_dir)
+    checkpoint = args.checkpoint
+    if not checkpoint:
+        checkpoint = tempfile.mkdtemp(prefix="drain-checkpoint-")
+        folders.append(checkpoint)
+    stop: KeyboardInterrupt | None = None  # how the stream was stopped: Ctrl-C or SIGTERM (Terminated)
+    report = DrainReport()
+    query = start_stream(spark, job, checkpoint, report_dir, args.trigger_seconds,
+                         max_entries_per_trigger=args.max_entries_per_trigger,
+                         max_bytes_per_trigger=args.max_bytes_per_trigger, sweep_seconds=args.sweep_seconds,
+                         check=False)
+    stream_started = time.monotonic()
+    kept = f" (checkpoint {checkpoint})" if args.checkpoint else ""
+    print(f"streaming drain started{kept}; Ctrl-C or SIGTERM stops it", file=sys.stderr, flush=True)
+    with sigterm_as_event() as terminated:
+        try:
+            with job.source.connect() as conn:
+                while query.isActive and not terminated.is_set():
+                    query.awaitTermination(PROGRESS_SECONDS)
+                    collect_stream_reports(report_dir, report)
+                    report.seconds = time.monotonic() - stream_started
+                    view(report, count_entries(conn, job.queue, limit=PROGRESS_COUNT_LIMIT))
+            if terminated.is_set():
+                raise Terminated()
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
+            stop = exc
+            print("stopping after the running micro-batch ...", file=sys.stderr, flush=True)
+            query.stop()
+    collect_stream_reports(report_dir, report)
+    failure = None if stop else query.exception()
+    if failure is not None:
+        raise task_error(failure) or RuntimeError(str(failure))
+    return report, stop
+
+
+def stream_locally(args: argparse.Namespace, job: DrainJob,
+                   view: DrainProgressView) -> tuple[DrainReport, KeyboardInterrupt | None]:
+    """The in-process stream until Ctrl-C or SIGTERM (which end it after the running micro-batch); the report,
+    and what stopped it."""
+    stop, done = threading.Event(), threading.Event()
+    holder: dict[str, DrainReport] = {}
+    failure: list[BaseException] = []
+    last_view = [0.0]
+
+    def progress(report: DrainReport) -> None:
+        if time.monotonic() - last_view[0] >= PROGRESS_SECONDS:
+            last_view[0] = time.monotonic()
+            with job.source.connect() as conn:
+                view(report, count_entries(conn, job.queue, limit=PROGRESS_COUNT_LIMIT))
+
+    def run() -> None:
+        try:
+            holder["report"] = stream_drain(LocalEngine(), job, args.trigger_seconds, progress, stop=stop,
+                                            sweep_seconds=args.sweep_seconds, check=False)
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread, which raises it
+            failure.append(exc)
+        finally:
+            done.set()
+
+    # the stream runs in a thread so that Ctrl-C in the main thread ends it between micro-batches (an Event,
+    # not Thread.join: a join interrupted by Ctrl-C may later return before the thread ends)
+    threading.Thread(target=run, name="local-stream", daemon=True).start()
+    print("streaming drain started (in this process); Ctrl-C or SIGTERM stops it", file=sys.stderr, flush=True)
+    interrupted: KeyboardInterrupt | None = None
+    try:
+        while not done.wait(0.2):
+            pass
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
+        interrupted = exc
+        print("stopping after the running micro-batch ...", file=sys.stderr, flush=True)
+        stop.set()
+        done.wait()
+    if failure:
+        raise failure[0]
+    return holder["report"], interrupted
+

@@ -1,0 +1,83 @@
+"""The option types and checks the ``accumulo-export`` commands share: a parser whose errors are one line,
+help that shows defaults, numbers with bounds, the queue's flags, and table names Accumulo would refuse."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Callable
+from typing import NoReturn
+
+from connector.accumulo import Connection
+
+from .common import UsageError
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line naming the problem (and where help is), not the usage text."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"accumulo-export: error: {message} (see '{self.prog} --help')\n")
+
+
+class Help(argparse.HelpFormatter):
+    """Shows an option's default where it has a real one (not None, not a flag's False)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if action.default not in (None, False, argparse.SUPPRESS) and "default" not in text:
+            text += " (default: %(default)s)"
+        return text
+
+
+def int_at_least(minimum: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+        return value
+
+    return parse
+
+
+def positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {text}")
+    return value
+
+
+_TABLE_NAME = re.compile(r"(?:\w+\.)?\w+", re.ASCII)
+
+
+def check_table_name(name: str, flag: str, where: str) -> None:
+    """Refuse a table name Accumulo would refuse, before anything runs (Spark would start first, then fail
+    with a Java exception), naming the flag and the cluster."""
+    if not _TABLE_NAME.fullmatch(name):
+        raise UsageError(f"{flag} {name!r} is not a valid table name on {where}: Accumulo allows letters, digits "
+                         "and _ only, optionally after a namespace and a dot (ns.table)")
+
+
+def check_namespace(conn: Connection, table: str, flag: str, where: str) -> None:
+    """A table about to be created needs its namespace to exist (Accumulo does not create namespaces)."""
+    namespace, dot, _ = table.rpartition(".")
+    if dot and not conn.namespace_exists(namespace):
+        raise UsageError(f"{flag} {table!r}: namespace {namespace!r} does not exist on {where}; create it first "
+                         f"(Accumulo shell: createnamespace {namespace}) or use a table outside it")
+
+
+def queue_args(p: argparse.ArgumentParser, cluster_flag: str = "--cluster") -> None:
+    """The flags naming an export queue (and the cluster holding it, under ``cluster_flag``)."""
+    p.add_argument(cluster_flag, required=True, help="cluster name from the config file")
+    p.add_argument("--table", required=True, help="the table holding the queue")
+    p.add_argument("--queue", required=True, help="queue id (the row prefix)")
+    p.add_argument("--buckets", type=int_at_least(1),
+                   help="number of buckets (required by init; later commands read it from the queue)")
+    p.add_argument("--key-serializer", help="json (default at init), bytes or module:callable")
+    p.add_argument("--value-serializer", help="json (default at init), bytes or module:callable")

@@ -1,0 +1,25 @@
+"""One exporter per process and destination, shared by the tasks and threads that drain into it."""
+
+from __future__ import annotations
+
+import threading
+
+from connector.accumulo.options import GatewayOptions
+
+from .accumulo_exporter import AccumuloExporter
+
+_exporters: dict[tuple, AccumuloExporter] = {}
+_exporters_lock = threading.Lock()
+
+
+def shared_exporter(dest: GatewayOptions, table: str, translator: str, mode: str, create: bool) -> AccumuloExporter:
+    """The exporter of this process for that destination, table, translator and delete mode: one open writer
+    per Python worker, reused across Spark tasks and by the threads of an in-process drain (the lock keeps two
+    threads from each making one)."""
+    key = (dest, table, translator, mode, create)
+    with _exporters_lock:
+        exporter = _exporters.get(key)
+        if exporter is None:
+            exporter = _exporters[key] = AccumuloExporter(dest.shared(), table, translator, create_table=create,
+                                                          delete_mode=mode)
+    return exporter
