@@ -72,9 +72,10 @@ def _page(conn: Connection, fetch: Callable[[Any, str, int], T], scanner_id: str
         return fetch(client, scanner_id, k)
     except Exception as exc:
         if is_transient(exc):
-            conn._drop_thread_client()
-            raise ConnectionLostError(f"nextK on {conn.host}:{conn.port}: {exc}") from exc
-        raise scan_error(exc, f"{conn.host}:{conn.port}") from exc
+            where = conn.address()
+            conn._drop_thread_client(exc)
+            raise ConnectionLostError(f"nextK on {where}: {exc}") from exc
+        raise scan_error(exc, conn.address()) from exc
 
 
 def _next_page(conn: Connection, scanner_id: str, k: int) -> tuple[list[Cell], bool]:

@@ -75,7 +75,8 @@ def write_conditional(writer: ConditionalWriter, mutations: Sequence[Conditional
         result = client._recv(_METHOD)
     except Exception as exc:
         if is_transient(exc):
-            conn._drop_thread_client()
-            raise ConnectionLostError(f"{_METHOD} on {conn.host}:{conn.port}: {exc}") from exc
+            where = conn.address()
+            conn._drop_thread_client(exc)
+            raise ConnectionLostError(f"{_METHOD} on {where}: {exc}") from exc
         raise translate(exc) from exc
     return {row: STATUS_NAMES[status] for row, status in result.items()}

@@ -24,10 +24,10 @@ from .cluster import Cluster, Clusters, clusters
 from .common import HarnessError, write_properties
 from .pki import GatewayTls, make_test_pki
 from .processes import stop_process, wait_for_ready
-from .standalone import StandaloneGateway
+from .standalone import StandaloneGateway, gateway_pool, pool_options
 
 __all__ = [
     "BENCH_WRITER", "GATEWAY_DIR", "GATEWAY_MAIN", "IDL", "LAUNCHER", "ROOT", "Cluster", "Clusters", "GatewayTls",
     "HarnessError", "StandaloneGateway", "build_gateway", "clusters", "gateway_jar", "java_command",
-    "make_test_pki", "stop_process", "wait_for_ready", "write_properties",
+    "gateway_pool", "make_test_pki", "pool_options", "stop_process", "wait_for_ready", "write_properties",
 ]

@@ -23,7 +23,7 @@ from .pki import GatewayTls
 from .processes import stop_process, wait_for_ready
 
 #: the launcher's stdin commands (each answered by one stdout line, ``OK ...`` or ``ERR ...``)
-_LAUNCHER_COMMANDS = ("tserver stop ", "tserver start ")
+_LAUNCHER_COMMANDS = ("tserver stop ", "tserver start ", "tserver kill-one ")
 
 
 @dataclass
@@ -96,6 +96,11 @@ class Clusters:
         data is recovered from the write-ahead logs at the next start). Returns the launcher's reply."""
         return self.command(f"tserver stop {name}", timeout)
 
+    def kill_one_tablet_server(self, name: str, timeout: float = 60.0) -> str:
+        """SIGKILL one of cluster ``name``'s tablet servers (of several: the others take over its tablets once
+        the manager notices, after its ZooKeeper session expires). ``start_tablet_servers`` replaces it."""
+        return self.command(f"tserver kill-one {name}", timeout)
+
     def start_tablet_servers(self, name: str, timeout: float = 300.0) -> str:
         """Start cluster ``name``'s tablet servers again; returns once its metadata table is served."""
         return self.command(f"tserver start {name}", timeout)
@@ -129,8 +134,12 @@ class Clusters:
 @contextlib.contextmanager
 def clusters(names: Sequence[str] = ("a", "b"), data_dir: str | None = None,
              start_timeout: float = 300.0, idle_timeout_ms: int | None = None,
-             max_frame_bytes: int | None = None, tls: GatewayTls | None = None) -> Iterator[Clusters]:
+             max_frame_bytes: int | None = None, tls: GatewayTls | None = None,
+             tservers: int = 1) -> Iterator[Clusters]:
     """Start one MiniAccumuloCluster and gateway per name; stop and clean up on exit.
+
+    ``tservers``: tablet servers per cluster (each a JVM of up to 768 MiB). More gateways for a cluster:
+    :func:`~integration.harness.standalone.gateway_pool`.
 
     Each gateway runs from a generated gateway.properties, as deployed ones do. ``max_frame_bytes`` sets
     their Thrift frame limit (default 64 MiB; upstream's proxy: 16 MiB); ``tls`` makes them serve TLS.
@@ -149,6 +158,8 @@ def clusters(names: Sequence[str] = ("a", "b"), data_dir: str | None = None,
         args += ["--idle-timeout-ms", str(idle_timeout_ms)]
     if max_frame_bytes:
         args += ["--max-frame-bytes", str(max_frame_bytes)]
+    if tservers != 1:
+        args += ["--tservers", str(tservers)]
     if tls:
         extra = state_dir / "gateway-extra.properties"
         write_properties(extra, tls.properties(), "added to every gateway's generated gateway.properties")

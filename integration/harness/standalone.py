@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
+import threading
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from .build import gateway_jar
 from .cluster import Cluster
@@ -74,3 +78,51 @@ class StandaloneGateway:
     def stop(self) -> None:
         if self.proc:
             stop_process(self.proc, grace=10)
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+
+@contextlib.contextmanager
+def gateway_pool(cluster: Cluster, count: int = 2, **options: Any) -> Iterator[list[StandaloneGateway]]:
+    """``count`` standalone gateways for ``cluster`` (started side by side; stopped on exit), each killable on
+    its own. ``pool_options`` names them all for a drain; ``options`` go to each ``StandaloneGateway``."""
+    gateways = [StandaloneGateway(cluster, **options) for _ in range(count)]
+    try:
+        _start_all(gateways)
+        yield gateways
+    finally:
+        for g in gateways:
+            g.stop()
+
+
+def _start_all(gateways: list[StandaloneGateway]) -> None:
+    errors: list[BaseException] = []
+
+    def start(g: StandaloneGateway) -> None:
+        try:
+            g.start()
+        except BaseException as exc:  # noqa: BLE001 - raised below, on the caller's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=start, args=(g,)) for g in gateways]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
+def pool_options(gateways: list[StandaloneGateway], also: Sequence[str] = (),
+                 **options: Any):  # noqa: ANN201 - GatewayOptions
+    """GatewayOptions naming every gateway of ``gateways`` (one cluster's) after the ``also`` addresses (the
+    launcher's gateway, say), with the cluster's secret file and the gateways' TLS CA."""
+    from connector.accumulo.options import GatewayOptions
+
+    first = gateways[0]
+    options.setdefault("secret_file", first.cluster.secret_file)
+    if first.tls:
+        options.setdefault("tls_ca_file", first.tls.ca_file)
+    return GatewayOptions.pool([*also, *(g.address for g in gateways)], **options)
