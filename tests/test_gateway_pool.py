@@ -99,7 +99,7 @@ def test_a_connection_to_unreachable_gateways_names_them_all():
                       retry=RetryPolicy(attempts=2, initial_wait=0.01, max_wait=0.01))
     assert conn.host == "127.0.0.1" and conn.port == 1
     assert conn.describe() == "gateways 127.0.0.1:1, 127.0.0.1:2"
-    with pytest.raises(ConnectionLostError, match="gateways 127.0.0.1:1, 127.0.0.1:2"):
+    with pytest.raises(ConnectionLostError, match="listTables on 127.0.0.1:1, 127.0.0.1:2: gateway unreachable"):
         conn.list_tables()
     with pytest.raises(ValueError, match="not both"):
         Connection("gw", hosts=["gw:1"], shared_secret="s")

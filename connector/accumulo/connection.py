@@ -53,11 +53,9 @@ class Connection:
     16 MiB ``maxFrameSize``); see :mod:`connector.accumulo.frames`.
 
     TLS (:mod:`connector.accumulo.tls`): ``tls_ca_file`` turns it on; the gateway's certificate must verify
-    against that CA file and name ``tls_server_hostname`` (default: ``host``). ``tls_cert_file`` and
-    ``tls_key_file`` (PEM) give a client certificate, for gateways that require one. Failures that no retry
-    cures raise ``TlsError``: a certificate that does not verify, or a plain client on a TLS gateway (the
-    gateway drops the connection; the message says the gateway may require TLS). Without TLS the secret
-    crosses the network in clear.
+    against it and name ``tls_server_hostname`` (default: the gateway's host); ``tls_cert_file`` and
+    ``tls_key_file`` (PEM) give a client certificate. ``TlsError``: a certificate that does not verify, or a
+    plain client on a TLS gateway. Without TLS the secret crosses the network in clear.
 
     ``server_wait`` (seconds) bounds how long the gateway lets a scan, a writer's flush or a conditional
     write wait for a tablet server (a crashed one being restarted, tablets being recovered): within it they
@@ -94,8 +92,8 @@ class Connection:
         self.tls = TlsOptions.from_paths(tls_ca_file, tls_cert_file, tls_key_file, tls_server_hostname)
         if hosts and host:
             raise ValueError("give one gateway (host) or several (hosts), not both")
-        self.gateways = Gateways(parse_addresses(hosts, int(port)) if hosts else [Address(host or "127.0.0.1",
-                                                                                            int(port))])
+        one = [Address(host or "127.0.0.1", int(port))]
+        self.gateways = Gateways(parse_addresses(hosts, int(port)) if hosts else one)
         self.host, self.port = self.gateways.addresses[0]  # the first gateway, for code that names one
         self.name = name
         self.server_wait = server_wait
@@ -137,11 +135,11 @@ class Connection:
     # --- plumbing -----------------------------------------------------------------------------------
 
     def new_client(self) -> Any:
-        """Open a dedicated Thrift client (used by writers, which must not share a socket), on the next
-        gateway that answers."""
+        """Open a dedicated Thrift client (used by writers, which must not share a socket)."""
         return self._open()[0]
 
     def _open(self) -> tuple[Any, Address]:
+        """A new client on the next gateway that answers, and that gateway's address."""
         if self._closed:
             raise RuntimeError("connection is closed")
         return self.gateways.open(lambda a: open_client(a.host, a.port, self.timeout, self.tls), is_transient)
@@ -213,7 +211,7 @@ class Connection:
                 raise translated from exc
 
         policy = self.retry if retry else NO_RETRY
-        return policy.run(attempt, self._drop_thread_client, f"{method} on {self.describe()}")
+        return policy.run(attempt, self._drop_thread_client, f"{method} on {self.gateways}")
 
     @property
     def shared_secret(self) -> str:

@@ -38,6 +38,7 @@ final class EmbeddedCluster implements AutoCloseable {
   private static final Logger LOG = LoggerFactory.getLogger(EmbeddedCluster.class);
   static final String ROOT = "root";
   static final String HOST = "127.0.0.1";
+  private static final long ZOOKEEPER_STARTUP_MS = 120_000;
 
   final String name;
   final File dir;
@@ -90,6 +91,8 @@ final class EmbeddedCluster implements AutoCloseable {
         .setNumTservers(tabletServers)
         .setMemory(ServerType.TABLET_SERVER, 768, MemoryUnit.MEGABYTE)
         .setSiteConfig(siteConfig());
+    // MAC gives ZooKeeper 20 s to answer; a machine shared by several test sessions can need longer
+    config.setZooKeeperStartupTime(ZOOKEEPER_STARTUP_MS);
     // the server processes' temporary files (Accumulo's VFS cache) go beside the cluster's folder, with it
     config.setSystemProperties(Map.of("java.io.tmpdir", tmpDir().getPath()));
     mac = new QuickStartCluster(config);
