@@ -39,6 +39,7 @@ def main() -> None:
     parser.add_argument("--buckets", type=int, default=257)
     parser.add_argument("--per-row", type=int, default=10)
     parser.add_argument("--spark", action="store_true", help="drain with a local[2] Spark session")
+    parser.add_argument("--two-first", action="store_true", help="drain through two gateways first (order check)")
     opts = parser.parse_args()
     with clusters(("a", "b")) as running:
         a, b = running["a"], running["b"]
@@ -47,7 +48,7 @@ def main() -> None:
         fill_s = sum(fill(conn_a, q, opts.entries, opts.per_row) for q in queues.values())
         spark = spark_session(app_name="bench gateways") if opts.spark else None
         rates: dict[int, float] = {}
-        for n, queue in queues.items():
+        for n, queue in sorted(queues.items(), reverse=opts.two_first):
             with gateway_pool(a, n) as source, gateway_pool(b, n) as dest:
                 job = DrainJob(source=pool_options(source), dest=pool_options(dest), queue=queue,
                                dest_table=f"bench_gw{n}_drained", buckets_per_partition=max(1, opts.buckets // 8))
