@@ -133,7 +133,7 @@ class Clusters:
 
 @contextlib.contextmanager
 def clusters(names: Sequence[str] = ("a", "b"), data_dir: str | None = None,
-             start_timeout: float = 300.0, idle_timeout_ms: int | None = None,
+             start_timeout: float = 600.0, idle_timeout_ms: int | None = None,
              max_frame_bytes: int | None = None, tls: GatewayTls | None = None,
              tservers: int = 1) -> Iterator[Clusters]:
     """Start one MiniAccumuloCluster and gateway per name; stop and clean up on exit.
