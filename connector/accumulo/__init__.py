@@ -12,7 +12,7 @@ Shaped like pyaccumulo/happybase::
 
 from .cells import Cell, IteratorSetting, Key, Range
 from .conditional import Condition, ConditionalMutation, ConditionalWriter
-from .connection import DEFAULT_PORT, SECRET_ENV, SECRET_FILE_ENV, Connection, resolve_secret
+from .connection import DEFAULT_PORT, Connection
 from .errors import (
     AccumuloError,
     AccumuloSecurityError,
@@ -29,6 +29,7 @@ from .errors import (
 )
 from .frames import DEFAULT_MAX_FRAME_BYTES
 from .mutation import ColumnUpdate, Mutation
+from .secret import SECRET_ENV, SECRET_FILE_ENV, resolve_secret
 from .tls import TlsOptions
 from .transport import RetryPolicy
 from .writer import BatchWriter

@@ -7,7 +7,6 @@ import os
 import threading
 import weakref
 from collections.abc import Iterable, Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -26,57 +25,19 @@ from .errors import (
     translate,
 )
 from .frames import CALL_OVERHEAD_BYTES, DEFAULT_MAX_FRAME_BYTES, check_max_frame_bytes
+from .gateways import Address, Gateways, parse_addresses
 from .mutation import BytesLike, Mutation, to_bytes
 from .scanner import batch_scan, scan, scan_batches
+from .secret import resolve_secret
 from .tls import TlsOptions, speaks_tls
-from .transport import NO_RETRY, RetryPolicy, close_client, is_transient, open_client
+from .transport import NO_RETRY, RetryPolicy, ThreadClient, close_client, is_transient, open_client
 from .writer import BatchWriter
 
-SECRET_ENV = "ACCUMULO_GATEWAY_SECRET"
 #: how much longer than ``server_wait`` the client waits for a reply before it calls the socket dead, so the
 #: gateway's own timeout (which carries the reason) always answers first
 SERVER_WAIT_MARGIN = 30.0
-SECRET_FILE_ENV = "ACCUMULO_GATEWAY_SECRET_FILE"
 DEFAULT_PORT = 42424
 
-
-def resolve_secret(shared_secret: str | None = None, secret_file: str | os.PathLike[str] | None = None) -> str:
-    """The gateway's shared secret: given directly, read from a file, or from the environment."""
-    if shared_secret:
-        return shared_secret
-    path = secret_file or os.environ.get(SECRET_FILE_ENV)
-    if path:
-        try:
-            text = Path(path).read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise AccumuloSecurityError(f"cannot read the shared secret file {path}: {exc.strerror}") from None
-        if not text:
-            raise AccumuloSecurityError(f"the shared secret file {path} is empty")
-        return text
-    env = os.environ.get(SECRET_ENV)
-    if env:
-        return env
-    raise AccumuloSecurityError(
-        f"no shared secret: pass shared_secret=, or set {SECRET_ENV} or {SECRET_FILE_ENV}"
-    )
-
-
-
-class _ThreadClient:
-    """One thread's client. It lives in that thread's ``threading.local`` storage only, so when the thread
-    ends (a pool's worker, a prefetch thread) the holder goes away and closes its socket: threads that come
-    and go do not leave sockets behind."""
-
-    __slots__ = ("client", "__weakref__")
-
-    def __init__(self, client: Any) -> None:
-        self.client = client
-
-    def close(self) -> None:
-        close_client(self.client)
-
-    def __del__(self) -> None:
-        self.close()
 
 class Connection:
     """A connection to an Accumulo Thrift gateway.
@@ -84,6 +45,10 @@ class Connection:
     Safe to use from several threads: each thread gets its own socket, opened on first use. Writers open
     a socket of their own. Transient transport errors (refused, reset, timeout) are retried with backoff
     on a fresh socket, within ``retry``'s bounds; then ``ConnectionLostError`` is raised.
+
+    ``hosts`` names several gateways of the cluster instead of one ``host`` (``["gw1:42424", "gw2"]``;
+    ``port`` is the port of those without one): each new socket goes to the next one in turn, host-local
+    ones first, and a gateway that is unreachable is passed over (see :mod:`connector.accumulo.gateways`).
 
     The shared secret is checked once, on the first socket, with a call that declares the security error
     on every server (upstream's ``tableExists``/``listTables`` turn a wrong secret into a message-less
@@ -93,11 +58,9 @@ class Connection:
     16 MiB ``maxFrameSize``); see :mod:`connector.accumulo.frames`.
 
     TLS (:mod:`connector.accumulo.tls`): ``tls_ca_file`` turns it on; the gateway's certificate must verify
-    against that CA file and name ``tls_server_hostname`` (default: ``host``). ``tls_cert_file`` and
-    ``tls_key_file`` (PEM) give a client certificate, for gateways that require one. Failures that no retry
-    cures raise ``TlsError``: a certificate that does not verify, or a plain client on a TLS gateway (the
-    gateway drops the connection; the message says the gateway may require TLS). Without TLS the secret
-    crosses the network in clear.
+    against it and name ``tls_server_hostname`` (default: the gateway's host); ``tls_cert_file`` and
+    ``tls_key_file`` (PEM) give a client certificate. ``TlsError``: a certificate that does not verify, or a
+    plain client on a TLS gateway. Without TLS the secret crosses the network in clear.
 
     ``server_wait`` (seconds) bounds how long the gateway lets a scan, a writer's flush or a conditional
     write wait for a tablet server (a crashed one being restarted, tablets being recovered): within it they
@@ -113,7 +76,7 @@ class Connection:
 
     def __init__(
         self,
-        host: str = "127.0.0.1",
+        host: str | None = None,
         port: int = DEFAULT_PORT,
         shared_secret: str | None = None,
         *,
@@ -127,12 +90,16 @@ class Connection:
         tls_server_hostname: str | None = None,
         server_wait: float | None = None,
         name: str = "",
+        hosts: Sequence[str] | None = None,
     ) -> None:
         if server_wait is not None and not (0 < server_wait < float("inf")):
             raise ValueError(f"server_wait must be a number of seconds > 0 (or None), got {server_wait!r}")
         self.tls = TlsOptions.from_paths(tls_ca_file, tls_cert_file, tls_key_file, tls_server_hostname)
-        self.host = host
-        self.port = int(port)
+        if hosts and host:
+            raise ValueError("give one gateway (host) or several (hosts), not both")
+        one = [Address(host or "127.0.0.1", int(port))]
+        self.gateways = Gateways(parse_addresses(hosts, int(port)) if hosts else one)
+        self.host, self.port = self.gateways.addresses[0]  # the first gateway, for code that names one
         self.name = name
         self.server_wait = server_wait
         self.timeout = timeout if server_wait is None else max(timeout, server_wait + SERVER_WAIT_MARGIN)
@@ -142,15 +109,22 @@ class Connection:
         self._secret_checked = False
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._clients: weakref.WeakSet[_ThreadClient] = weakref.WeakSet()
+        self._clients: weakref.WeakSet[ThreadClient] = weakref.WeakSet()
         self._closed = False
 
     def __repr__(self) -> str:  # never shows the secret
-        return f"Connection(host={self.host!r}, port={self.port}, tls={self.tls is not None})"
+        return f"Connection(gateways={str(self.gateways)!r}, tls={self.tls is not None})"
 
     def describe(self) -> str:
         """How messages name this connection's cluster: its ``name``, else the gateway's address."""
-        return f"cluster {self.name!r}" if self.name else f"gateway {self.host}:{self.port}"
+        if self.name:
+            return f"cluster {self.name!r}"
+        return f"gateway {self.gateways}" if len(self.gateways.addresses) == 1 else f"gateways {self.gateways}"
+
+    def address(self) -> str:
+        """The gateway this thread's socket talks to (the first one before it has a socket), for messages."""
+        held = getattr(self._local, "held", None)
+        return str(held.address if held is not None else self.gateways.addresses[0])
 
     @property
     def server_wait_ms(self) -> int:
@@ -167,17 +141,21 @@ class Connection:
 
     def new_client(self) -> Any:
         """Open a dedicated Thrift client (used by writers, which must not share a socket)."""
+        return self._open()[0]
+
+    def _open(self) -> tuple[Any, Address]:
+        """A new client on the next gateway that answers, and that gateway's address."""
         if self._closed:
             raise RuntimeError("connection is closed")
-        return open_client(self.host, self.port, self.timeout, self.tls)
+        return self.gateways.open(lambda a: open_client(a.host, a.port, self.timeout, self.tls), is_transient)
 
     def _thread_client(self) -> Any:
         held = getattr(self._local, "held", None)
         if held is None:
-            client = self.new_client()
+            client, address = self._open()
             if not self._secret_checked:
-                self._check_secret(client)
-            held = self._local.held = _ThreadClient(client)
+                self._check_secret(client, address)
+            held = self._local.held = ThreadClient(client, address)
             with self._lock:
                 self._clients.add(held)
         return held.client
@@ -192,11 +170,12 @@ class Connection:
             yield client
         except Exception as exc:
             if is_transient(exc):
-                self._drop_thread_client()
-                raise ConnectionLostError(f"{what} on {self.host}:{self.port}: {exc}") from exc
+                where = self.address()
+                self._drop_thread_client(exc)
+                raise ConnectionLostError(f"{what} on {where}: {exc}") from exc
             raise
 
-    def _check_secret(self, client: Any) -> None:
+    def _check_secret(self, client: Any, address: Address) -> None:
         """Prove the secret with ``namespaceExists``, which declares AccumuloSecurityException everywhere."""
         from thriftpy2.thrift import TApplicationException
 
@@ -205,22 +184,25 @@ class Connection:
         except proxy.AccumuloSecurityException as exc:
             close_client(client)
             raise AccumuloSecurityError(
-                f"{self.host}:{self.port} refused the shared secret: {exc.msg}") from exc
+                f"{address} refused the shared secret: {exc.msg}") from exc
         except TApplicationException as exc:
             if exc.type != TApplicationException.UNKNOWN_METHOD:  # an older gateway: calls check it anyway
                 close_client(client)
                 raise translate(exc) from exc
         except Exception as exc:
             close_client(client)
-            if self.tls is None and is_transient(exc) and speaks_tls(self.host, self.port):
-                raise TlsError(f"{self.host}:{self.port} closed the connection on the first call and answers "
+            if self.tls is None and is_transient(exc) and speaks_tls(address.host, address.port):
+                raise TlsError(f"{address} closed the connection on the first call and answers "
                                f"TLS: the gateway may require TLS (set tls_ca_file)") from None
             raise
         self._secret_checked = True
 
-    def _drop_thread_client(self, _exc: BaseException | None = None) -> None:
+    def _drop_thread_client(self, exc: BaseException | None = None) -> None:
+        """Close this thread's socket; after a transport error ``exc``, new sockets pass its gateway over."""
         held = getattr(self._local, "held", None)
         if held is not None:
+            if exc is not None:
+                self.gateways.mark_down(held.address)
             self._local.held = None
             with self._lock:
                 self._clients.discard(held)
@@ -241,7 +223,7 @@ class Connection:
                 return getattr(client, method)(*args)
             except Exception as exc:
                 if is_transient(exc):
-                    self._drop_thread_client()
+                    self._drop_thread_client(exc)
                     raise
                 translated = translate(exc)
                 if translated is exc:  # already ours (the secret check's errors) or not a Thrift error
@@ -249,7 +231,7 @@ class Connection:
                 raise translated from exc
 
         policy = self.retry if retry else NO_RETRY
-        return policy.run(attempt, self._drop_thread_client, f"{method} on {self.host}:{self.port}")
+        return policy.run(attempt, self._drop_thread_client, f"{method} on {self.gateways}")
 
     @property
     def shared_secret(self) -> str:

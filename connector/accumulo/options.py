@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from connector.errors import ConnectorError
 
-from .connection import SECRET_ENV, SECRET_FILE_ENV, Connection
+from .connection import Connection
 from .errors import AccumuloSecurityError
+from .gateways import parse_addresses
+from .secret import SECRET_ENV, SECRET_FILE_ENV
 
 _FORBIDDEN = ("secret", "shared_secret", "sharedsecret", "password")
 _TLS_KEYS = ("tls_ca_file", "tls_cert_file", "tls_key_file", "tls_server_hostname")
@@ -94,7 +97,9 @@ class GatewayOptions:
     config) only makes messages clearer. ``tls_ca_file`` turns TLS on (``tls_cert_file``/``tls_key_file``:
     a client certificate; ``tls_server_hostname``: the name the certificate must carry, default ``host``);
     paths only, readable where the connection is made (every executor). ``server_wait``: the connection's
-    bound on waiting for a tablet server (see :class:`~connector.accumulo.Connection`)."""
+    bound on waiting for a tablet server (see :class:`~connector.accumulo.Connection`). ``hosts``: several
+    gateways of the cluster (``"host:port"`` each; the option ``<prefix>hosts`` separates them with commas);
+    then ``host`` and ``port`` are the first of them (use :meth:`pool` to make one)."""
 
     host: str
     port: int
@@ -107,13 +112,28 @@ class GatewayOptions:
     tls_server_hostname: str | None = None
     #: seconds a scan or a writer's flush may wait for a tablet server (None: no bound); see ``Connection``
     server_wait: float | None = None
+    #: several gateways of the cluster, ``host:port`` each (empty: the one at ``host``/``port``)
+    hosts: tuple[str, ...] = ()
+
+    @classmethod
+    def pool(cls, hosts: Sequence[str] | str, default_port: int | None = None, **options: Any) -> GatewayOptions:
+        """Options naming several gateways (``["gw1:42424", "gw2:42424"]``, or one comma-separated string);
+        raises ``OptionError`` for an address that is not ``host:port``."""
+        try:
+            addresses = parse_addresses(hosts, default_port)
+        except ValueError as exc:
+            raise OptionError(str(exc)) from None
+        return cls(addresses[0].host, addresses[0].port, hosts=tuple(str(a) for a in addresses), **options)
 
     @classmethod
     def parse(cls, options: Mapping[str, str], prefix: str) -> GatewayOptions:
         refuse_secrets(options)
-        return cls(
-            host=str_option(options, f"{prefix}host", "127.0.0.1"),
-            port=int_option(options, f"{prefix}port", minimum=1),
+        hosts = options.get(f"{prefix}hosts") or ""
+        if hosts.strip() and options.get(f"{prefix}host"):
+            raise OptionError(f"options {prefix}host and {prefix}hosts: give one gateway or several, not both")
+        several = bool(hosts.strip())
+        port = int_option(options, f"{prefix}port", minimum=1) if not several or options.get(f"{prefix}port") else None
+        rest: dict[str, Any] = dict(
             secret_file=options.get(f"{prefix}secret_file") or None,
             secret_env=options.get(f"{prefix}secret_env") or None,
             name=options.get(f"{prefix}name") or "",
@@ -121,9 +141,14 @@ class GatewayOptions:
             server_wait=(float_option(options, f"{prefix}server_wait", 1.0)
                          if options.get(f"{prefix}server_wait") else None),
         )
+        if several:
+            return cls.pool(hosts, port, **rest)
+        assert port is not None
+        return cls(host=str_option(options, f"{prefix}host", "127.0.0.1"), port=port, **rest)
 
     def to_options(self, prefix: str) -> dict[str, str]:
-        out = {f"{prefix}host": self.host, f"{prefix}port": str(self.port)}
+        out = ({f"{prefix}hosts": ",".join(self.hosts)} if self.hosts
+               else {f"{prefix}host": self.host, f"{prefix}port": str(self.port)})
         for key, value in (("secret_file", self.secret_file), ("secret_env", self.secret_env), ("name", self.name),
                            *((k, getattr(self, k)) for k in _TLS_KEYS)):
             if value:
@@ -134,7 +159,9 @@ class GatewayOptions:
 
     def describe(self) -> str:
         """How messages name this cluster: by its name when it has one, else by its gateway address."""
-        return f"cluster {self.name!r}" if self.name else f"gateway {self.host}:{self.port}"
+        if self.name:
+            return f"cluster {self.name!r}"
+        return f"gateways {', '.join(self.hosts)}" if self.hosts else f"gateway {self.host}:{self.port}"
 
     def secret(self) -> str | None:
         """The secret when it comes from ``secret_env`` (None: the connection reads ``secret_file`` or the
@@ -156,7 +183,8 @@ class GatewayOptions:
         """A new connection (the caller closes it)."""
         secret = self.secret()
         try:
-            return Connection(self.host, self.port, secret, secret_file=self.secret_file,
+            where: dict[str, Any] = {"hosts": self.hosts} if self.hosts else {"host": self.host, "port": self.port}
+            return Connection(shared_secret=secret, **where, secret_file=self.secret_file,
                               tls_ca_file=self.tls_ca_file, tls_cert_file=self.tls_cert_file,
                               tls_key_file=self.tls_key_file, tls_server_hostname=self.tls_server_hostname,
                               server_wait=self.server_wait, name=self.name)

@@ -70,7 +70,7 @@ def _page(conn: Session, fetch: Callable[[Any, str, int], T], scanner_id: str, k
     except ConnectionLostError:
         raise
     except Exception as exc:
-        raise scan_error(exc, f"{conn.host}:{conn.port}") from exc
+        raise scan_error(exc, conn.address()) from exc
 
 
 def _next_page(conn: Session, scanner_id: str, k: int) -> tuple[list[Cell], bool]:

@@ -38,6 +38,9 @@ class Session(Protocol):
     @property
     def shared_secret(self) -> str: ...
 
+    def address(self) -> str:
+        """The gateway this thread's socket talks to, for messages."""
+
     def call(self, method: str, *args: Any, secret: bool = True, retry: bool = True) -> Any:
         """A gateway method called on this thread's socket, with retries (see ``Connection.call``)."""
 

@@ -17,6 +17,7 @@ from thriftpy2.transport import TFramedTransportFactory, TSocket, TTransportExce
 
 from ._idl import proxy
 from .errors import ConnectionLostError
+from .gateways import Address
 from .tls import TlsOptions
 
 log = logging.getLogger(__name__)
@@ -117,3 +118,21 @@ def close_client(client: Any) -> None:
     # closing a broken socket must not mask the real error
     with contextlib.suppress(Exception):
         client.close()
+
+
+class ThreadClient:
+    """One thread's client. It lives in that thread's ``threading.local`` storage only, so when the thread
+    ends (a pool's worker, a prefetch thread) the holder goes away and closes its socket: threads that come
+    and go do not leave sockets behind."""
+
+    __slots__ = ("client", "address", "__weakref__")
+
+    def __init__(self, client: Any, address: Address) -> None:
+        self.client = client
+        self.address = address
+
+    def close(self) -> None:
+        close_client(self.client)
+
+    def __del__(self) -> None:
+        self.close()

@@ -38,18 +38,21 @@ final class EmbeddedCluster implements AutoCloseable {
   private static final Logger LOG = LoggerFactory.getLogger(EmbeddedCluster.class);
   static final String ROOT = "root";
   static final String HOST = "127.0.0.1";
+  private static final long ZOOKEEPER_STARTUP_MS = 120_000;
 
   final String name;
   final File dir;
+  private final int tabletServers;
   private volatile boolean closed;
   private volatile MiniAccumuloClusterImpl mac;
   private volatile AccumuloClient client;
   private volatile GatewayMain.Running gateway;
   private volatile Path gatewayConfig;
 
-  EmbeddedCluster(String name, File dir) {
+  EmbeddedCluster(String name, File dir, int tabletServers) {
     this.name = name;
     this.dir = dir;
+    this.tabletServers = tabletServers;
   }
 
   /**
@@ -85,9 +88,11 @@ final class EmbeddedCluster implements AutoCloseable {
     long t0 = System.nanoTime();
     MiniAccumuloConfigImpl config = new MiniAccumuloConfigImpl(dir, rootPassword)
         .setInstanceName(name)
-        .setNumTservers(1)
+        .setNumTservers(tabletServers)
         .setMemory(ServerType.TABLET_SERVER, 768, MemoryUnit.MEGABYTE)
         .setSiteConfig(siteConfig());
+    // MAC gives ZooKeeper 20 s to answer; a machine shared by several test sessions can need longer
+    config.setZooKeeperStartupTime(ZOOKEEPER_STARTUP_MS);
     // the server processes' temporary files (Accumulo's VFS cache) go beside the cluster's folder, with it
     config.setSystemProperties(Map.of("java.io.tmpdir", tmpDir().getPath()));
     mac = new QuickStartCluster(config);
@@ -201,6 +206,27 @@ final class EmbeddedCluster implements AutoCloseable {
   }
 
   /**
+   * Kills one tablet server with SIGKILL (the first MAC started that still runs): the manager notices
+   * when its ZooKeeper lock expires, then recovers its logs and assigns its tablets to the others.
+   * Returns how many tablet servers still run.
+   */
+  synchronized int killOneTabletServer() throws Exception {
+    MiniAccumuloClusterImpl m = running();
+    List<ProcessReference> refs =
+        new ArrayList<>(m.getProcesses().getOrDefault(ServerType.TABLET_SERVER, List.of()));
+    ProcessReference victim = refs.stream().filter(r -> r.getProcess().isAlive()).findFirst()
+        .orElseThrow(() -> new IllegalStateException("cluster " + name + " has no tablet server running"));
+    victim.getProcess().destroyForcibly();
+    if (!victim.getProcess().waitFor(30, TimeUnit.SECONDS)) {
+      throw new IllegalStateException("a tablet server of " + name + " outlived SIGKILL for 30 s");
+    }
+    m.killProcess(ServerType.TABLET_SERVER, victim); // forgets it, so "tserver start" starts a new one
+    int left = refs.size() - 1;
+    LOG.info("cluster {}: killed one tablet server, {} left", name, left);
+    return left;
+  }
+
+  /**
    * Starts tablet servers up to the configured number and waits (bounded) until the metadata table
    * is served again, which needs the write-ahead log recovery after a kill. Returns how many run.
    */
@@ -234,6 +260,7 @@ final class EmbeddedCluster implements AutoCloseable {
     m.put("gateway_tls", gateway.server.tls());
     m.put("gateway_config", gatewayConfig.toString());
     m.put("dir", dir.getAbsolutePath());
+    m.put("tablet_servers", tabletServers);
     return m;
   }
 

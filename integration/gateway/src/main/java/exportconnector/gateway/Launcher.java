@@ -34,12 +34,13 @@ import org.slf4j.LoggerFactory;
  *
  * <pre>
  * Launcher --clusters a,b --secret-file PATH [--dir DIR] [--idle-timeout-ms N] [--ignore-stdin]
- *          [--max-frame-bytes N] [--gateway-properties PATH]
+ *          [--max-frame-bytes N] [--gateway-properties PATH] [--tservers N]
  * </pre>
  *
  * The root password comes from $ACCUMULO_ROOT_PASSWORD, the gateways' shared secret from the file
  * --secret-file names. Each gateway starts from a generated gateway.properties (see
  * {@link EmbeddedCluster}); --gateway-properties adds settings to each (e.g. TLS; absolute paths).
+ * --tservers: tablet servers per cluster (default 1).
  * Data lives in DIR/NAME (default: a temporary
  * directory, deleted at exit). When every cluster serves, one line goes to stdout:
  * {@code READY {"clusters": [...]}}. Everything stops when stdin reaches EOF (unless
@@ -49,6 +50,7 @@ import org.slf4j.LoggerFactory;
  * ({@code OK <command> <detail>} or {@code ERR <command>: <reason>}), for fault tests:
  * <ul>
  * <li>{@code tserver stop NAME}: SIGKILL the tablet servers of cluster NAME (a crash);</li>
+ * <li>{@code tserver kill-one NAME}: SIGKILL one of them (the others take over its tablets);</li>
  * <li>{@code tserver start NAME}: start them again; answered once the metadata table is served.</li>
  * </ul>
  */
@@ -62,10 +64,10 @@ public final class Launcher {
   private boolean stopped;
   private boolean clean;
 
-  private Launcher(List<String> names, Path base, boolean temporary) {
+  private Launcher(List<String> names, Path base, boolean temporary, int tabletServers) {
     this.tempDir = temporary ? base : null;
     for (String n : names) {
-      clusters.add(new EmbeddedCluster(n, base.resolve(n).toFile()));
+      clusters.add(new EmbeddedCluster(n, base.resolve(n).toFile(), tabletServers));
     }
   }
 
@@ -82,7 +84,7 @@ public final class Launcher {
     boolean ignoreStdin;
     try {
       Args a = new Args(argv, Set.of("clusters", "dir", "idle-timeout-ms", "secret-file",
-          "max-frame-bytes", "gateway-properties"),
+          "max-frame-bytes", "gateway-properties", "tservers"),
           Set.of("ignore-stdin"));
       List<String> names = clusterNames(a.require("clusters"));
       String extra = a.get("gateway-properties", null);
@@ -102,14 +104,18 @@ public final class Launcher {
           a.getInt("max-frame-bytes", GatewayServer.DEFAULT_MAX_FRAME_BYTES));
       settings.setProperty(GatewayConfig.MAX_FRAME_BYTES, Integer.toString(maxFrame));
       ignoreStdin = a.flag("ignore-stdin");
+      int tservers = a.getInt("tservers", 1);
+      if (tservers < 1 || tservers > 16) {
+        throw new IllegalArgumentException("--tservers must be 1-16, got " + tservers);
+      }
       rootPassword = Secrets.read("root password", "ACCUMULO_ROOT_PASSWORD", null, null);
       String dir = a.get("dir", null);
       if (dir == null) {
-        launcher = new Launcher(names, Files.createTempDirectory("accumulo-clusters-"), true);
+        launcher = new Launcher(names, Files.createTempDirectory("accumulo-clusters-"), true, tservers);
       } else {
         Path base = Path.of(dir).toAbsolutePath();
         Files.createDirectories(base);
-        launcher = new Launcher(names, base, false);
+        launcher = new Launcher(names, base, false, tservers);
       }
     } catch (IllegalArgumentException | IOException e) {
       System.err.println("launcher: " + e.getMessage());
@@ -332,11 +338,13 @@ public final class Launcher {
           return "killed=" + c.killTabletServers();
         case "start":
           return "running=" + c.startTabletServers();
+        case "kill-one":
+          return "running=" + c.killOneTabletServer();
         default:
           break;
       }
     }
-    throw new IllegalArgumentException("unknown command (known: tserver stop NAME, tserver start NAME)");
+    throw new IllegalArgumentException("unknown command (known: tserver stop NAME, tserver start NAME, tserver kill-one NAME)");
   }
 
   private EmbeddedCluster cluster(String name) {

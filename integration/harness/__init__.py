@@ -1,0 +1,33 @@
+"""Real Accumulo on one machine: builds the gateway, starts MiniAccumuloClusters with their gateways.
+
+Use ``clusters(["a", "b"])`` as a context manager (tests use the session fixture in tests/conftest.py), or
+``python -m integration.harness`` (``make cluster``) to keep clusters running in the foreground until
+Ctrl-C. Secrets are generated per run, passed to the launcher through its environment and a 0600 file,
+and never printed.
+
+Modules: ``build`` (Maven, java command lines), ``pki`` (test certificates), ``processes`` (child JVMs),
+``cluster`` (the launcher and its clusters), ``standalone`` (a gateway from the deployable jar), ``common``.
+"""
+
+from .build import (
+    BENCH_WRITER,
+    GATEWAY_DIR,
+    GATEWAY_MAIN,
+    IDL,
+    LAUNCHER,
+    ROOT,
+    build_gateway,
+    gateway_jar,
+    java_command,
+)
+from .cluster import Cluster, Clusters, clusters
+from .common import HarnessError, write_properties
+from .pki import GatewayTls, make_test_pki
+from .processes import stop_process, wait_for_ready
+from .standalone import StandaloneGateway, gateway_pool, pool_options
+
+__all__ = [
+    "BENCH_WRITER", "GATEWAY_DIR", "GATEWAY_MAIN", "IDL", "LAUNCHER", "ROOT", "Cluster", "Clusters", "GatewayTls",
+    "HarnessError", "StandaloneGateway", "build_gateway", "clusters", "gateway_jar", "java_command",
+    "gateway_pool", "make_test_pki", "pool_options", "stop_process", "wait_for_ready", "write_properties",
+]
