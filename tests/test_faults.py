@@ -186,3 +186,58 @@ def test_outage_longer_than_the_bound_fails_loudly_and_a_rerun_leaves_b_exact(ac
     again = run_cli(cli_env, *drain_args(s), "--engine", "local", "--server-wait", "120", timeout=300)
     assert again.returncode == 0, again.stderr
     s.verify()
+
+
+class _Collecting:
+    """An exporter that keeps what it is given (the drain's slow path: lists of SequencedExport)."""
+
+    def __init__(self) -> None:
+        self.exported: list = []
+
+    def export(self, exports) -> None:  # noqa: ANN001
+        self.exported.extend(exports)
+
+
+def test_a_crash_after_a_drain_brings_back_deletes_never_dead_letters(accumulo):
+    """The drain's deletes skip A's write-ahead log (a lost delete only means a second export), its dead letters
+    do not: SIGKILL A's tablet server right after a drain, and the exported entries come back to be exported
+    again while the dead letter survives."""
+    from connector.accumulo import Mutation
+    from connector.export import SequencedExport
+    from connector.queue import ExportQueue, QueueConfig, drain_queue
+
+    from .conftest import unique_table
+
+    conn = accumulo["a"].connect()
+    cfg = QueueConfig(table=unique_table("crash"), qid="q", num_buckets=5)
+    exports = [SequencedExport(f"k{i}", {"v": i}, 100 + i) for i in range(200)]
+    try:
+        with ExportQueue(conn, cfg) as queue:
+            queue.init()
+            queue.add_all(exports)
+        malformed = cfg.layout.bucket_prefix(0) + b"short"  # no room for a sequence number
+        conn.write(cfg.table, [Mutation(malformed).put("e", "v", b"x")])
+        first = _Collecting()
+        stats = drain_queue(conn, cfg, first)
+        assert (stats.exported, stats.dead_lettered) == (200, 1)
+
+        def queued() -> int:
+            return sum(1 for _ in conn.scan(cfg.table, cfg.layout.queue_range()))
+
+        assert queued() == 0
+        with Outage(accumulo, "a", down_seconds=0) as outage:
+            outage.kill(restart=False)
+            outage.restart()
+        dead = [c.row for c in conn.scan(cfg.table, cfg.layout.dead_letter_range())]
+        assert cfg.layout.dead_letter_row(malformed) in dead, "the dead letter was lost in the crash"
+        back = queued()
+        assert back > 0, "no delete came back: the deletes were logged (durable) after all"
+        again = _Collecting()
+        stats = drain_queue(conn, cfg, again)
+        assert queued() == 0
+        assert {(e.key, e.seq) for e in again.exported} <= {(e.key, e.seq) for e in exports}
+        assert stats.exported + stats.dead_lettered == back
+        print(f"{back} of 201 entries came back after the crash and were drained again")
+    finally:
+        conn.delete_table(cfg.table, missing_ok=True)
+        conn.close()

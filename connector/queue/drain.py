@@ -66,6 +66,10 @@ log = logging.getLogger(__name__)
 DEFAULT_BUFFER_BYTES = 1 << 20
 #: how long the deletes of exported batches may stay unflushed while the next batches are exported
 DELETE_FLUSH_SECONDS = 1.0
+#: durability of the deletes of exported entries (and of progress rows): "none" skips the tablet server's
+#: write-ahead log, as a delete lost in a tablet server crash only means that entry is exported again (at
+#: least once); ``writer_options={"durability": ...}`` overrides it. Dead letters keep the table's durability.
+DELETE_DURABILITY = "none"
 
 
 @dataclass
@@ -101,7 +105,8 @@ class EntryProcessor:
     to the queue's dead-letter range with the reason and counted; the rest of their batch is exported as
     usual. With ``fail_fast=True`` the first one raises ``MalformedEntryError`` or ``EntryTranslationError``
     instead, and nothing of its batch is deleted. Any other exception from the exporter propagates, and
-    nothing of that batch is deleted. ``writer_options`` go to the BatchWriter used for deletes and dead
+    nothing of that batch is deleted. ``writer_options`` go to the BatchWriter used for deletes (which skip the
+    write-ahead log unless they name a ``durability``: see ``DELETE_DURABILITY``) and to the one for dead
     letters; with ``progress_row`` the running counters are kept there after each batch.
 
     The exporter gets whole Arrow batches (``Exporter.export_batch``); one written with ``export`` only is
@@ -119,7 +124,10 @@ class EntryProcessor:
         self.buffer_bytes = buffer_bytes
         self.fail_fast = fail_fast
         self._codec = EntryCodec(config)
-        self._writer_options = dict(writer_options or {})
+        # dead letters: as given (the table's durability unless told otherwise), durable before a delete
+        self._durable_options = dict(writer_options or {})
+        # deletes and progress rows: not logged unless told otherwise (DELETE_DURABILITY)
+        self._writer_options = {"durability": DELETE_DURABILITY, **self._durable_options}
         self.progress_row = progress_row
         self._deletes_flushed = time.monotonic()
 
@@ -177,11 +185,12 @@ class EntryProcessor:
             np.arange(batch.num_rows), good))]
         rejected += [(int(good[f.entry]), _dead_reason(f)) for f in failures]
         if rejected:
-            for i, reason in rejected:
-                row, ts, value = rows[i].as_py(), batch.column("ts")[i].as_py(), batch.column("value")[i].as_py()
-                writer.add_mutation(self._dead_letter(row, ts, value or b"", reason))
-                log.warning("queue %s: dead-lettering %r: %s", self.config.qid, row, reason)
-            writer.flush()  # the dead letter must be durable before its original is deleted
+            # its own writer, with the table's durability: the dead letter is durable before its original's delete
+            with self.connection.batch_writer(self.config.table, **self._durable_options) as dead:
+                for i, reason in rejected:
+                    row, ts, value = rows[i].as_py(), batch.column("ts")[i].as_py(), batch.column("value")[i].as_py()
+                    dead.add_mutation(self._dead_letter(row, ts, value or b"", reason))
+                    log.warning("queue %s: dead-lettering %r: %s", self.config.qid, row, reason)
             stats.dead_lettered += len(rejected)
 
         # every entry of the batch is now exported or dead-lettered: delete each at its own timestamp

@@ -13,6 +13,7 @@ import org.apache.accumulo.core.client.BatchWriterConfig;
 import org.apache.accumulo.core.client.ConditionalWriterConfig;
 import org.apache.accumulo.core.client.Durability;
 import org.apache.accumulo.core.client.IteratorSetting;
+import org.apache.accumulo.core.data.ByteSequence;
 import org.apache.accumulo.core.data.Condition;
 import org.apache.accumulo.core.data.ConditionalMutation;
 import org.apache.accumulo.core.data.Key;
@@ -32,6 +33,8 @@ import org.apache.hadoop.io.Text;
 /** Pure conversions between the Thrift structs of the IDL and Accumulo's Java types. */
 final class Conversions {
   private static final byte[] EMPTY = new byte[0];
+  /** The empty expression, shared: Mutation only reads its bytes. */
+  private static final ColumnVisibility NO_VISIBILITY = new ColumnVisibility();
 
   private Conversions() {}
 
@@ -101,13 +104,30 @@ final class Conversions {
       if (updates == null || updates.isEmpty()) {
         continue; // Accumulo refuses empty mutations; there is nothing to write anyway
       }
-      Mutation m = new Mutation(row);
+      // sized for its updates up front: growing the buffer copied it over and over (measured)
+      Mutation m = new Mutation(row, 0, row.length, estimatedBytes(updates));
       for (ColumnUpdate u : updates) {
         addUpdate(m, row, u);
       }
       out.add(m);
     }
     return out;
+  }
+
+  /** About the bytes a mutation's serialized updates take (lengths and fields plus a little per update). */
+  private static int estimatedBytes(List<ColumnUpdate> updates) {
+    long n = 0;
+    for (ColumnUpdate u : updates) {
+      if (u != null) {
+        n += 24 + remaining(u.colFamily) + remaining(u.colQualifier) + remaining(u.colVisibility)
+            + remaining(u.value);
+      }
+    }
+    return (int) Math.min(n, 1 << 20);
+  }
+
+  private static int remaining(ByteBuffer b) {
+    return b == null ? 0 : b.remaining();
   }
 
   private static void addUpdate(Mutation m, byte[] row, ColumnUpdate u) {
@@ -138,10 +158,10 @@ final class Conversions {
   }
 
   private static ColumnVisibility visibility(ByteBuffer cv, byte[] row, byte[] cf, byte[] cq) {
-    byte[] expr = bytes(cv);
-    if (expr.length == 0) {
-      return new ColumnVisibility();
+    if (cv == null || !cv.hasRemaining()) {
+      return NO_VISIBILITY;
     }
+    byte[] expr = bytes(cv);
     try {
       return new ColumnVisibility(expr); // parses, so a bad expression fails here, not on a server
     } catch (RuntimeException e) {
@@ -334,14 +354,20 @@ final class Conversions {
   /** A scanned entry for the wire, timestamp included. Fields are set directly to skip copies. */
   static KeyValue toThrift(Key k, Value v) {
     org.apache.accumulo.proxy.thrift.Key tk = new org.apache.accumulo.proxy.thrift.Key();
-    tk.row = ByteBuffer.wrap(k.getRowData().toArray());
-    tk.colFamily = ByteBuffer.wrap(k.getColumnFamilyData().toArray());
-    tk.colQualifier = ByteBuffer.wrap(k.getColumnQualifierData().toArray());
-    tk.colVisibility = ByteBuffer.wrap(k.getColumnVisibilityData().toArray());
+    // views, not copies: a scanner hands out a fresh Key per entry, nothing writes to its arrays
+    tk.row = view(k.getRowData());
+    tk.colFamily = view(k.getColumnFamilyData());
+    tk.colQualifier = view(k.getColumnQualifierData());
+    tk.colVisibility = view(k.getColumnVisibilityData());
     tk.setTimestamp(k.getTimestamp());
     KeyValue kv = new KeyValue();
     kv.key = tk;
     kv.value = ByteBuffer.wrap(v.get());
     return kv;
+  }
+
+  private static ByteBuffer view(ByteSequence b) {
+    return b.isBackedByArray() ? ByteBuffer.wrap(b.getBackingArray(), b.offset(), b.length())
+        : ByteBuffer.wrap(b.toArray());
   }
 }
