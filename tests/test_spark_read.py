@@ -73,6 +73,11 @@ def test_prefix_reads_the_tablets_it_overlaps(spark, accumulo, split_table):
     assert df.rdd.getNumPartitions() == 2  # "m" ends one tablet, "ma" and "mb" start the next
     assert cells_of(df) == scanned(conn, table, range=Range.prefix("m"))
     assert {r[0] for r in cells_of(df)} == {b"m", b"ma", b"mb"}
+    # the same schema given with nullable columns reads the same
+    opts = {**accumulo["a"].gateway_options().to_options(""), "table": table, "prefix": "m"}
+    nullable = spark.read.format("accumulo").schema("row binary, cf binary, cq binary, cv binary, ts long, "
+                                                    "value binary").options(**opts).load()
+    assert cells_of(nullable) == cells_of(df)
 
 
 def test_row_range_is_inclusive_and_clipped_to_tablets(spark, accumulo, split_table):

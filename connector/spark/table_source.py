@@ -30,8 +30,10 @@ from connector.accumulo.cells import Key, following_prefix
 
 from .options import GatewayOptions, OptionError, as_dict, int_option
 
-SCHEMA = "row binary, cf binary, cq binary, cv binary, ts long, value binary"
-SPARK_SCHEMA = StructType([StructField(name, LongType() if name == "ts" else BinaryType())
+# NOT NULL as the scan batches' fields are: Spark checks that the batches read match this schema exactly
+SCHEMA = ("row binary not null, cf binary not null, cq binary not null, cv binary not null, ts long not null, "
+          "value binary not null")
+SPARK_SCHEMA = StructType([StructField(name, LongType() if name == "ts" else BinaryType(), nullable=False)
                            for name in ("row", "cf", "cq", "cv", "ts", "value")])
 DEFAULT_BATCH_SIZE = 10_000
 
@@ -170,12 +172,16 @@ class AccumuloTableDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         if [(f.name, f.dataType) for f in schema.fields] != [(f.name, f.dataType) for f in SPARK_SCHEMA.fields]:
             raise OptionError(f"the accumulo source has the fixed schema {SCHEMA!r}, not {schema.simpleString()}")
-        return TableReader(ReadSettings.parse(as_dict(self.options)))
+        # a schema given with .schema() may declare the columns nullable: the batches must say the same
+        arrow = pa.schema([pa.field(f.name, pa.int64() if f.name == "ts" else pa.binary(), f.nullable)
+                           for f in schema.fields])
+        return TableReader(ReadSettings.parse(as_dict(self.options)), arrow)
 
 
 class TableReader(DataSourceReader):
-    def __init__(self, settings: ReadSettings) -> None:
+    def __init__(self, settings: ReadSettings, arrow_schema: pa.Schema) -> None:
         self.settings = settings
+        self.arrow_schema = arrow_schema
 
     def partitions(self) -> Sequence[InputPartition]:
         with self.settings.gateway.connect() as conn:
@@ -183,4 +189,6 @@ class TableReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, RowSpan)
-        return self.settings.read(partition)
+        for batch in self.settings.read(partition):
+            yield batch if batch.schema.equals(self.arrow_schema) else pa.RecordBatch.from_arrays(
+                batch.columns, schema=self.arrow_schema)
