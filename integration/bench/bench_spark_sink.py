@@ -7,7 +7,7 @@ The DataFrame is generated and cached by Spark before the clock starts, and a sm
 the Python workers first (steady state, as a long job sees it). The ``add_cells`` side gets its cells as
 ready-made Arrow batches (built before its clock), written in batches of 10,000 with one flush at the end,
 once before and once after the sink (their mean is compared, as the machine's load moves).
-Both tables are scanned afterwards to check every cell arrived. Prints cells/s for each and a final
+Every table is scanned afterwards to check every cell arrived. Prints cells/s for each and a final
 ``ratio=<sink/add_cells>`` line.
 """
 
