@@ -154,6 +154,20 @@ class AccumuloExporter:
             self.exported += exports.num_rows - len(failures)
         return [failures[i] for i in sorted(failures)]
 
+    def export_changes(self, changes: pa.RecordBatch, seqs: pa.Array) -> None:
+        """Write changes already translated (``columnar.CHANGE_SCHEMA``; ``entry`` indexes ``seqs``, one per
+        export, each in [0, 2**63-1]), each at ts = its export's seq, and return when they are durable.
+        Raises ``BatchTranslationError`` naming the exports with a change that cannot be written (a bad
+        visibility), before writing anything; transport failures and rejections as ``export()``."""
+        failures = _visibility_failures(changes, {})
+        if failures:
+            raise BatchTranslationError({i: f.reason for i, f in failures.items()})
+        updates = self._stamped(changes, seqs)
+        with self._turn():
+            if updates.num_rows:
+                self._write(lambda writer: writer.add_cells(updates), len(seqs))
+            self.exported += len(seqs)
+
     def _stamped(self, changes: pa.RecordBatch, seqs: pa.Array) -> pa.RecordBatch:
         """Changes as updates at ts = seq; in tombstone mode a delete becomes a put of TOMBSTONE."""
         updates = changes_to_updates(changes, seqs)

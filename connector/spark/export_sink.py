@@ -9,7 +9,9 @@ Two input shapes:
   before anything of that batch is exported or deleted).
 * any other rows with a ``seq`` column: each row becomes ``SequencedExport(key, value, seq)`` with
   ``value`` = the row as a dict (so the ``cells`` translator takes columns row, cf, cq, cv, value, delete),
-  or, if there is a ``value`` column of JSON text and no ``row`` column, that JSON decoded.
+  or, if there is a ``value`` column of JSON text and no ``row`` column, that JSON decoded. A DataFrame of
+  cells (row, cf, cq, value of string or binary type, integer seq) with the ``cells`` translator takes the
+  columnar path of :mod:`.cell_frames` instead: its Arrow batches go to the writer whole.
 
 Commit messages are plain dataclasses of counts. The batch ``commit()`` runs in a fresh driver process,
 so totals travel back through a report file when ``report_dir`` is set.
@@ -17,6 +19,7 @@ so totals travel back through a report file when ``report_dir`` is set.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import time
@@ -40,6 +43,7 @@ from connector.export import AccumuloExporter, DeleteMode, SequencedExport
 from connector.export.shared import shared_exporter
 from connector.queue import ENTRY_SCHEMA, DrainStats, EntryProcessor
 
+from .cell_frames import columnar_cells, export_cell_batches
 from .options import GatewayOptions, OptionError, as_dict, bool_option, int_option, queue_config
 
 DEST_PREFIX = "dest."
@@ -104,6 +108,13 @@ def write_partition(settings: SinkSettings, batches: Iterator[pa.RecordBatch]) -
         processor = EntryProcessor(settings.source.shared(), settings.queue, exporter,
                                    buffer_bytes=settings.buffer_bytes, fail_fast=settings.fail_fast)
         return ExportCommitMessage(processor.process_batches(_queue_entries(batches)))
+    if settings.translator == "cells":  # a DataFrame of cells: columnar unless its column types need Python
+        first = next(batches, None)
+        if first is None:
+            return ExportCommitMessage(DrainStats())
+        batches = itertools.chain([first], batches)
+        if columnar_cells(first.schema):
+            return ExportCommitMessage(export_cell_batches(exporter, settings.buffer_bytes, batches))
     return _export_plain_rows(exporter, settings.buffer_bytes, (r for b in batches for r in b.to_pylist()))
 
 

@@ -9,16 +9,18 @@ from pyspark.sql import SparkSession
 
 
 def register(spark: SparkSession) -> SparkSession:
-    """Register the ``export-queue`` source, the ``accumulo-export`` sink and the streaming drain's
-    ``export-queue-drain`` source on ``spark``."""
+    """Register the ``export-queue`` source, the ``accumulo-export`` sink, the streaming drain's
+    ``export-queue-drain`` source and the ``accumulo`` table source on ``spark``."""
     from .drain_source import QueueDrainDataSource, WarmUpDataSource
     from .export_sink import AccumuloExportDataSource
     from .queue_source import ExportQueueDataSource
+    from .table_source import AccumuloTableDataSource
 
     spark.dataSource.register(ExportQueueDataSource)
     spark.dataSource.register(AccumuloExportDataSource)
     spark.dataSource.register(QueueDrainDataSource)
     spark.dataSource.register(WarmUpDataSource)
+    spark.dataSource.register(AccumuloTableDataSource)
     return spark
 
 

@@ -1,0 +1,113 @@
+"""Issue 20 item 4: a plain DataFrame of cells written with the ``accumulo-export`` sink (translator
+``cells``) goes to the writer as Arrow batches (``connector.spark.cell_frames``), with the row-by-row
+path's results and clear errors for bad cells."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from connector.export.core import BatchTranslationError
+from connector.spark.cell_frames import cell_columns, columnar_cells
+from connector.spark.options import OptionError
+from tests.conftest import unique_table
+
+
+def write(spark, accumulo, rows, ddl: str, partitions: int = 1, **options: str) -> str:
+    table = unique_table("cells")
+    df = spark.createDataFrame(rows, ddl).coalesce(partitions)
+    opts = {**accumulo["b"].gateway_options().to_options("dest."), "table": table, "translator": "cells", **options}
+    df.write.format("accumulo-export").mode("append").options(**opts).save()
+    return table
+
+
+def stored(accumulo, table: str, **kw) -> list[tuple]:
+    with accumulo["b"].connect() as conn:
+        return [tuple(c) for c in conn.scan(table, **kw)]
+
+
+def test_binary_and_text_columns_null_value_deletes_newest_seq_wins(spark, accumulo):
+    rows = [(b"r\xff1", "f", b"q", "v1", 1), (b"r\xff1", "f", b"q", "v2", 4), (b"r2", "g", b"h", "x", 2),
+            (b"r2", "g", b"h", None, 3), (b"r3", "f", b"", "", 5)]
+    table = write(spark, accumulo, rows, "row binary, cf string, cq binary, value string, seq int", partitions=2)
+    assert stored(accumulo, table) == [(b"r3", b"f", b"", b"", 5, b""), (b"r\xff1", b"f", b"q", b"", 4, b"v2")]
+
+
+def test_visibility_and_delete_columns_and_tombstones(spark, accumulo):
+    user = accumulo["b"].user
+    with accumulo["b"].connect() as conn:
+        before = conn.call("getUserAuthorizations", user)
+        conn.call("changeUserAuthorizations", user, {*before, b"SC20"})
+    try:
+        rows = [("a", "f", "q", "SC20", "secret", False, 1), ("b", "f", "q", None, "plain", None, 1),
+                ("b", "f", "q", "", "gone", True, 2), ("c", "f", "q", "", "kept", False, 1)]
+        ddl = "row string, cf string, cq string, cv string, value string, delete boolean, seq long"
+        table = write(spark, accumulo, rows, ddl)
+        assert stored(accumulo, table) == [(b"a", b"f", b"q", b"SC20", 1, b"secret"),
+                                           (b"c", b"f", b"q", b"", 1, b"kept")]
+        table = write(spark, accumulo, rows, ddl, delete_mode="tombstone")
+        assert [c[0] for c in stored(accumulo, table)] == [b"a", b"c"]  # b's tombstone hides it
+    finally:
+        with accumulo["b"].connect() as conn:
+            conn.call("changeUserAuthorizations", user, before)
+
+
+@pytest.mark.parametrize(("bad", "message"), [
+    (("r", None, "q", "v", 7), "column 'cf' is null \\(row b'r', seq 7\\)"),
+    (("", "f", "q", "v", 7), "column 'row' is empty"),
+    (("r", "f", "q", "v", -7), "column 'seq' must be in \\[0, 2\\*\\*63-1\\]"),
+    (("r", "f", "q", "v", None), "need a non-null 'seq' column"),
+])
+def test_a_bad_cell_fails_the_write_and_nothing_of_its_batch_is_written(spark, accumulo, bad, message):
+    rows = [(f"ok{i:03d}", "f", "q", "v", 1) for i in range(100)]
+    rows.insert(50, bad)
+    with pytest.raises(Exception, match=message):
+        write(spark, accumulo, rows, "row string, cf string, cq string, value string, seq long")
+
+
+def test_a_bad_visibility_fails_the_write_naming_the_row(spark, accumulo):
+    rows = [("r1", "f", "q", "", "v", 1), ("r2", "f", "q", "A&", "v", 1)]
+    with pytest.raises(Exception, match="r2.*A&"):
+        write(spark, accumulo, rows, "row string, cf string, cq string, cv string, value string, seq long")
+
+
+def test_other_column_types_keep_the_row_by_row_path(spark, accumulo):
+    rows = [("r1", "f", "q", 42, 3)]  # a number as the value: the cells translator writes its decimal text
+    table = write(spark, accumulo, rows, "row string, cf string, cq string, value int, seq long")
+    assert stored(accumulo, table) == [(b"r1", b"f", b"q", b"", 3, b"42")]
+
+
+# --- pure logic: which schemas go columnar, what the columns become ---------------------------------------
+
+def test_columnar_cells_takes_text_or_binary_cells_with_an_integer_seq():
+    base = [("row", pa.string()), ("cf", pa.binary()), ("cq", pa.large_string()), ("value", pa.string()),
+            ("seq", pa.int64())]
+    assert columnar_cells(pa.schema(base))
+    assert columnar_cells(pa.schema([*base, ("cv", pa.string()), ("delete", pa.bool_()), ("key", pa.int32())]))
+    assert not columnar_cells(pa.schema(base[:-1]))  # no seq
+    assert not columnar_cells(pa.schema([*base[:3], ("value", pa.int64()), base[4]]))
+    assert not columnar_cells(pa.schema([*base, ("delete", pa.string())]))
+    assert not columnar_cells(pa.schema([*base[:4], ("seq", pa.string())]))
+    assert not columnar_cells(pa.schema([b for b in base if b[0] != "value"]))  # the row path decides that
+
+
+def test_cell_columns_names_every_bad_row_by_its_position():
+    batch = pa.record_batch({"row": ["a", None, "", "d"], "cf": ["f", "f", "f", None], "cq": ["q"] * 4,
+                             "value": ["v"] * 4, "seq": [1, 2, 3, -4]})
+    with pytest.raises(BatchTranslationError) as info:
+        cell_columns(batch, first=100)
+    assert info.value.failures == {
+        101: "column 'row' is null (row None, seq 2)", 102: "column 'row' is empty (row b'', seq 3)",
+        103: "column 'cf' is null (row b'd', seq -4)"}
+    with pytest.raises(OptionError, match="non-null 'seq'"):
+        cell_columns(pa.record_batch({"row": ["a"], "cf": ["f"], "cq": ["q"], "value": ["v"],
+                                      "seq": pa.array([None], pa.int64())}))
+
+
+def test_cell_columns_turn_deletes_into_null_values():
+    batch = pa.record_batch({"row": ["a", "b", "c"], "cf": ["f"] * 3, "cq": ["q"] * 3, "value": ["1", None, "3"],
+                             "delete": [None, False, True], "seq": pa.array([1, 2, 3], pa.int32())})
+    cells = cell_columns(batch)
+    assert cells.column("value").to_pylist() == [b"1", None, None]
+    assert cells.column("cv").to_pylist() == [b""] * 3
+    assert cells.column("seq").type == pa.int64()
