@@ -155,7 +155,7 @@ class AccumuloExporter:
         return [failures[i] for i in sorted(failures)]
 
     def export_changes(self, changes: pa.RecordBatch, seqs: pa.Array) -> None:
-        """Write changes already translated (``columnar.CHANGE_SCHEMA``; ``entry`` indexes ``seqs``, one per
+        """Write changes already translated (``native_translate.CHANGE_SCHEMA``; ``entry`` indexes ``seqs``, one per
         export, each in [0, 2**63-1]), each at ts = its export's seq, and return when they are durable.
         Raises ``BatchTranslationError`` naming the exports with a change that cannot be written (a bad
         visibility), before writing anything; transport failures and rejections as ``export()``."""

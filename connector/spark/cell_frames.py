@@ -22,9 +22,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from connector import columnar
 from connector.export import AccumuloExporter
 from connector.export.core import BatchTranslationError
+from connector.export.native_translate import CHANGE_SCHEMA
 from connector.queue import DrainStats
 
 from .options import OptionError
@@ -107,7 +107,7 @@ def _write(exporter: AccumuloExporter, pending: list[pa.RecordBatch], stats: Dra
     n = table.num_rows
     changes = pa.record_batch([pa.array(np.arange(n, dtype=np.int32)),
                                *(table.column(name).chunk(0) for name in ("row", "cf", "cq", "cv", "value"))],
-                              schema=columnar.CHANGE_SCHEMA)
+                              schema=CHANGE_SCHEMA)
     exporter.export_changes(changes, table.column("seq").chunk(0))
     stats.exported += n
     stats.batches += 1
