@@ -145,6 +145,7 @@ def test_readme_snippets_run_as_written(accumulo, cli_env, tmp_path):
                                                                           (b"pear", b"count", b"2")}
 
 
+@pytest.mark.cluster  # starts clusters of its own, without the fixture
 def test_make_cluster_cleans_up_on_sigterm(tmp_path):
     env = dict(os.environ, TMPDIR=str(tmp_path))
     proc = subprocess.Popen([sys.executable, "-m", "integration.harness", "--clusters", "e"], cwd=ROOT, env=env,

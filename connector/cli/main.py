@@ -8,9 +8,11 @@ environment variables that file names, never from a flag.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import logging
 import os
+import platform
 import shutil
 import sys
 import tempfile
@@ -130,11 +132,26 @@ def _init_config(conn: Connection, args: argparse.Namespace) -> QueueConfig:
                        key_serializer=args.key_serializer or "json", value_serializer=args.value_serializer or "json")
 
 
+def version_text() -> str:
+    """What ``--version`` prints: the installed connector's version and the Python and PySpark it runs with
+    (read from the installed packages' metadata, so nothing heavy is imported)."""
+    def installed(distribution: str) -> str:
+        try:
+            return importlib.metadata.version(distribution)
+        except importlib.metadata.PackageNotFoundError:
+            return "not installed"
+
+    return (f"accumulo-export {installed('accumulo-export-connector')} (Python {platform.python_version()}, "
+            f"PySpark {installed('pyspark')})")
+
+
 def parser() -> argparse.ArgumentParser:
     fmt = Help
     p = Parser(prog="accumulo-export", description=DESCRIPTION, epilog=EPILOG,
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-v", "--verbose", action="store_true", help="show Spark's output, debug logs and tracebacks")
+    p.add_argument("--version", action="version", version=version_text(),
+                   help="print the connector's version, with Python's and PySpark's, and exit")
     sub = p.add_subparsers(dest="command", required=True, metavar="{queue,drain,combine,tx}")
 
     q = sub.add_parser("queue", help="create, fill and inspect an export queue",
