@@ -118,6 +118,7 @@ def _code_blocks(language: str) -> list[str]:
     return re.findall(rf"```{language}\n(.*?)```", text, flags=re.DOTALL)
 
 
+@pytest.mark.slow  # 52 s in a fresh `make test`
 def test_readme_snippets_run_as_written(accumulo, cli_env, tmp_path):
     blocks = _code_blocks("python")
     assert len(blocks) >= 2
