@@ -9,7 +9,7 @@ CRATE     := connector/_native
 NATIVE_SRC := $(wildcard $(CRATE)/Cargo.toml $(CRATE)/Cargo.lock $(CRATE)/src/*.rs $(CRATE)/src/*/*.rs)
 CARGO_ENV := PYO3_PYTHON=$(abspath $(VPY))
 
-.PHONY: deps build gateway-jar lint test demo demo-wordcount cluster bench soak clean
+.PHONY: deps build gateway-jar lint test smoke-wheel docs demo demo-wordcount cluster bench soak clean
 
 deps: $(STAMP) /usr/bin/thrift
 
@@ -41,8 +41,20 @@ lint: deps
 	cargo fmt --manifest-path $(CRATE)/Cargo.toml --check
 	$(CARGO_ENV) cargo clippy --manifest-path $(CRATE)/Cargo.toml --release -q -- -D warnings
 
+# everything, the wheel's smoke runs on Python 3.12 and 3.13 included (tests/test_wheel_smoke.py: skipped, and
+# listed as skipped, where those interpreters are missing). Quicker: PYTEST_ARGS='-m "not slow"', or
+# '-m "not cluster"' (no JVM at all: no Accumulo, no gateway, no Spark)
 test: build lint
 	$(VPY) -m pytest -q -ra --durations=15 $(PYTEST_ARGS)
+
+# the wheel built once (pip wheel --no-deps .), installed into fresh venvs of CPython 3.12 and 3.13 (.smoke/,
+# kept between runs), driven against embedded clusters of its own
+smoke-wheel: build
+	$(VPY) -m integration.smoke_wheel
+
+# the API reference, rendered from the docstrings into docs/ (fails on any pdoc warning)
+docs: deps
+	$(VPY) -m integration.docs
 
 demo: build
 	$(VPY) -m examples.demo
@@ -62,4 +74,5 @@ soak: build
 	$(VPY) integration/bench/bench_soak.py
 
 clean:
-	rm -rf $(VENV) integration/gateway/target $(CRATE)/target connector/_native*.so .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) integration/gateway/target $(CRATE)/target connector/_native*.so .pytest_cache .mypy_cache .ruff_cache .hypothesis \
+	  .smoke docs

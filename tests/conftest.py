@@ -23,6 +23,18 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 _names = itertools.count()
 
+#: a test that uses one of these fixtures, directly or through another fixture, gets the mark: so
+#: `-m "not cluster"` starts no JVM and `-m "not spark"` no Spark, without a mark to forget in each file
+FIXTURE_MARKS = {"accumulo": "cluster", "gateway_classpath": "cluster", "spark": "spark"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))  # the closure: fixtures of fixtures and autouse ones too
+        for fixture, mark in FIXTURE_MARKS.items():
+            if fixture in used and item.get_closest_marker(mark) is None:
+                item.add_marker(mark)
+
 
 @pytest.fixture(scope="session")
 def accumulo():
@@ -31,6 +43,14 @@ def accumulo():
 
     with clusters(("a", "b")) as running:
         yield running
+
+
+@pytest.fixture(scope="session")
+def gateway_classpath() -> str:
+    """The gateway module's classpath, built with Maven when its sources changed (no cluster started)."""
+    from integration.harness import build_gateway
+
+    return build_gateway()
 
 
 @pytest.fixture

@@ -118,6 +118,7 @@ def _code_blocks(language: str) -> list[str]:
     return re.findall(rf"```{language}\n(.*?)```", text, flags=re.DOTALL)
 
 
+@pytest.mark.slow  # 52 s in a fresh `make test`
 def test_readme_snippets_run_as_written(accumulo, cli_env, tmp_path):
     blocks = _code_blocks("python")
     assert len(blocks) >= 2
@@ -145,6 +146,7 @@ def test_readme_snippets_run_as_written(accumulo, cli_env, tmp_path):
                                                                           (b"pear", b"count", b"2")}
 
 
+@pytest.mark.cluster  # starts clusters of its own, without the fixture
 def test_make_cluster_cleans_up_on_sigterm(tmp_path):
     env = dict(os.environ, TMPDIR=str(tmp_path))
     proc = subprocess.Popen([sys.executable, "-m", "integration.harness", "--clusters", "e"], cwd=ROOT, env=env,

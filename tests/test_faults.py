@@ -18,7 +18,7 @@ from connector.spark import run_batch
 
 from .conftest import ROOT, Scenario, drain_args, run_cli
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]  # 60-90 s each in a fresh `make test`
 
 #: how long the tablet server stays down (the issue: "restarted 30 s later")
 OUTAGE_SECONDS = 30.0

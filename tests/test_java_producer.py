@@ -22,7 +22,7 @@ from connector.accumulo import Range
 from connector.export import AccumuloExporter
 from connector.queue import EntryCodec, ExportQueue, QueueConfig, drain_queue, queue_status, read_marks
 from examples.inverted_count_index import actual_index, count_update
-from integration.harness import build_gateway, java_command
+from integration.harness import java_command
 from tests.conftest import unique_table
 
 pytestmark = pytest.mark.cluster
@@ -34,9 +34,9 @@ SOURCE_RECORD = {"outbox": "!txo", "version": ["!tx", "v"]}
 
 
 @pytest.fixture(scope="module")
-def classpath() -> str:
+def classpath(gateway_classpath: str) -> str:
     """The gateway module's classpath (built with the example, if the sources changed)."""
-    return build_gateway()
+    return gateway_classpath
 
 
 class JavaSetup:

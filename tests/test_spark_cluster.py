@@ -14,7 +14,7 @@ from integration.spark_cluster import executor_environment, spark_home, standalo
 
 from .conftest import ROOT, drain_args
 
-pytestmark = [pytest.mark.cluster, pytest.mark.spark]
+pytestmark = [pytest.mark.cluster, pytest.mark.spark, pytest.mark.slow]  # 84 s in a fresh `make test`
 
 
 def test_drain_with_spark_submit_on_a_standalone_cluster_survives_a_killed_python_worker(scenario, cli_env,

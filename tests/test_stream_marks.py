@@ -104,6 +104,7 @@ def _producing(scenario, seed: int, per_round: int) -> Iterator[None]:
         producer.join()
 
 
+@pytest.mark.slow  # 69 s in a fresh `make test`
 def test_stream_killed_and_restarted_from_its_checkpoint_while_producers_add(scenario, cli_env, tmp_path):
     checkpoint = str(tmp_path / "ckpt")
     rng = random.Random(5)

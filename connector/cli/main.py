@@ -8,8 +8,10 @@ environment variables that file names, never from a flag.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import logging
 import os
+import platform
 import sys
 from collections.abc import Sequence
 
@@ -52,10 +54,25 @@ Spark's own output and tracebacks.
 """
 
 
+def version_text() -> str:
+    """What ``--version`` prints: the installed connector's version and the Python and PySpark it runs with
+    (read from the installed packages' metadata, so nothing heavy is imported)."""
+    def installed(distribution: str) -> str:
+        try:
+            return importlib.metadata.version(distribution)
+        except importlib.metadata.PackageNotFoundError:
+            return "not installed"
+
+    return (f"accumulo-export {installed('accumulo-export-connector')} (Python {platform.python_version()}, "
+            f"PySpark {installed('pyspark')})")
+
+
 def parser() -> argparse.ArgumentParser:
     p = Parser(prog="accumulo-export", description=DESCRIPTION, epilog=EPILOG,
                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-v", "--verbose", action="store_true", help="show Spark's output, debug logs and tracebacks")
+    p.add_argument("--version", action="version", version=version_text(),
+                   help="print the connector's version, with Python's and PySpark's, and exit")
     sub = p.add_subparsers(dest="command", required=True, metavar="{queue,drain,combine,tx}")
     register_queue_commands(sub)
     register_drain_command(sub)

@@ -1,6 +1,7 @@
 package exportconnector.gateway;
 
 import java.nio.file.Path;
+import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Properties;
@@ -13,7 +14,8 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The deployable gateway: {@code java -jar accumulo-gateway.jar --config gateway.properties}.
+ * The deployable gateway: {@code java -jar accumulo-gateway.jar --config gateway.properties}
+ * ({@code --help} or {@code -h}: {@link Usage}).
  *
  * The config ({@link GatewayConfig}, documented in integration/gateway/README.md) names an
  * {@code accumulo-client.properties} file, read by Accumulo's own client, so every authentication
@@ -41,7 +43,18 @@ public final class GatewayMain {
   }
 
   private static void run(String[] argv) throws Exception {
-    Args a = new Args(argv, Set.of("config"), Set.of());
+    if (Arrays.asList(argv).contains("--help") || Arrays.asList(argv).contains("-h")) {
+      System.out.print(Usage.text());
+      System.out.flush();
+      return;
+    }
+    Args a;
+    try {
+      a = new Args(argv, Set.of("config"), Set.of());
+      a.require("config");
+    } catch (IllegalArgumentException e) {
+      throw new IllegalArgumentException(e.getMessage() + " (--help prints the usage)");
+    }
     GatewayConfig config = GatewayConfig.load(Path.of(a.require("config")));
     Running running = Running.start(config, "main");
     Runnable stop = new Runnable() {

@@ -1,0 +1,227 @@
+"""The wheel on other Pythons: build the abi3 wheel once (``pip wheel --no-deps .``, as the README tells users),
+install that one file into fresh virtualenvs of CPython 3.12 and 3.13 and drive the installed
+``accumulo-export`` command there against the embedded clusters: ``queue add``, a drain in the command's own
+process, a combine and a drain with Spark ``local[2]`` (its Python workers run that Python too).
+
+``make smoke-wheel`` runs it with clusters of its own; ``make test`` runs it through
+``tests/test_wheel_smoke.py`` on the test session's clusters. Interpreters come from ``python3.X`` on PATH or
+pyenv; a version found in neither is skipped, and said so. The virtualenvs are kept under ``.smoke/``
+(git-ignored) and rebuilt only when the wheel's dependencies or the interpreter change, so a re-run only
+reinstalls the wheel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import email.parser
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+SMOKE_DIR = ROOT / ".smoke"
+VERSIONS = ("3.12", "3.13")  # 3.11 is the development venv's: the whole test suite runs there
+
+
+class SmokeError(RuntimeError):
+    """A smoke step failed; the message has the command and the tail of its output."""
+
+
+def find_python(version: str) -> str | None:
+    """An interpreter of CPython ``version`` ("3.13"): ``python3.13`` on PATH, else pyenv's newest 3.13.x."""
+    candidates = [shutil.which(f"python{version}")]
+    if shutil.which("pyenv"):
+        listed = subprocess.run(["pyenv", "versions", "--bare"], capture_output=True, text=True).stdout.split()
+        for name in sorted((v for v in listed if v.startswith(version + ".")),
+                           key=lambda v: [int(p) if p.isdigit() else -1 for p in v.split(".")], reverse=True):
+            found = subprocess.run(["pyenv", "which", "python"], capture_output=True, text=True,
+                                   env=dict(os.environ, PYENV_VERSION=name))
+            candidates.append(found.stdout.strip() if found.returncode == 0 else None)
+    for python in filter(None, candidates):
+        probe = subprocess.run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                               capture_output=True, text=True)  # a pyenv shim may exist without its version
+        if probe.returncode == 0 and probe.stdout.strip() == version:
+            return python
+    return None
+
+
+def run(command: Sequence[str | Path], *, input_text: str | None = None, env: dict[str, str] | None = None,
+        cwd: Path | None = None, timeout: float = 600) -> str:
+    """Run a command; return its stdout, or raise SmokeError with the command and its output's tail."""
+    proc = subprocess.run([str(c) for c in command], input=input_text, capture_output=True, text=True, env=env,
+                          cwd=cwd, timeout=timeout)
+    if proc.returncode != 0:
+        raise SmokeError(f"{' '.join(map(str, command))} exited {proc.returncode}:\n"
+                         f"{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+    return proc.stdout
+
+
+def build_wheel(out_dir: Path = SMOKE_DIR / "wheel") -> Path:
+    """Build the wheel the README's way and return it; it must be the one abi3 wheel for every Python."""
+    shutil.rmtree(out_dir, ignore_errors=True)
+    run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(ROOT), "-w", str(out_dir)], timeout=1800)
+    wheels = list(out_dir.glob("*.whl"))
+    if len(wheels) != 1 or "-cp311-abi3-" not in wheels[0].name:
+        raise SmokeError(f"expected one cp311-abi3 wheel in {out_dir}, found {[w.name for w in wheels]}")
+    return wheels[0]
+
+
+def _requirements(wheel: Path) -> list[str]:
+    with zipfile.ZipFile(wheel) as z:
+        name = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+        metadata = email.parser.Parser().parsestr(z.read(name).decode())
+    return sorted(r for r in metadata.get_all("Requires-Dist") or [] if "extra ==" not in r)
+
+
+def prepare_venv(python: str, wheel: Path, version: str) -> Path:
+    """A virtualenv of ``python`` with ``wheel`` installed. Its dependencies come from the package index
+    once; later runs keep them while the wheel's requirements and the interpreter stay the same."""
+    venv = SMOKE_DIR / f"venv-{version}"
+    vpy = venv / "bin" / "python"
+    requirements = _requirements(wheel)
+    key = hashlib.sha256(json.dumps([os.path.realpath(python), requirements]).encode()).hexdigest()
+    stamp = venv / ".smoke-deps"
+    if not (vpy.exists() and stamp.exists() and stamp.read_text() == key):
+        shutil.rmtree(venv, ignore_errors=True)
+        run([python, "-m", "venv", str(venv)])
+        run([vpy, "-m", "pip", "install", "-q", "--disable-pip-version-check", *requirements], timeout=1800)
+        stamp.write_text(key)
+    run([vpy, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps", "--force-reinstall",
+         str(wheel)], timeout=600)
+    return venv
+
+
+@dataclass
+class Smoke:
+    """One interpreter's run against clusters A and B (objects with ``gateway_options()`` and ``connect()``)."""
+
+    venv: Path
+    version: str
+    clusters: Any
+    work: Path
+
+    def __post_init__(self) -> None:
+        config = self.work / "clusters.toml"
+        lines = []
+        for name in ("a", "b"):  # the file a user writes (README: Using the library), secrets by path only
+            g = self.clusters[name].gateway_options()
+            lines += [f"[clusters.{name.upper()}]", f'host = "{g.host}"', f"port = {g.port}",
+                      f'secret_file = "{g.secret_file}"'] + ([f'tls_ca_file = "{g.tls_ca_file}"']
+                                                             if g.tls_ca_file else []) + [""]
+        config.write_text("\n".join(lines))
+        config.chmod(0o600)
+        keep = ("PATH", "HOME", "JAVA_HOME", "LANG", "LC_ALL", "TMPDIR")
+        self.env = {k: v for k, v in os.environ.items() if k in keep}  # no PYTHONPATH: the wheel, not the tree
+        self.env.update(ACCUMULO_EXPORT_CONFIG=str(config), PYSPARK_PYTHON=str(self.venv / "bin" / "python"),
+                        PYSPARK_DRIVER_PYTHON=str(self.venv / "bin" / "python"))
+        self.tag = self.version.replace(".", "")
+
+    def cli(self, *args: str, stdin: str | None = None) -> str:
+        return run([self.venv / "bin" / "accumulo-export", *args], input_text=stdin, env=self.env, cwd=self.work)
+
+    def cells(self, table: str) -> set[tuple[bytes, bytes, bytes, bytes]]:
+        with self.clusters["b"].connect() as conn:
+            return {(c.row, c.cf, c.cq, c.value) for c in conn.scan(table)}
+
+    def check_install(self) -> None:
+        version = self.cli("--version")
+        if f"(Python {self.version}." not in version:
+            raise SmokeError(f"accumulo-export --version in {self.venv} says {version.strip()!r}")
+        where = run([self.venv / "bin" / "python", "-I", "-c",
+                     "import connector, connector._native as n; print(connector.__file__, n.__file__)"],
+                    env=self.env, cwd=self.work)
+        if str(ROOT / "connector") in where or str(self.venv) not in where:
+            raise SmokeError(f"connector imported from {where.strip()}, not from the wheel in {self.venv}")
+
+    def queue_and_local_drain(self) -> None:
+        queue = ["--cluster", "A", "--table", f"smoke{self.tag}", "--queue", "q"]
+        self.cli("queue", "init", *queue, "--buckets", "4", "--translator", "cells")
+        lines = [{"key": f"k{i}", "value": {"row": f"r{i}", "cf": "f", "cq": "q", "value": f"v{i}"}, "seq": i + 1}
+                 for i in range(20)]
+        self.cli("queue", "add", *queue, stdin="".join(json.dumps(line) + "\n" for line in lines))
+        table = f"smoke{self.tag}_local"
+        self.cli("drain", "--source", "A", "--dest", "B", "--table", f"smoke{self.tag}", "--queue", "q",
+                 "--dest-table", table, "--engine", "local")
+        expected = {(f"r{i}".encode(), b"f", b"q", f"v{i}".encode()) for i in range(20)}
+        if self.cells(table) != expected:
+            raise SmokeError(f"the local drain wrote {sorted(self.cells(table))[:5]}..., expected {len(expected)} "
+                             "cells r0..r19")
+
+    def combine_and_spark_drain(self) -> None:
+        exports = ["--cluster", "A", "--table", f"smoke{self.tag}_x", "--queue", "x"]
+        combine = ["--cluster", "A", "--table", f"smoke{self.tag}_wc", "--queue", "wc"]
+        self.cli("queue", "init", *exports, "--buckets", "2", "--translator", "value=count")
+        self.cli("combine", "init", *combine, "--buckets", "4")
+        deltas = [("apple", 1), ("pear", 2), ("apple", 3), ("fig", 5), ("fig", -5)]
+        self.cli("combine", "update", *combine,
+                 stdin="".join(json.dumps({"key": k, "delta": d}) + "\n" for k, d in deltas))
+        self.cli("combine", "run", *combine, "--combiner", "sum", "--observer", "changes", "--export-table",
+                 f"smoke{self.tag}_x", "--export-queue", "x", "--master", "local[2]")
+        got = json.loads(self.cli("combine", "get", *combine, "--key", "apple", "--key", "pear", "--json"))
+        if got != {"apple": 4, "pear": 2}:
+            raise SmokeError(f"combine get says {got}, expected apple 4 and pear 2")
+        table = f"smoke{self.tag}_counts"
+        self.cli("drain", "--source", "A", "--dest", "B", "--table", f"smoke{self.tag}_x", "--queue", "x",
+                 "--dest-table", table, "--engine", "spark", "--master", "local[2]")
+        expected = {(b"apple", b"count", b"", b"4"), (b"pear", b"count", b"", b"2")}
+        if self.cells(table) != expected:
+            raise SmokeError(f"the Spark drain wrote {sorted(self.cells(table))}, expected {sorted(expected)}")
+
+
+def smoke(venv: Path, version: str, clusters: Any) -> dict[str, float]:
+    """Run every step in ``venv`` against ``clusters``; return each step's seconds. Raises SmokeError."""
+    seconds: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix=f"smoke-{version}-") as work:
+        s = Smoke(venv, version, clusters, Path(work))
+        for step in (s.check_install, s.queue_and_local_drain, s.combine_and_spark_drain):
+            started = time.monotonic()
+            step()
+            seconds[step.__name__] = round(time.monotonic() - started, 1)
+    return seconds
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Smoke-test the built wheel on CPython 3.12 and 3.13.")
+    parser.add_argument("--versions", default=",".join(VERSIONS), help="comma-separated (default %(default)s)")
+    opts = parser.parse_args(argv)
+    pythons = {v: find_python(v) for v in opts.versions.split(",")}
+    for v, python in pythons.items():
+        if python is None:
+            print(f"smoke_wheel: skipped Python {v}: no python{v} on PATH or in pyenv", flush=True)
+    found = {v: p for v, p in pythons.items() if p}
+    if not found:
+        return 0
+    started = time.monotonic()
+    wheel = build_wheel()
+    print(f"smoke_wheel: built {wheel.name} in {time.monotonic() - started:.0f}s", flush=True)
+    venvs = {}
+    for v, python in found.items():
+        t = time.monotonic()
+        venvs[v] = prepare_venv(python, wheel, v)
+        print(f"smoke_wheel: Python {v} ({python}) venv ready in {time.monotonic() - t:.0f}s", flush=True)
+    from integration.harness import clusters
+
+    failed = 0
+    with clusters(("a", "b")) as running:
+        for v, venv in venvs.items():
+            try:
+                print(f"smoke_wheel: Python {v} passed {smoke(venv, v, running)}", flush=True)
+            except SmokeError as exc:
+                failed += 1
+                print(f"smoke_wheel: Python {v} FAILED: {exc}", file=sys.stderr, flush=True)
+    print(f"smoke_wheel: {time.monotonic() - started:.0f}s in all", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
