@@ -16,7 +16,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
 from connector.accumulo import AccumuloError, Connection, Mutation
@@ -51,6 +51,7 @@ from .common import (
     check_table_name,
     handle_sigterm,
     int_at_least,
+    port_number,
     positive_seconds,
     sigterm_as_event,
     spark_output,
@@ -210,6 +211,9 @@ def parser() -> argparse.ArgumentParser:
                    help="--stream: relay what crashed row-transaction producers left in the outboxes feeding the "
                         "queue within about this long (a batch drain relays them once before it starts)")
     d.add_argument("--master", help="Spark master (default: SPARK_MASTER or local[2])")
+    d.add_argument("--metrics-port", type=port_number, metavar="PORT",
+                   help="serve Prometheus metrics (counters, queue depth, lag per bucket) on this port while the "
+                        "drain runs (README: Metrics)")
     d.add_argument("--engine", choices=["auto", "spark", "local"], default="auto",
                    help="local: drain in this process without Spark (a stream then starts in about a second and "
                         "drains whole buckets per micro-batch; it needs no checkpoint: the queue's marks are its "
@@ -436,26 +440,33 @@ def cmd_drain(args: argparse.Namespace) -> int:
                    translator=translator, delete_mode=args.delete_mode, buffer_bytes=args.buffer_bytes,
                    fail_fast=args.fail_fast, server_wait=args.server_wait, relay_seconds=args.relay_seconds)
     preflight(job)
-    if _drain_locally(args, job):
-        return _run_drain(args, job, None, started)
-    with spark_output(verbose=args.verbose) as spark_log:
-        master = args.master or os.environ.get("SPARK_MASTER") or "local[2]"
-        print(f"starting Spark ({master}) ...", file=sys.stderr, flush=True)
-        try:
-            return _run_drain(args, job, spark_session(args.master, "accumulo-export drain"), started)
-        except DrainError as exc:
-            if spark_log:
-                spark_log.keep = True
-                raise DrainError(f"{exc} (Spark's log: {spark_log.path})") from None
-            raise
+    from .metrics import drain_metrics
+
+    metrics = drain_metrics(args.metrics_port, job)  # served until the command ends; a taken port fails here
+    try:
+        if _drain_locally(args, job):
+            return _run_drain(args, job, None, started, metrics.observe)
+        with spark_output(verbose=args.verbose) as spark_log:
+            master = args.master or os.environ.get("SPARK_MASTER") or "local[2]"
+            print(f"starting Spark ({master}) ...", file=sys.stderr, flush=True)
+            try:
+                return _run_drain(args, job, spark_session(args.master, "accumulo-export drain"), started,
+                                  metrics.observe)
+            except DrainError as exc:
+                if spark_log:
+                    spark_log.keep = True
+                    raise DrainError(f"{exc} (Spark's log: {spark_log.path})") from None
+                raise
+    finally:
+        metrics.close()
 
 
 class _ProgressView:
     """Live drain progress: a rich bar on a terminal, plain unwrapped lines otherwise. The rate is that of the
     last interval, not the average since the start."""
 
-    def __init__(self, console: Console, stream: bool) -> None:
-        self.console, self.stream = console, stream
+    def __init__(self, console: Console, stream: bool, observer: Callable[[DrainReport], None] | None = None) -> None:
+        self.console, self.stream, self.observer = console, stream, observer
         self._last = (time.monotonic(), 0)
         self._bar: Any = None
         self._waiting_said = False
@@ -473,6 +484,8 @@ class _ProgressView:
             self._bar.start()
 
     def __call__(self, report: DrainReport, depth: int | None = None) -> None:
+        if self.observer is not None:  # --metrics-port
+            self.observer(report)
         now, exported = time.monotonic(), report.exported
         then, before = self._last
         rate = (exported - before) / (now - then) if now > then else 0.0
@@ -519,13 +532,14 @@ def _drain_locally(args: argparse.Namespace, job: DrainJob) -> bool:
         return count_entries(conn, job.queue, limit=LOCAL_DRAIN_MAX_ENTRIES + 1) <= LOCAL_DRAIN_MAX_ENTRIES
 
 
-def _run_drain(args: argparse.Namespace, job: DrainJob, spark: SparkSession | None, started: float) -> int:
+def _run_drain(args: argparse.Namespace, job: DrainJob, spark: SparkSession | None, started: float,
+               observer: Callable[[DrainReport], None] | None = None) -> int:
     from rich.console import Console
 
     from connector.spark import run_batch
     from connector.spark.drain_job import DrainReport, collect_stream_reports, start_stream, task_error
 
-    view = _ProgressView(Console(stderr=True), args.stream)
+    view = _ProgressView(Console(stderr=True), args.stream, observer)
     others = _other_drains(job) if not args.stream else set()
     report_dir = tempfile.mkdtemp(prefix="drain-stream-") if args.stream else None
     own_checkpoint = args.stream and not args.checkpoint
@@ -570,6 +584,8 @@ def _run_drain(args: argparse.Namespace, job: DrainJob, spark: SparkSession | No
         for folder in (report_dir, checkpoint if own_checkpoint else None):
             if folder:
                 shutil.rmtree(folder, ignore_errors=True)
+    if observer is not None:
+        observer(report)  # the last counters, which no progress report showed
     if not args.stream:
         others |= _other_drains(job, warn=not others)
     summary = {"micro_batches" if args.stream else "rounds": report.rounds, "entries": report.entries,

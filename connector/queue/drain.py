@@ -71,7 +71,9 @@ DELETE_FLUSH_SECONDS = 1.0
 class DrainStats:
     """What a drain did. ``entries``/``bytes``: read (row + value bytes); ``exported``: handed to the
     exporter; ``deleted``: removed from the queue; ``dead_lettered``: moved to the dead-letter range;
-    ``batches``: calls to the exporter; ``seconds``: wall time. Add them up with ``+`` or ``sum()``."""
+    ``batches``: calls to the exporter; ``cells``: cells the exporter wrote on the destination (when it says:
+    :class:`~connector.export.AccumuloExporter` does); ``seconds``: wall time. Add them up with ``+`` or
+    ``sum()``."""
 
     entries: int = 0
     exported: int = 0
@@ -79,6 +81,7 @@ class DrainStats:
     dead_lettered: int = 0
     batches: int = 0
     bytes: int = 0
+    cells: int = 0
     seconds: float = 0.0
 
     def __add__(self, other: DrainStats) -> DrainStats:
@@ -173,6 +176,8 @@ class EntryProcessor:
         if exports.num_rows:
             stats.exported += exported
             stats.batches += 1
+            cells_written = getattr(self.exporter, "cells_written_by_last_call", None)
+            stats.cells += cells_written() if cells_written is not None else 0
 
         rejected = [(int(i), parsed.column("error")[int(i)].as_py()) for i in np.flatnonzero(~np.isin(
             np.arange(batch.num_rows), good))]

@@ -135,11 +135,12 @@ ProgressFn = Callable[[CombineReport], None]
 
 def _round(spark: SparkSession, job: CombineJob, report: CombineReport, pending: list[int],
            progress: ProgressFn | None) -> CombineStats:
+    began = time.monotonic()
     stats = combine_round(spark, job, pending)
     report.rounds += 1
     report.totals += stats
     report.history.append({"round": report.rounds, "buckets": len(pending), "updates": stats.updates,
-                           "exports": stats.exports, "failed": stats.failed})
+                           "exports": stats.exports, "failed": stats.failed, "seconds": time.monotonic() - began})
     if progress:
         progress(report)
     return stats

@@ -19,6 +19,7 @@ import re
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -129,6 +130,9 @@ class DrainReport:
     depth_before_round: int = 0
     #: outbox cells that crashed producers left, relayed into the queue by this run
     relayed: int = 0
+    #: wall seconds of the latest rounds or micro-batches, newest last (one per ``rounds``; bounded, a stream
+    #: runs for weeks)
+    batch_seconds: deque[float] = field(default_factory=lambda: deque(maxlen=1024))
 
     @property
     def entries(self) -> int:
@@ -319,10 +323,11 @@ def run_batch(spark: SparkSession | None, job: DrainJob, progress: ProgressFn | 
             # which bucket holds it: then every bucket is visited
             everything = status.malformed or not status.buckets
             pending = list(range(job.queue.num_buckets)) if everything else [b.bucket for b in status.buckets]
-            run_id = uuid.uuid4().hex
+            run_id, round_started = uuid.uuid4().hex, time.monotonic()
             with _watching(job, run_id, report, started, progress, progress_seconds):
                 round_total = drain_round(spark, job, pending, run_id)
             report.rounds += 1
+            report.batch_seconds.append(time.monotonic() - round_started)
             report.totals += round_total
             report.seconds = time.monotonic() - started
             # what is left, as far as this drain knows (the progress line after a round shows it)
@@ -397,6 +402,7 @@ def _local_stream(job: DrainJob, trigger_seconds: float, progress: ProgressFn | 
             tokens = {int(h, 16): t.encode() for h, t in pending.items() if t}
             settle_marks(job.source.shared(), job.queue, tokens, drained_whole=tokens)
             report.rounds += 1
+            report.batch_seconds.append(time.monotonic() - tick)
             report.totals += stats
             report.seconds = time.monotonic() - started
             if progress and stats.entries:
@@ -477,8 +483,9 @@ class _BatchReporter:
     report_dir: str
 
     def __call__(self, counters: DataFrame, batch_id: int) -> None:
+        started = time.monotonic()
         total = sum((DrainStats(**row.asDict()) for row in counters.collect()), DrainStats())
-        write_report(self.report_dir, total, batch_id)
+        write_report(self.report_dir, total, batch_id, wall_seconds=time.monotonic() - started)
 
 
 def warm_python_workers(spark: SparkSession, job: DrainJob) -> None:
@@ -497,3 +504,4 @@ def collect_stream_reports(report_dir: str, report: DrainReport) -> None:
     for r in _read_reports(report_dir):
         report.totals += _stats(r)
         report.rounds += 1
+        report.batch_seconds.append(r.get("wall_seconds") or 0.0)
