@@ -12,16 +12,19 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from connector.accumulo import Mutation
+from connector.cli.metrics import COMBINE_COUNTERS, DRAIN_COUNTERS, Metrics, _combine_counts
 from connector.combine.config import CombineConfig
 from connector.combine.producer import CombineQueue
 from connector.combine.status import combine_lag, combine_status
+from connector.export import AccumuloExporter
 from connector.export.core import CellChange, SequencedExport
-from connector.queue import ExportQueue, QueueConfig, queue_lag, queue_status
+from connector.queue import ExportQueue, QueueConfig, QueueLag, drain_queue, queue_lag, queue_status
 
 from .conftest import ROOT, run_cli, unique_table
 
@@ -266,3 +269,73 @@ def test_combine_stream_and_batch_are_scraped(conn_a, cli_env):
     assert json.loads(stdout.strip().splitlines()[-1])["updates"] == 1
     assert scrape(port) is None
     conn_a.delete_table(config.table)
+
+
+# --- what the drain counts, and the bounded label set -----------------------------------------------------
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("translator", ["replicator", SLOW])
+def test_the_drain_counts_the_cells_it_writes(conn_a, conn_b, translator):
+    config = QueueConfig(table=unique_table("mq"), qid="m", num_buckets=4)
+    with ExportQueue(conn_a, config) as q:
+        q.init()
+        for i in range(50):  # two cells an export with the replicator; one with the slow translator
+            q.add(f"k{i}", [{"op": "set", "row": f"r{i}", "cf": "f", "cq": cq, "value": "v"} for cq in ("a", "b")],
+                  seq=i + 1)
+    dest = unique_table("md")
+    with AccumuloExporter(conn_b, dest, translator) as exporter:
+        stats = drain_queue(conn_a, config, exporter)
+    assert stats.exported == 50
+    assert stats.cells == len(list(conn_b.scan(dest))) == (100 if translator == "replicator" else 50)
+    conn_a.delete_table(config.table)
+    conn_b.delete_table(dest)
+
+
+@dataclass
+class _Totals:
+    updates: int = 0
+    exports: int = 0
+    leftovers: int = 0
+    changed: int = 0
+    deleted: int = 0
+    failed: int = 0
+    conflicts: int = 0
+
+
+@dataclass
+class _Report:  # a CombineReport's shape: a pure-logic test of the bookkeeping, no server involved
+    totals: _Totals = field(default_factory=_Totals)
+    rounds: int = 0
+    history: list = field(default_factory=list)
+
+
+def _collected(metrics: Metrics) -> Samples:
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value for family in metrics.collect() for s in family.samples}
+
+
+def test_counters_never_go_back_and_each_round_is_timed_once():
+    metrics = Metrics("combine", {}, COMBINE_COUNTERS, _combine_counts)
+    metrics._server = object()  # observing is off without a server; the bookkeeping is what is tested
+    metrics.observe(_Report(_Totals(updates=10), 1, [{"seconds": 0.5}]))
+    metrics.observe(_Report(_Totals(updates=7), 1, [{"seconds": 0.5}]))  # an older report, seen late
+    metrics.observe(_Report(_Totals(updates=25), 3, [{"seconds": 0.5}, {"seconds": 2.0}, {"seconds": 3.0}]))
+    got = _collected(metrics)
+    assert value(got, "accumulo_export_updates_combined_total") == 25
+    assert value(got, "accumulo_export_batches_total") == 3
+    assert metrics.registry.get_sample_value("accumulo_export_batch_duration_seconds_count") == 3
+    assert metrics.registry.get_sample_value("accumulo_export_batch_duration_seconds_sum") == 5.5
+
+
+def test_per_bucket_lag_keeps_the_top_buckets_and_shows_emptied_ones_at_zero():
+    metrics = Metrics("drain", {}, DRAIN_COUNTERS, lambda r: {}, top=3)
+    now_ms = int(time.time() * 1000)
+    metrics._apply_lag(QueueLag(50, {b: now_ms - 1000 * (b + 1) for b in range(8)}))  # bucket 7 lags most
+    lags = bucket_lags(_collected(metrics))
+    assert sorted(lags) == ["5", "6", "7"] and min(lags.values()) >= 6
+    metrics._apply_lag(QueueLag(3, {1: now_ms - 500}))  # 5-7 emptied: the two that lagged most fall to 0
+    lags = bucket_lags(_collected(metrics))
+    assert lags["6"] == lags["7"] == 0.0 and lags["1"] > 0 and len(lags) == 3
+    assert value(_collected(metrics), "accumulo_export_lagging_buckets") == 1
+    metrics._apply_lag(QueueLag(0, {}))
+    assert bucket_lags(_collected(metrics)) == {"1": 0.0, "6": 0.0, "7": 0.0}
+    assert value(_collected(metrics), "accumulo_export_lag_seconds_max") == 0

@@ -81,8 +81,8 @@ class DrainStats:
     dead_lettered: int = 0
     batches: int = 0
     bytes: int = 0
-    cells: int = 0
     seconds: float = 0.0
+    cells: int = 0  # last: positional construction keeps its meaning
 
     def __add__(self, other: DrainStats) -> DrainStats:
         if not isinstance(other, DrainStats):
