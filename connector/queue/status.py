@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -149,29 +150,28 @@ def bucket_ages(conn: Connection, table: str, layout: QueueLayout, columns: list
                 batch_size: int = 10_000) -> QueueLag:
     """One keys-only scan of the bucket ranges of ``layout`` (``columns`` of each row): how many cells and the
     oldest timestamp per bucket. The server drops the values; the bucket of each row is sliced out and the
-    minimum taken with Arrow, so no Python object per cell. Rows sort by key, not by age, so the oldest entry
+    minimum taken with numpy, so no Python object per cell. Rows sort by key, not by age, so the oldest entry
     of a bucket can be anywhere in it: the whole range is read, keys only."""
     started = time.monotonic()
     start = len(layout.bucket_row(0)) - layout.hex_width
-    entries, pages = 0, []
+    oldest: dict[int, int] = {}
+    entries = 0
     for page in conn.scan_batches(table, layout.queue_range(), columns=columns, iterators=[KEYS_ONLY],
                                   batch_size=batch_size):
-        entries += page.num_rows
-        # "<hex>:" of each row: rows outside a bucket's range (other data, "<qid>:~") fail the check below
-        pages.append(pa.table({"bucket": pc.binary_slice(page.column("row"), start, start + layout.hex_width + 1),
-                               "ts": page.column("ts")}).group_by("bucket", use_threads=False).aggregate(
-                                   [("ts", "min"), ("ts", "count")]))  # threads: 100x slower on a small page
-    oldest: dict[int, int] = {}
-    if pages:
-        per_bucket = pa.concat_tables(pages).group_by("bucket", use_threads=False).aggregate(
-            [("ts_min", "min"), ("ts_count", "sum")])
-        for name, ts, count in zip(*(per_bucket.column(c).to_pylist() for c in ("bucket", "ts_min_min",
-                                                                                   "ts_count_sum")), strict=True):
-            bucket = _bucket(name, layout)
-            if bucket is None:
-                entries -= count
-            else:
-                oldest[bucket] = ts
+        if not page.num_rows:
+            continue
+        # "<hex>:" of each row, as dictionary indices (Arrow's group_by is erratic under load: thread pools)
+        names = pc.dictionary_encode(pc.binary_slice(page.column("row"), start, start + layout.hex_width + 1))
+        index = names.indices.to_numpy()
+        ts = page.column("ts").to_numpy()
+        mins = np.full(len(names.dictionary), np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(mins, index, ts)
+        counts = np.bincount(index, minlength=len(names.dictionary))
+        for name, ms, count in zip(names.dictionary.to_pylist(), mins.tolist(), counts.tolist(), strict=True):
+            bucket = _bucket(name, layout)  # None: a row outside every bucket's range ("<qid>:~", other data)
+            if bucket is not None:
+                entries += count
+                oldest[bucket] = min(ms, oldest.get(bucket, ms))
     return QueueLag(entries, oldest, time.monotonic() - started)
 
 
