@@ -113,8 +113,8 @@ class Metrics:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
-        for thread in self._threads:
-            thread.join(timeout=30)
+        for thread in self._threads:  # a lag scan in progress is not waited for long: it only reads
+            thread.join(timeout=2)
         self._threads.clear()
 
     # --- what the command reports --------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Benchmark: what ``--metrics-port`` costs. (1) The lag scan (``queue_lag``: keys only, the whole queue) against
 ``count_entries`` (the progress lines' depth count) and ``queue_status``, on a queue of ``--entries``. (2) The
 same batch drain (``--engine local``) of that queue with and without ``--metrics-port`` (scraped every second),
-alternated ``--runs`` times each. Final line: ``ratio=<median seconds with / median seconds without>``.
+alternated ``--runs`` times each, after one uncounted warm-up drain. Final line: ``ratio=<median seconds with /
+median seconds without>``.
 """
 
 from __future__ import annotations
@@ -79,9 +80,9 @@ def main() -> None:
                 queue.table, "--queue", queue.qid, "--dest-table", "metrics_dest", "--engine", "local"]
         seconds: dict[bool, list[float]] = {False: [], True: []}
         seq = args.entries + 1
-        for run in range(2 * args.runs):
-            with_metrics = bool(run % 2)
-            if run:
+        for run in range(-1, 2 * args.runs):  # run -1 warms up (creates B's table), uncounted
+            with_metrics = run >= 0 and bool(run % 2)
+            if run >= 0:
                 fill(conn_a, queue, args.entries, seq)
                 seq += args.entries
             extra: list[str] = []
@@ -96,6 +97,8 @@ def main() -> None:
             done.set()
             summary = json.loads(out.stdout.splitlines()[-1])
             assert out.returncode == 0 and summary["exported"] == args.entries, out.stderr[-2000:]
+            if run < 0:
+                continue
             seconds[with_metrics].append(summary["seconds"])
             print(f"run {run + 1}: metrics={'on ' if with_metrics else 'off'} {summary['seconds']:7.2f} s "
                   f"({summary['entries_per_s']:,.0f} entries/s){f', {len(scrapes)} scrapes' if with_metrics else ''}"
