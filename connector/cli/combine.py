@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -18,7 +19,7 @@ from connector.combine.status import combine_status
 from connector.queue import resolve_config
 
 from .common import UsageError, spark_output
-from .options import check_namespace, check_table_name, int_at_least, positive_seconds
+from .options import check_namespace, check_table_name, int_at_least, port_number, positive_seconds
 from .progress import print_combine_round
 
 
@@ -58,6 +59,9 @@ def register_combine_commands(sub: Any) -> None:
     run.add_argument("--stream", action="store_true", help="keep combining, a round every --interval seconds")
     run.add_argument("--interval", type=positive_seconds, default=1.0)
     run.add_argument("--master", help="Spark master (default local[2] or SPARK_MASTER)")
+    run.add_argument("--metrics-port", type=port_number, metavar="PORT",
+                     help="serve Prometheus metrics (counters, queued updates, lag per bucket) on this port while "
+                          "the run lasts (README: Metrics)")
 
 
 def cmd_combine(args: argparse.Namespace) -> int:
@@ -181,12 +185,20 @@ def _run(args: argparse.Namespace, gateway: Any, config: CombineConfig, export: 
     except CombineError as exc:
         raise UsageError(str(exc)) from None
 
+    from .metrics import combine_metrics
+
+    metrics = combine_metrics(args.metrics_port, job)  # served until the command ends; a taken port fails here
+
+    def progress(r: CombineReport) -> None:
+        metrics.observe(r)
+        print_combine_round(r)
+
     stop = threading.Event()
     latest = [CombineReport()]
     interrupted = False
     if args.stream:  # SIGTERM (systemd, Kubernetes) ends the stream after its round, from Spark's start on
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    with spark_output(verbose=args.verbose) as spark_log:
+    with spark_output(verbose=args.verbose) as spark_log, contextlib.closing(metrics):
         master = args.master or os.environ.get("SPARK_MASTER") or "local[2]"
         print(f"starting Spark ({master}) ...", file=sys.stderr, flush=True)
         spark = spark_session(args.master, "accumulo-export combine")
@@ -196,7 +208,7 @@ def _run(args: argparse.Namespace, gateway: Any, config: CombineConfig, export: 
 
                 def observed(r: CombineReport) -> None:
                     latest[0] = r
-                    print_combine_round(r)
+                    progress(r)
 
                 try:
                     report = stream_combine(SparkEngine(spark), job, args.interval, stop, observed, check=False)
@@ -205,7 +217,7 @@ def _run(args: argparse.Namespace, gateway: Any, config: CombineConfig, export: 
                     interrupted = True
                     report = latest[0]
             else:
-                report = run_combine(SparkEngine(spark), job, print_combine_round, check=False)
+                report = run_combine(SparkEngine(spark), job, progress, check=False)
         except CombineError as exc:
             if spark_log:
                 spark_log.keep = True

@@ -9,11 +9,12 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from connector.accumulo import AccumuloError
 from connector.clusters_config import cluster
-from connector.jobs import LOCAL_DRAIN_MAX_ENTRIES, DrainError, DrainJob, Engine, LocalEngine, run_drain
+from connector.jobs import LOCAL_DRAIN_MAX_ENTRIES, DrainError, DrainJob, DrainReport, Engine, LocalEngine, run_drain
 from connector.jobs.drain import preflight
 from connector.queue import count_entries
 from connector.queue.planner import DEFAULT_SWEEP_SECONDS
@@ -23,7 +24,7 @@ from connector.transactions.relay import DEFAULT_RELAY_SECONDS
 
 from .common import EXIT_DEAD_LETTERS, Terminated, UsageError, spark_output
 from .drain_stream import stream_locally, stream_with_spark
-from .options import Help, check_namespace, check_table_name, int_at_least, positive_seconds, queue_args
+from .options import Help, check_namespace, check_table_name, int_at_least, port_number, positive_seconds, queue_args
 from .progress import DrainProgressView
 from .queue import stored_config
 
@@ -74,6 +75,9 @@ def register_drain_command(sub: Any) -> None:
                    help="--stream: relay what crashed row-transaction producers left in the outboxes feeding the "
                         "queue within about this long (a batch drain relays them once before it starts)")
     d.add_argument("--master", help="Spark master (default: SPARK_MASTER or local[2])")
+    d.add_argument("--metrics-port", type=port_number, metavar="PORT",
+                   help="serve Prometheus metrics (counters, queue depth, lag per bucket) on this port while the "
+                        "drain runs (README: Metrics)")
     d.add_argument("--engine", choices=["auto", "spark", "local"], default="auto",
                    help="local: drain in this process without Spark (a stream then starts in about a second and "
                         "drains whole buckets per micro-batch; it needs no checkpoint: the queue's marks are its "
@@ -103,20 +107,27 @@ def cmd_drain(args: argparse.Namespace) -> int:
                    translator=translator, delete_mode=args.delete_mode, buffer_bytes=args.buffer_bytes,
                    fail_fast=args.fail_fast, server_wait=args.server_wait, relay_seconds=args.relay_seconds)
     preflight(job)
-    if _drain_locally(args, job):
-        return _run_drain(args, job, None, started)
-    from connector.spark import spark_session
+    from .metrics import drain_metrics
 
-    with spark_output(verbose=args.verbose) as spark_log:
-        master = args.master or os.environ.get("SPARK_MASTER") or "local[2]"
-        print(f"starting Spark ({master}) ...", file=sys.stderr, flush=True)
-        try:
-            return _run_drain(args, job, spark_session(args.master, "accumulo-export drain"), started)
-        except DrainError as exc:
-            if spark_log:
-                spark_log.keep = True
-                raise DrainError(f"{exc} (Spark's log: {spark_log.path})") from None
-            raise
+    metrics = drain_metrics(args.metrics_port, job)  # served until the command ends; a taken port fails here
+    try:
+        if _drain_locally(args, job):
+            return _run_drain(args, job, None, started, metrics.observe)
+        from connector.spark import spark_session
+
+        with spark_output(verbose=args.verbose) as spark_log:
+            master = args.master or os.environ.get("SPARK_MASTER") or "local[2]"
+            print(f"starting Spark ({master}) ...", file=sys.stderr, flush=True)
+            try:
+                return _run_drain(args, job, spark_session(args.master, "accumulo-export drain"), started,
+                                  metrics.observe)
+            except DrainError as exc:
+                if spark_log:
+                    spark_log.keep = True
+                    raise DrainError(f"{exc} (Spark's log: {spark_log.path})") from None
+                raise
+    finally:
+        metrics.close()
 
 
 def _drain_locally(args: argparse.Namespace, job: DrainJob) -> bool:
@@ -145,10 +156,11 @@ def _engine(spark: SparkSession | None) -> Engine:
     return SparkEngine(spark)
 
 
-def _run_drain(args: argparse.Namespace, job: DrainJob, spark: SparkSession | None, started: float) -> int:
+def _run_drain(args: argparse.Namespace, job: DrainJob, spark: SparkSession | None, started: float,
+               observer: Callable[[DrainReport], None] | None = None) -> int:
     from rich.console import Console
 
-    view = DrainProgressView(Console(stderr=True), args.stream)
+    view = DrainProgressView(Console(stderr=True), args.stream, observer)
     others = _other_drains(job) if not args.stream else set()
     folders: list[str] = []  # temporary ones, removed after Spark stopped
     stop: KeyboardInterrupt | None = None  # how a stream was stopped: Ctrl-C or SIGTERM (Terminated)
@@ -165,6 +177,8 @@ def _run_drain(args: argparse.Namespace, job: DrainJob, spark: SparkSession | No
             spark.stop()
         for folder in folders:
             shutil.rmtree(folder, ignore_errors=True)
+    if observer is not None:
+        observer(report)  # the last counters, which no progress report showed
     if not args.stream:
         others |= _other_drains(job, warn=not others)
     summary = {"micro_batches" if args.stream else "rounds": report.rounds, "entries": report.entries,

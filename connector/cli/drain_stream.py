@@ -73,6 +73,8 @@ def stream_locally(args: argparse.Namespace, job: DrainJob,
     last_view = [0.0]
 
     def progress(report: DrainReport) -> None:
+        if view.observer is not None:  # metrics see every micro-batch; the lines below are throttled
+            view.observer(report)
         if time.monotonic() - last_view[0] >= PROGRESS_SECONDS:
             last_view[0] = time.monotonic()
             with job.source.connect() as conn:

@@ -43,6 +43,14 @@ def int_at_least(minimum: int) -> Callable[[str], int]:
     return parse
 
 
+def port_number(text: str) -> int:
+    """A TCP port to listen on: 1-65535."""
+    port = int_at_least(1)(text)
+    if port > 65535:
+        raise argparse.ArgumentTypeError(f"must be a TCP port (1-65535), got {port}")
+    return port
+
+
 def positive_seconds(text: str) -> float:
     try:
         value = float(text)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # rich loads only when a drain runs: queue commands start faster without it
@@ -26,8 +27,9 @@ class DrainProgressView:
     last interval, not the average since the start. Called with every ``DrainReport`` the drain hands out
     (and, for a stream, the queue's depth counted up to ``PROGRESS_COUNT_LIMIT``)."""
 
-    def __init__(self, console: Console, stream: bool) -> None:
-        self.console, self.stream = console, stream
+    def __init__(self, console: Console, stream: bool,
+                 observer: Callable[[DrainReport], None] | None = None) -> None:
+        self.console, self.stream, self.observer = console, stream, observer
         self._last = (time.monotonic(), 0)
         self._bar: Any = None
         self._waiting_said = False
@@ -45,6 +47,8 @@ class DrainProgressView:
             self._bar.start()
 
     def __call__(self, report: DrainReport, depth: int | None = None) -> None:
+        if self.observer is not None:  # --metrics-port
+            self.observer(report)
         now, exported = time.monotonic(), report.exported
         then, before = self._last
         rate = (exported - before) / (now - then) if now > then else 0.0

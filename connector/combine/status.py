@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from connector.accumulo import Connection
+from connector.queue.status import QueueLag, bucket_ages
 
 from .config import CombineConfig
 from .layout import OUTBOX_FAMILY, UPDATE_FAMILY
@@ -67,3 +68,9 @@ def combine_status(conn: Connection, config: CombineConfig, batch_size: int = 10
             c[2] += 1
     return CombineStatus(config.cid, config.num_buckets,
                          tuple(CombineBucketStatus(b, u, k, o) for b, (u, k, o) in sorted(counts.items())))
+
+
+def combine_lag(conn: Connection, config: CombineConfig, batch_size: int = 10_000) -> QueueLag:
+    """Queued updates and the age of the oldest one per bucket (an update's timestamp is its producer's
+    clock), from one keys-only scan of the update cells."""
+    return bucket_ages(conn, config.table, config.layout.buckets, [UPDATE_FAMILY], batch_size)

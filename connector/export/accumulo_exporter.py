@@ -81,6 +81,7 @@ class AccumuloExporter:
         self._timed_out: tuple[float, TimedOutError] | None = None
         #: exports written so far
         self.exported = 0
+        self._calls = threading.local()  # per thread: a shared exporter serves several drain threads
         if create_table:
             connection.create_table(table, exist_ok=True)
         if self.delete_mode is DeleteMode.TOMBSTONE:
@@ -107,6 +108,7 @@ class AccumuloExporter:
         Every export is translated before anything is sent: if any cannot be (its translator raised
         ``TranslationError`` or another data error), ``BatchTranslationError`` names all of them and nothing
         of the batch is written."""
+        self._calls.cells = 0
         mutations: list[Mutation] = []
         failures: dict[int, str] = {}
         for i, export in enumerate(exports):
@@ -119,6 +121,7 @@ class AccumuloExporter:
         with self._turn():
             self._write(lambda writer: writer.add_mutations(mutations), len(exports))
             self.exported += len(exports)
+        self._calls.cells = sum(len(m.updates) for m in mutations)
 
     def export_batch(self, exports: pa.RecordBatch, *, key_serializer: str = "json",
                      value_serializer: str = "json") -> list[EntryFailure]:
@@ -148,10 +151,12 @@ class AccumuloExporter:
             updates = self._stamped(changes, exports.column("seq"))
         else:
             updates = self._updates_in_python(exports, failures, key_serializer, value_serializer)
+        self._calls.cells = 0
         with self._turn():
             if updates.num_rows:
                 self._write(lambda writer: writer.add_cells(updates), exports.num_rows)
             self.exported += exports.num_rows - len(failures)
+        self._calls.cells = updates.num_rows
         return [failures[i] for i in sorted(failures)]
 
     def export_changes(self, changes: pa.RecordBatch, seqs: pa.Array) -> None:
@@ -167,6 +172,11 @@ class AccumuloExporter:
             if updates.num_rows:
                 self._write(lambda writer: writer.add_cells(updates), len(seqs))
             self.exported += len(seqs)
+
+    def cells_written_by_last_call(self) -> int:
+        """Cells (puts, deletes, tombstones) the calling thread's last ``export``/``export_batch`` wrote on
+        the destination; 0 when it failed. Per thread, since one exporter may serve several."""
+        return int(getattr(self._calls, "cells", 0))
 
     def _stamped(self, changes: pa.RecordBatch, seqs: pa.Array) -> pa.RecordBatch:
         """Changes as updates at ts = seq; in tombstone mode a delete becomes a put of TOMBSTONE."""

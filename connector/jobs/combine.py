@@ -114,7 +114,7 @@ class _Combine:
     def __init__(self, job: CombineJob, conn: Connection, report: CombineReport,
                  progress: ProgressFn | None) -> None:
         self.job, self.conn, self.report, self.progress = job, conn, report, progress
-        self.started = time.monotonic()
+        self.started = self.round_began = time.monotonic()
         # the first batch round visits every bucket: cheaper than a status scan of every queued update
         self.next: list[int] = list(range(job.combine.num_buckets))
 
@@ -127,6 +127,7 @@ class _Combine:
         return status.pending_buckets()
 
     def round(self, buckets: list[int]) -> AbstractContextManager[Round[CombineStats]]:
+        self.round_began = time.monotonic()
         return plain_round(self.job.round(buckets))
 
     def _fold(self, buckets: list[int], stats: CombineStats) -> None:
@@ -134,7 +135,8 @@ class _Combine:
         report.rounds += 1
         report.totals += stats
         report.history.append({"round": report.rounds, "buckets": len(buckets), "updates": stats.updates,
-                               "exports": stats.exports, "failed": stats.failed})
+                               "exports": stats.exports, "failed": stats.failed,
+                               "seconds": time.monotonic() - self.round_began})
         if self.progress:
             self.progress(report)
 

@@ -170,6 +170,7 @@ class _BatchDrain:
         self.progress, self.progress_seconds = progress, progress_seconds
         self.empty_rounds = 0
         self.entries_before = 0
+        self.round_began = 0.0
 
     def next_round(self) -> list[int] | None:
         job, report = self.job, self.report
@@ -187,13 +188,14 @@ class _BatchDrain:
 
     @contextlib.contextmanager
     def round(self, buckets: list[int]) -> Iterator[Round[DrainStats]]:
-        run_id = uuid.uuid4().hex
+        run_id, self.round_began = uuid.uuid4().hex, time.monotonic()
         with watching(self.job, run_id, self.report, self.started, self.progress, self.progress_seconds):
             yield self.job.round(buckets, run_id)
 
     def after_round(self, buckets: list[int], round_total: DrainStats) -> bool:
         job, report = self.job, self.report
         report.rounds += 1
+        report.batch_seconds.append(time.monotonic() - self.round_began)
         report.totals += round_total
         report.seconds = time.monotonic() - self.started
         # what is left, as far as this drain knows (the progress line after a round shows it)
@@ -258,6 +260,7 @@ class _StreamDrain:
                  progress: ProgressFn | None) -> None:
         self.job, self.planner, self.report, self.progress = job, planner, report, progress
         self.started = time.monotonic()
+        self.round_began = 0.0
         self.planned: dict[str, str] = {}  # bucketHex -> token the last round was planned with
         self.tokens: dict[int, bytes] = {}
 
@@ -268,12 +271,14 @@ class _StreamDrain:
         return sorted(int(h, 16) for h in pending)
 
     def round(self, buckets: list[int]) -> contextlib.AbstractContextManager[Round[DrainStats]]:
+        self.round_began = time.monotonic()
         return plain_round(self.job.round(buckets, None))
 
     def after_round(self, buckets: list[int], stats: DrainStats) -> None:
         settle_marks(self.job.source.shared(), self.job.queue, self.tokens, drained_whole=self.tokens)
         report = self.report
         report.rounds += 1
+        report.batch_seconds.append(time.monotonic() - self.round_began)
         report.totals += stats
         report.seconds = time.monotonic() - self.started
         if self.progress and stats.entries:

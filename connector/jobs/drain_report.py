@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +28,8 @@ class DrainReport:
     depth_before_round: int = 0
     #: outbox cells that crashed producers left, relayed into the queue by this run
     relayed: int = 0
+    #: wall seconds of the latest rounds or micro-batches, newest last (bounded: a stream runs for weeks)
+    batch_seconds: deque[float] = field(default_factory=lambda: deque(maxlen=1024))
 
     @property
     def entries(self) -> int:

@@ -26,7 +26,7 @@ from .marks import read_marks, settle_marks
 from .producer import ExportQueue
 from .progress import clear_progress, read_progress
 from .reader import ENTRY_SCHEMA, QueueEntry, entries_to_batches, read_bucket, read_bucket_batches, read_bucket_head
-from .status import KEYS_ONLY, BucketStatus, QueueStatus, count_entries, queue_status
+from .status import KEYS_ONLY, BucketStatus, QueueLag, QueueStatus, bucket_ages, count_entries, queue_lag, queue_status
 from .stored_config import QueueConfigError, check_config, read_stored_config, resolve_config, store_config
 
 __all__ = [
@@ -37,5 +37,5 @@ __all__ = [
     "check_config", "default_buckets_per_tablet", "drain_bucket", "drain_buckets", "clear_progress",
     "read_progress", "drain_queue", "hex_width", "murmur3_32", "queue_status", "read_bucket", "read_bucket_batches",
     "entries_to_batches", "ENTRY_SCHEMA", "read_stored_config", "resolve_config", "store_config",
-    "serializer_from_name", "read_bucket_head",
+    "serializer_from_name", "read_bucket_head", "QueueLag", "bucket_ages", "queue_lag",
 ]

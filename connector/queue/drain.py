@@ -76,7 +76,9 @@ DELETE_DURABILITY = "none"
 class DrainStats:
     """What a drain did. ``entries``/``bytes``: read (row + value bytes); ``exported``: handed to the
     exporter; ``deleted``: removed from the queue; ``dead_lettered``: moved to the dead-letter range;
-    ``batches``: calls to the exporter; ``seconds``: wall time. Add them up with ``+`` or ``sum()``."""
+    ``batches``: calls to the exporter; ``cells``: cells the exporter wrote on the destination (when it says:
+    :class:`~connector.export.AccumuloExporter` does); ``seconds``: wall time. Add them up with ``+`` or
+    ``sum()``."""
 
     entries: int = 0
     exported: int = 0
@@ -85,6 +87,7 @@ class DrainStats:
     batches: int = 0
     bytes: int = 0
     seconds: float = 0.0
+    cells: int = 0  # last: positional construction keeps its meaning
 
     def __add__(self, other: DrainStats) -> DrainStats:
         if not isinstance(other, DrainStats):
@@ -180,6 +183,8 @@ class EntryProcessor:
         if exports.num_rows:
             stats.exported += exported
             stats.batches += 1
+            cells_written = getattr(self.exporter, "cells_written_by_last_call", None)
+            stats.cells += cells_written() if cells_written is not None else 0
 
         rejected = [(int(i), parsed.column("error")[int(i)].as_py()) for i in np.flatnonzero(~np.isin(
             np.arange(batch.num_rows), good))]

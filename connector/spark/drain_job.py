@@ -13,6 +13,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import time
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
@@ -73,8 +74,9 @@ class _BatchReporter:
     report_dir: str
 
     def __call__(self, counters: DataFrame, batch_id: int) -> None:
+        started = time.monotonic()
         total = sum((DrainStats(**row.asDict()) for row in counters.collect()), DrainStats())
-        write_report(self.report_dir, total, batch_id)
+        write_report(self.report_dir, total, batch_id, wall_seconds=time.monotonic() - started)
 
 
 def warm_python_workers(spark: SparkSession, job: DrainJob) -> None:
@@ -96,3 +98,4 @@ def collect_stream_reports(report_dir: str, report: DrainReport) -> None:
         os.remove(path)
         report.totals += stats_from_row(DrainStats, written)
         report.rounds += 1
+        report.batch_seconds.append(written.get("wall_seconds") or 0.0)

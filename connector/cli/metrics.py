@@ -1,0 +1,230 @@
+"""``--metrics-port``: a drain's or a combine's counters, queue depth and lag in the Prometheus text format.
+
+The metrics read what the command already has: the progress reports (a ``DrainReport`` or
+``CombineReport``, whose counters the tasks sent the way progress always travels: progress rows, batch
+reports, task results), and a lag scan of the queue on a thread of its own. Nothing else runs on the
+executors. The server (``prometheus_client``, a thread) serves ``/metrics`` until :meth:`Metrics.close`,
+which the command calls when it ends, batch or stream. Labels carry bucket numbers and the names of the
+queue and tables, never a host or a secret.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry, Histogram, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
+
+from connector.accumulo import Connection
+from connector.queue.status import QueueLag
+
+from .common import UsageError
+
+if TYPE_CHECKING:
+    from connector.jobs import CombineJob, CombineReport
+    from connector.jobs import DrainJob, DrainReport
+
+log = logging.getLogger(__name__)
+
+PREFIX = "accumulo_export"
+#: buckets with their own lag series: the N that lag most (the rest are in the max and the count)
+TOP_BUCKETS = 10
+#: a lag scan runs at most this often, and takes at most LAG_SHARE of the time (a big backlog: less often)
+LAG_SECONDS = 2.0
+LAG_SHARE = 0.1
+DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+
+#: counter name -> help; what each command publishes (the README lists them)
+DRAIN_COUNTERS = {
+    "entries_read": "queue entries read by the drain",
+    "entries_exported": "queue entries exported to the destination table",
+    "entries_deleted": "queue entries deleted after their export (or dead letter) was durable",
+    "dead_letters": "queue entries moved to the dead-letter range",
+    "cells_written": "cells written on the destination (puts, deletes, tombstones)",
+    "bytes_read": "bytes (row + value) of the queue entries read",
+    "batches": "rounds (batch) or micro-batches (stream) finished",
+}
+COMBINE_COUNTERS = {
+    "updates_combined": "queued updates combined (each exactly once)",
+    "entries_exported": "exports relayed into the export queue",
+    "keys_changed": "keys whose value changed",
+    "keys_deleted": "keys whose value was removed",
+    "keys_failed": "keys left queued because of an error (retried next round)",
+    "conflicts": "lost conditions, re-read and retried",
+    "batches": "rounds finished",
+}
+
+
+class Metrics:
+    """The metrics of one command: :meth:`observe` takes each progress report, a thread refreshes the lag.
+    A ``Metrics`` made without a port is off: observing costs nothing and nothing is served."""
+
+    def __init__(self, command: str, labels: Mapping[str, str], counters: Mapping[str, str],
+                 read: Callable[[Any], Mapping[str, float]], lag: Callable[[Connection], QueueLag] | None = None,
+                 connect: Callable[[], Connection] | None = None, top: int = TOP_BUCKETS) -> None:
+        self.command, self.labels, self.counter_help, self._read = command, dict(labels), counters, read
+        self._lag_fn, self._connect, self.top = lag, connect, top
+        self._lock = threading.Lock()
+        self._counts: dict[str, float] = dict.fromkeys(counters, 0.0)
+        self._seen_batches = 0
+        self._lag: QueueLag | None = None
+        self._lag_at = 0.0  # when the last lag scan ended (seconds since the epoch)
+        self._shown: dict[int, float] = {}  # bucket -> lag, the bounded set of per-bucket series
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._server: Any = None
+        self.registry = CollectorRegistry()
+        self.durations = Histogram(f"{PREFIX}_batch_duration_seconds", "wall seconds of a round or micro-batch",
+                                   buckets=DURATION_BUCKETS, registry=self.registry)
+        self.registry.register(self)
+
+    # --- serving -------------------------------------------------------------------------------------
+
+    def serve(self, port: int, addr: str = "0.0.0.0") -> Metrics:
+        """Listen on ``port`` (all interfaces) and start the lag scans. A port in use is a ``UsageError``
+        naming it."""
+        try:
+            self._server, thread = start_http_server(port, addr=addr, registry=self.registry)
+        except OSError as exc:
+            why = ("is in use (another drain's or combine's metrics?): choose another port"
+                   if exc.errno == errno.EADDRINUSE else f"cannot be opened: {exc.strerror or exc}")
+            raise UsageError(f"--metrics-port {port}: the port {why}; nothing was run") from None
+        self._threads.append(thread)
+        if self._lag_fn is not None and self._connect is not None:
+            lagger = threading.Thread(target=self._scan_lag, name="metrics-lag", daemon=True)
+            lagger.start()
+            self._threads.append(lagger)
+        return self
+
+    @property
+    def port(self) -> int | None:
+        """The port served on (None when off)."""
+        return None if self._server is None else int(self._server.server_port)
+
+    def close(self) -> None:
+        """Stop serving and scanning (the command is ending)."""
+        self._stop.set()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        for thread in self._threads:  # a lag scan in progress is not waited for long: it only reads
+            thread.join(timeout=2)
+        self._threads.clear()
+
+    # --- what the command reports --------------------------------------------------------------------
+
+    def observe(self, report: Any) -> None:
+        """Take a progress report (``DrainReport`` or ``CombineReport``): counters and new batch durations."""
+        if self._server is None:
+            return
+        values = self._read(report)
+        batches = int(values["batches"])
+        durations = _new_durations(report, batches - self._seen_batches)
+        with self._lock:
+            for name, value in values.items():  # a report is cumulative; never let a counter go back
+                self._counts[name] = max(self._counts[name], float(value))
+            self._seen_batches = max(self._seen_batches, batches)
+        for seconds in durations:
+            self.durations.observe(seconds)
+
+    def _scan_lag(self) -> None:
+        assert self._lag_fn is not None and self._connect is not None
+        conn: Connection | None = None
+        while not self._stop.is_set():
+            wait = LAG_SECONDS
+            try:
+                conn = conn or self._connect()
+                lag = self._lag_fn(conn)
+                self._apply_lag(lag)
+                wait = max(LAG_SECONDS, lag.scan_seconds * (1 - LAG_SHARE) / LAG_SHARE)
+            except Exception as exc:  # noqa: BLE001 - metrics are best effort; the command reports failures
+                log.warning("metrics: lag scan failed: %s", exc)
+                if conn is not None:
+                    conn.close()
+                conn = None
+            self._stop.wait(wait)
+        if conn is not None:
+            conn.close()
+
+    def _apply_lag(self, lag: QueueLag) -> None:
+        lags = lag.lag_seconds()
+        shown = dict(sorted(lags.items(), key=lambda kv: (-kv[1], kv[0]))[:self.top])
+        for bucket in self._shown:  # a bucket that emptied shows 0 until displaced: its graph falls to 0
+            if len(shown) >= self.top:
+                break
+            if bucket not in lags:
+                shown[bucket] = 0.0
+        with self._lock:
+            self._lag, self._lag_at, self._shown = lag, time.time(), shown
+
+    # --- the Prometheus collector --------------------------------------------------------------------
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            counts, lag, lag_at, shown = dict(self._counts), self._lag, self._lag_at, dict(self._shown)
+        yield InfoMetricFamily(f"{PREFIX}_command", "what this process runs (no hosts, no secrets)",
+                               value={"command": self.command, **self.labels})
+        for name, value in counts.items():
+            yield CounterMetricFamily(f"{PREFIX}_{name}", self.counter_help[name], value=value)
+        if lag is None:
+            return  # no scan yet: absent rather than a misleading 0
+        per_bucket = GaugeMetricFamily(f"{PREFIX}_bucket_lag_seconds", f"age of the oldest waiting entry of the "
+                                       f"{self.top} buckets that lag most", labels=["bucket"])
+        for bucket, seconds in sorted(shown.items()):
+            per_bucket.add_metric([str(bucket)], seconds)
+        yield per_bucket
+        lags = lag.lag_seconds(lag_at)
+        yield GaugeMetricFamily(f"{PREFIX}_lag_seconds_max", "age of the oldest waiting entry (0: none waits)",
+                                value=max(lags.values(), default=0.0))
+        yield GaugeMetricFamily(f"{PREFIX}_lagging_buckets", "buckets with waiting entries", value=len(lags))
+        yield GaugeMetricFamily(f"{PREFIX}_queue_depth", "entries (drain) or updates (combine) waiting",
+                                value=lag.entries)
+        yield GaugeMetricFamily(f"{PREFIX}_lag_scan_seconds", "wall seconds the last lag scan took",
+                                value=lag.scan_seconds)
+        yield GaugeMetricFamily(f"{PREFIX}_lag_scan_timestamp_seconds", "when the last lag scan ended",
+                                value=lag_at)
+
+
+def _new_durations(report: Any, new: int) -> list[float]:
+    if new <= 0:
+        return []
+    recent = getattr(report, "batch_seconds", None)
+    if recent is not None:  # a DrainReport
+        return list(recent)[-new:]
+    return [h["seconds"] for h in report.history[-new:] if "seconds" in h]  # a CombineReport
+
+
+def _drain_counts(r: DrainReport) -> dict[str, float]:
+    return {"entries_read": r.entries, "entries_exported": r.exported, "entries_deleted": r.deleted,
+            "dead_letters": r.dead_lettered, "cells_written": r.totals.cells + r.live.cells,
+            "bytes_read": r.totals.bytes + r.live.bytes, "batches": r.rounds}
+
+
+def _combine_counts(r: CombineReport) -> dict[str, float]:
+    t = r.totals
+    return {"updates_combined": t.updates, "entries_exported": t.exports + t.leftovers, "keys_changed": t.changed,
+            "keys_deleted": t.deleted, "keys_failed": t.failed, "conflicts": t.conflicts, "batches": r.rounds}
+
+
+def drain_metrics(port: int | None, job: DrainJob) -> Metrics:
+    """The metrics of a drain, served on ``port`` from now on (off when ``port`` is None)."""
+    from connector.queue.status import queue_lag
+
+    metrics = Metrics("drain", {"table": job.queue.table, "queue": job.queue.qid, "dest_table": job.dest_table},
+                      DRAIN_COUNTERS, _drain_counts, lambda conn: queue_lag(conn, job.queue), job.source.connect)
+    return metrics if port is None else metrics.serve(port)
+
+
+def combine_metrics(port: int | None, job: CombineJob) -> Metrics:
+    """The metrics of a combine run, served on ``port`` from now on (off when ``port`` is None)."""
+    from connector.combine.status import combine_lag
+
+    metrics = Metrics("combine", {"table": job.combine.table, "queue": job.combine.cid}, COMBINE_COUNTERS,
+                      _combine_counts, lambda conn: combine_lag(conn, job.combine), job.source.connect)
+    return metrics if port is None else metrics.serve(port)
