@@ -18,7 +18,8 @@ is translated and flushed on B (a bounded queue, so memory stays within a few ba
 batch are sent only after its export returned, so a batch's entries are never deleted before their export
 returned, which is the only ordering the invariant needs. The deletes need not be durable before the
 next export starts, so the drain waits for them at most once a second (``DELETE_FLUSH_SECONDS``) and at the
-end of the run: a delete lost in a crash only means that entry is exported again.
+end of the run: a delete lost in a crash only means that entry is exported again. For the same reason the
+deletes skip the tablet server's write-ahead log (``DELETE_DURABILITY``), which dead letters do not.
 
 Reading (:func:`read_bucket_batches`, read ahead by :func:`~connector.queue.batches.prefetched`) and processing
 (:class:`EntryProcessor`) are separate so that the Spark sink can feed the processor with batches read by its
