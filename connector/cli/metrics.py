@@ -26,8 +26,7 @@ from connector.queue.status import QueueLag
 from .common import UsageError
 
 if TYPE_CHECKING:
-    from connector.jobs import CombineJob, CombineReport
-    from connector.jobs import DrainJob, DrainReport
+    from connector.jobs import CombineJob, CombineReport, DrainJob, DrainReport
 
 log = logging.getLogger(__name__)
 
