@@ -16,15 +16,15 @@ import pytest
 from connector.accumulo import Mutation
 from connector.export import AccumuloExporter, BatchTranslationError, SequencedExport
 from connector.queue import (
-    EntryProcessor,
     EntryTranslationError,
     ExportQueue,
     QueueConfig,
     QueueConfigError,
     queue_status,
-    read_bucket,
     read_stored_config,
 )
+from connector.queue.drain import EntryProcessor
+from connector.queue.reader import read_bucket
 from connector.spark import run_batch
 
 from .conftest import drain_args, run_cli, unique_table

@@ -20,7 +20,9 @@ import pytest
 
 from connector.accumulo import Range
 from connector.export import AccumuloExporter
-from connector.queue import EntryCodec, ExportQueue, QueueConfig, drain_queue, queue_status, read_marks
+from connector.queue import ExportQueue, QueueConfig, drain_queue, queue_status
+from connector.queue.codec import EntryCodec
+from connector.queue.marks import read_marks
 from examples.inverted_count_index import actual_index, count_update
 from integration.harness import java_command
 from tests.conftest import unique_table

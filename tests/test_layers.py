@@ -134,3 +134,17 @@ def test_the_check_sees_a_cycle_and_an_upward_import(tmp_path):
         assert failed == 2
     finally:
         PACKAGE = real
+
+
+def test_every_package_declares_a_sorted_public_surface():
+    import importlib
+
+    packages = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists() and not p.name.startswith("_"))
+    assert {"accumulo", "queue", "export", "transactions"} <= set(packages)
+    for name in packages:
+        module = importlib.import_module(f"connector.{name}")
+        public = list(getattr(module, "__all__", []))
+        assert public, f"connector.{name} has no __all__"
+        assert public == sorted(public), f"connector.{name}.__all__ is not sorted"
+        missing = [n for n in public if not hasattr(module, n)]
+        assert not missing, f"connector.{name}.__all__ names what it does not define: {missing}"

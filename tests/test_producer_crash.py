@@ -15,7 +15,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from connector.export import AccumuloExporter
-from connector.queue import EntryCodec, ExportQueue, QueueConfig, drain_queue, queue_status
+from connector.queue import ExportQueue, QueueConfig, drain_queue, queue_status
+from connector.queue.codec import EntryCodec
 from connector.queue.reader import read_bucket
 from connector.transactions import RowTransactions, outbox_status, relay_table
 from examples.demo import ProducerProcess

@@ -8,16 +8,10 @@ import pytest
 
 from connector.accumulo import Mutation
 from connector.export import SequencedExport
-from connector.queue import (
-    EntryCodec,
-    EntryProcessor,
-    ExportQueue,
-    MalformedEntryError,
-    QueueConfig,
-    drain_bucket,
-    drain_queue,
-    read_bucket,
-)
+from connector.queue import ExportQueue, MalformedEntryError, QueueConfig, drain_bucket, drain_queue
+from connector.queue.codec import EntryCodec
+from connector.queue.drain import EntryProcessor
+from connector.queue.reader import read_bucket
 
 from .conftest import unique_table
 

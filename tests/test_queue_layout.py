@@ -13,17 +13,16 @@ from connector.export import SequencedExport
 from connector.queue import (
     BytesSerializer,
     DrainStats,
-    EntryCodec,
     JsonSerializer,
     MalformedEntryError,
     QueueConfig,
     QueueLayout,
     bucket_of,
-    default_buckets_per_tablet,
-    hex_width,
-    murmur3_32,
     serializer_from_name,
 )
+from connector.queue.codec import EntryCodec
+from connector.queue.config import default_buckets_per_tablet
+from connector.queue.layout import hex_width, murmur3_32
 
 MAX_SEQ = (1 << 63) - 1
 

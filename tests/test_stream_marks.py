@@ -16,7 +16,8 @@ from collections.abc import Iterator
 import pytest
 
 from connector.accumulo import Mutation, Range
-from connector.queue import ExportQueue, QueueConfig, queue_status, read_marks, settle_marks
+from connector.queue import ExportQueue, QueueConfig, queue_status
+from connector.queue.marks import read_marks, settle_marks
 
 from .conftest import ROOT, drain_args, unique_table
 

@@ -11,7 +11,9 @@ import pytest
 
 from connector.accumulo import Mutation, Range
 from connector.combine import CombineConfig, CombineQueue, combine_all
-from connector.queue import EntryCodec, ExportQueue, QueueConfig, read_marks
+from connector.queue import ExportQueue, QueueConfig
+from connector.queue.codec import EntryCodec
+from connector.queue.marks import read_marks
 from connector.queue.reader import read_bucket
 from connector.transactions import (
     RowTransactions,

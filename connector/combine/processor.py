@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from connector.accumulo import ConditionalMutation, Connection
-from connector.queue import EntryCodec, QueueConfig, check_config
+from connector.queue import QueueConfig, check_config
+from connector.queue.codec import EntryCodec
 from connector.transactions import (
     Committer,
     OutboxCell,

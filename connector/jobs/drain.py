@@ -22,17 +22,9 @@ from connector.accumulo import AccumuloError, Connection
 from connector.accumulo.options import GatewayOptions
 from connector.export import translator_from_name
 from connector.export.shared import shared_exporter
-from connector.queue import (
-    DrainStats,
-    QueueConfig,
-    QueueConfigError,
-    check_config,
-    drain_buckets,
-    queue_status,
-    read_marks,
-    settle_marks,
-)
+from connector.queue import DrainStats, QueueConfig, QueueConfigError, check_config, drain_buckets, queue_status
 from connector.queue.config import queue_options
+from connector.queue.marks import read_marks, settle_marks
 from connector.queue.planner import DEFAULT_SWEEP_SECONDS, StreamPlanner
 from connector.transactions.relay import DEFAULT_RELAY_SECONDS
 

@@ -11,7 +11,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from connector.accumulo import AccumuloError, TimedOutError
-from connector.queue import DrainStats, clear_progress, read_progress
+from connector.queue import DrainStats
+from connector.queue.progress import clear_progress, read_progress
 
 from .drain_report import DrainReport, ProgressFn
 from .errors import DrainError

@@ -16,26 +16,21 @@ and read ahead), ``drain`` (exporting and deleting them), ``progress`` (a drain 
 
 from connector.serializers import BytesSerializer, JsonSerializer, Serializer, serializer_from_name
 
-from .codec import EntryCodec
-from .config import QueueConfig, default_buckets_per_tablet
+from .config import QueueConfig
 from .dead_letters import DeadLetter, dead_letters, requeue_dead_letters
-from .drain import DEFAULT_BUFFER_BYTES, DrainStats, EntryProcessor, drain_bucket, drain_buckets, drain_queue
+from .drain import DEFAULT_BUFFER_BYTES, DrainStats, drain_bucket, drain_buckets, drain_queue
 from .errors import EntryTranslationError, MalformedEntryError, QueueError
-from .layout import ParsedRow, QueueLayout, bucket_of, hex_width, murmur3_32
-from .marks import read_marks, settle_marks
+from .layout import QueueLayout, bucket_of
 from .producer import ExportQueue
-from .progress import clear_progress, read_progress
-from .reader import ENTRY_SCHEMA, QueueEntry, entries_to_batches, read_bucket, read_bucket_batches, read_bucket_head
-from .status import KEYS_ONLY, BucketStatus, QueueLag, QueueStatus, bucket_ages, count_entries, queue_lag, queue_status
+from .status import BucketStatus, QueueLag, QueueStatus, count_entries, queue_lag, queue_status
 from .stored_config import QueueConfigError, check_config, read_stored_config, resolve_config, store_config
 
+# the public API; internals (readers, marks, progress rows, the codec, the row parser) are imported from
+# their modules
 __all__ = [
-    "BucketStatus", "read_marks", "settle_marks", "DeadLetter", "dead_letters", "requeue_dead_letters", "KEYS_ONLY",
-    "count_entries", "BytesSerializer", "DEFAULT_BUFFER_BYTES", "DrainStats", "EntryCodec", "EntryProcessor",
-    "EntryTranslationError", "ExportQueue", "JsonSerializer", "MalformedEntryError", "ParsedRow", "QueueConfig",
-    "QueueConfigError", "QueueEntry", "QueueError", "QueueLayout", "QueueStatus", "Serializer", "bucket_of",
-    "check_config", "default_buckets_per_tablet", "drain_bucket", "drain_buckets", "clear_progress",
-    "read_progress", "drain_queue", "hex_width", "murmur3_32", "queue_status", "read_bucket", "read_bucket_batches",
-    "entries_to_batches", "ENTRY_SCHEMA", "read_stored_config", "resolve_config", "store_config",
-    "serializer_from_name", "read_bucket_head", "QueueLag", "bucket_ages", "queue_lag",
+    "BucketStatus", "BytesSerializer", "DEFAULT_BUFFER_BYTES", "DeadLetter", "DrainStats", "EntryTranslationError",
+    "ExportQueue", "JsonSerializer", "MalformedEntryError", "QueueConfig", "QueueConfigError", "QueueError",
+    "QueueLag", "QueueLayout", "QueueStatus", "Serializer", "bucket_of", "check_config", "count_entries",
+    "dead_letters", "drain_bucket", "drain_buckets", "drain_queue", "queue_lag", "queue_status",
+    "read_stored_config", "requeue_dead_letters", "resolve_config", "serializer_from_name", "store_config",
 ]

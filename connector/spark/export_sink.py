@@ -41,7 +41,9 @@ from pyspark.sql.types import StructType
 
 from connector.export import AccumuloExporter, DeleteMode, SequencedExport
 from connector.export.shared import shared_exporter
-from connector.queue import ENTRY_SCHEMA, DrainStats, EntryProcessor
+from connector.queue import DrainStats
+from connector.queue.drain import EntryProcessor
+from connector.queue.reader import ENTRY_SCHEMA
 
 from .cell_frames import columnar_cells, export_cell_batches
 from .options import GatewayOptions, OptionError, as_dict, bool_option, int_option, queue_config

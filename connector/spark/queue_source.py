@@ -27,8 +27,10 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from connector.queue import QueueConfig, read_bucket_head, settle_marks
+from connector.queue import QueueConfig
+from connector.queue.marks import settle_marks
 from connector.queue.planner import DEFAULT_SWEEP_SECONDS, StreamPlanner, pending_by_bucket
+from connector.queue.reader import read_bucket_head
 
 from .options import GatewayOptions, OptionError, as_dict, float_option, int_option, queue_config
 

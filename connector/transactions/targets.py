@@ -13,7 +13,8 @@ import os
 from typing import Any, Protocol
 
 from connector.accumulo import Connection, Mutation, Range
-from connector.queue import EntryCodec, QueueConfig, Serializer, check_config
+from connector.queue import QueueConfig, Serializer, check_config
+from connector.queue.codec import EntryCodec
 
 from .layout import SOURCES_FAMILY, OutboxCell, TxLayout, export_cell, update_cell
 
