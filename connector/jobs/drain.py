@@ -181,7 +181,9 @@ class _BatchDrain:
     @contextlib.contextmanager
     def round(self, buckets: list[int]) -> Iterator[Round[DrainStats]]:
         run_id, self.round_began = uuid.uuid4().hex, time.monotonic()
-        with watching(self.job, run_id, self.report, self.started, self.progress, self.progress_seconds):
+        job = self.job
+        with watching(job.source, job.queue, run_id, self.report, self.started, self.progress,
+                      self.progress_seconds):
             yield self.job.round(buckets, run_id)
 
     def after_round(self, buckets: list[int], round_total: DrainStats) -> bool:

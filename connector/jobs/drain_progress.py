@@ -1,5 +1,5 @@
 """Live progress of a batch drain's round: its tasks keep running counters in progress rows of the queue
-(:func:`connector.queue.read_progress`); the driver reads them while the round runs."""
+(:func:`connector.queue.progress.read_progress`); the driver reads them while the round runs."""
 
 from __future__ import annotations
 
@@ -8,33 +8,30 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 from connector.accumulo import AccumuloError, TimedOutError
-from connector.queue import DrainStats
+from connector.accumulo.options import GatewayOptions
+from connector.queue import DrainStats, QueueConfig
 from connector.queue.progress import clear_progress, read_progress
 
 from .drain_report import DrainReport, ProgressFn
 from .errors import DrainError
 
-if TYPE_CHECKING:
-    from .drain import DrainJob
-
 log = logging.getLogger(__name__)
 
 
 @contextlib.contextmanager
-def watching(job: DrainJob, run_id: str, report: DrainReport, started: float, progress: ProgressFn | None,
-             every: float) -> Iterator[None]:
-    """While the block runs, fold the round's progress rows into ``report.live`` and call ``progress`` every
-    ``every`` seconds; afterwards remove the rows and reset ``report.live``."""
+def watching(source: GatewayOptions, queue: QueueConfig, run_id: str, report: DrainReport, started: float,
+             progress: ProgressFn | None, every: float) -> Iterator[None]:
+    """While the block runs, fold the round's progress rows (of ``queue`` on ``source``) into ``report.live``
+    and call ``progress`` every ``every`` seconds; afterwards remove the rows and reset ``report.live``."""
     stop = threading.Event()
 
     def watch() -> None:
-        with job.source.connect() as conn:
+        with source.connect() as conn:
             while not stop.wait(every):
                 try:
-                    report.live = read_progress(conn, job.queue, run_id)
+                    report.live = read_progress(conn, queue, run_id)
                 except AccumuloError as exc:  # progress is best effort: the drain itself reports failures
                     log.debug("progress of run %s unreadable: %s", run_id, exc)
                     continue
@@ -58,5 +55,5 @@ def watching(job: DrainJob, run_id: str, report: DrainReport, started: float, pr
             watcher.join()
         report.live = DrainStats()
         if not server_down:  # else it would wait out the bound once more; the rows only hold counters
-            with contextlib.suppress(AccumuloError), job.source.connect() as conn:
-                clear_progress(conn, job.queue, run_id)
+            with contextlib.suppress(AccumuloError), source.connect() as conn:
+                clear_progress(conn, queue, run_id)
