@@ -17,6 +17,8 @@ from connector.spark import DrainJob
 from connector.transactions import RowTransactions
 from examples.inverted_count_index import Producer, actual_index, expected_index, words
 
+from . import translator_gate  # noqa: F401 - sets the gate's folder before Spark or the CLI inherit the env
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

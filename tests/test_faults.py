@@ -7,22 +7,26 @@ The clusters are the session's; every test restarts what it killed, whatever hap
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 
 from connector.spark import run_batch
 
+from . import translator_gate as gate
 from .conftest import ROOT, Scenario, drain_args, run_cli
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]  # 60-90 s each in a fresh `make test`
 
 #: how long the tablet server stays down (the issue: "restarted 30 s later")
 OUTAGE_SECONDS = 30.0
-#: transactions produced per test; with a small --buffer-bytes the drain takes seconds, so the kill lands inside it
+#: transactions produced per test; the drain is held at the translator gate after a quarter of them (per process)
+#: while the fault is injected, so the fault lands inside it however fast the machine is
 TRANSACTIONS = 3000
 BUFFER_BYTES = "1024"
 
@@ -73,24 +77,30 @@ class Outage:
         self.restart()
 
 
-def _wait_until_draining(s: Scenario, before: int, proc: subprocess.Popen | None = None,
-                         timeout: float = 120.0) -> int:
-    """Wait until the drain deleted some entries but not all (polling the queue on A); returns the depth."""
+def _held_mid_drain(s: Scenario, before: int, proc: subprocess.Popen | None = None, timeout: float = 120.0) -> None:
+    """Wait until the drain is held at the translator gate (armed before it started), some entries exported."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        depth = s.depth()
-        if 0 < depth < before:
-            return depth
-        assert depth, "the drain finished before the fault could be injected: make it slower"
+    while not gate.wait_reached(0.5):
         if proc is not None and proc.poll() is not None:
             raise AssertionError(f"the drain ended early (rc {proc.returncode}): {proc.stderr and proc.stderr.read()}")
-        time.sleep(0.05)
-    raise AssertionError(f"the drain exported nothing within {timeout} s")
+        assert time.monotonic() < deadline, f"the drain did not reach the gate within {timeout} s"
+    assert s.depth() < before, "the drain was held before it exported anything"
+
+
+@contextlib.contextmanager
+def _gated(after: int = TRANSACTIONS // 4) -> Iterator[None]:
+    """Arm the gate for a drain started in the block; open it when the block ends, whatever happened."""
+    gate.arm(after)
+    try:
+        yield
+    finally:
+        gate.open_gate()
 
 
 def _start_cli_drain(env: dict, s: Scenario, *extra: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "connector.cli", *drain_args(s), "--buffer-bytes", BUFFER_BYTES,
-                             *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+                             "--translator", gate.GATED_DIFFERENCE, *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
 
 
 def _finish(proc: subprocess.Popen, timeout: float) -> tuple[int, str, str]:
@@ -115,9 +125,10 @@ def test_destination_tablet_server_killed_mid_drain_drain_waits_and_completes(ac
     s.produce(TRANSACTIONS, seed=31)
     before = s.depth()
     with Outage(accumulo, "b") as outage:
-        proc = _start_cli_drain(cli_env, s, "--engine", "local", "--server-wait", "120")
-        _wait_until_draining(s, before, proc)
-        outage.kill()
+        with _gated():
+            proc = _start_cli_drain(cli_env, s, "--engine", "local", "--server-wait", "120")
+            _held_mid_drain(s, before, proc)
+            outage.kill()
         rc, out, err = _finish(proc, timeout=300)
         outage.join()
     waited = time.monotonic() - outage.killed_at
@@ -130,22 +141,28 @@ def test_destination_tablet_server_killed_mid_drain_drain_waits_and_completes(ac
 
 @pytest.mark.spark
 def test_source_tablet_server_killed_mid_drain_spark_drain_waits_and_completes(accumulo, fault_scenario, spark):
+    """Also: a drain whose deletes skipped A's log, run before the crash, gets those deletes back and never
+    loses a dead letter."""
     s = fault_scenario
     s.produce(TRANSACTIONS, seed=37)
     before = s.depth()
+    unlogged = _DeletesSkippingTheLog(s.conn_a)
+    unlogged.drain()
     result: dict[str, object] = {}
 
     def drain() -> None:
         try:
-            result["report"] = run_batch(spark, s.job(buffer_bytes=int(BUFFER_BYTES), server_wait=120.0))
+            result["report"] = run_batch(spark, s.job(buffer_bytes=int(BUFFER_BYTES), server_wait=120.0,
+                                                      translator=gate.GATED_DIFFERENCE))
         except BaseException as exc:  # noqa: BLE001 - asserted below
             result["error"] = exc
 
     with Outage(accumulo, "a") as outage:
-        runner = threading.Thread(target=drain, daemon=True)
-        runner.start()
-        _wait_until_draining(s, before)
-        outage.kill()
+        with _gated():
+            runner = threading.Thread(target=drain, daemon=True)
+            runner.start()
+            _held_mid_drain(s, before)
+            outage.kill()
         runner.join(300)
         assert not runner.is_alive(), "the drain hung after A's tablet server was killed"
         outage.join()
@@ -155,6 +172,10 @@ def test_source_tablet_server_killed_mid_drain_spark_drain_waits_and_completes(a
     report = result["report"]
     assert report.exported >= before  # type: ignore[attr-defined]
     s.verify()
+    try:
+        unlogged.check()
+    finally:
+        unlogged.close()
 
 
 @pytest.mark.parametrize("down", ["b", "a"])
@@ -165,9 +186,10 @@ def test_outage_longer_than_the_bound_fails_loudly_and_a_rerun_leaves_b_exact(ac
     before = s.depth()
     bound = 10
     with Outage(accumulo, down) as outage:
-        proc = _start_cli_drain(cli_env, s, "--engine", "local", "--server-wait", str(bound))
-        _wait_until_draining(s, before, proc)
-        outage.kill(restart=False)
+        with _gated():
+            proc = _start_cli_drain(cli_env, s, "--engine", "local", "--server-wait", str(bound))
+            _held_mid_drain(s, before, proc)
+            outage.kill(restart=False)
         rc, out, err = _finish(proc, timeout=120)
         failed_after = time.monotonic() - outage.killed_at
         outage.restart()
@@ -198,46 +220,51 @@ class _Collecting:
         self.exported.extend(exports)
 
 
-def test_a_crash_after_a_drain_brings_back_deletes_never_dead_letters(accumulo):
+class _DeletesSkippingTheLog:
     """A drain told to skip A's write-ahead log for its deletes (durability "none": a lost delete only means a
-    second export) still writes its dead letters durably: SIGKILL A's tablet server right after such a drain,
-    and the exported entries come back to be exported again while the dead letter survives."""
-    from connector.accumulo import Mutation
-    from connector.export import SequencedExport
-    from connector.queue import ExportQueue, QueueConfig, drain_queue
+    second export) still writes its dead letters durably. :meth:`drain` runs such a drain before A's tablet
+    server is SIGKILLed; :meth:`check` after it came back: the exported entries are back to be exported again,
+    the dead letter survived."""
 
-    from .conftest import unique_table
+    def __init__(self, conn) -> None:  # noqa: ANN001
+        from connector.queue import QueueConfig
 
-    conn = accumulo["a"].connect()
-    cfg = QueueConfig(table=unique_table("crash"), qid="q", num_buckets=5)
-    exports = [SequencedExport(f"k{i}", {"v": i}, 100 + i) for i in range(200)]
-    try:
-        with ExportQueue(conn, cfg) as queue:
+        from .conftest import unique_table
+
+        self.conn = conn
+        self.cfg = QueueConfig(table=unique_table("crash"), qid="q", num_buckets=5)
+        self.malformed = self.cfg.layout.bucket_prefix(0) + b"short"  # no room for a sequence number
+
+    def queued(self) -> int:
+        return sum(1 for _ in self.conn.scan(self.cfg.table, self.cfg.layout.queue_range()))
+
+    def drain(self) -> None:
+        from connector.accumulo import Mutation
+        from connector.export import SequencedExport
+        from connector.queue import ExportQueue, drain_queue
+
+        self.exports = [SequencedExport(f"k{i}", {"v": i}, 100 + i) for i in range(200)]
+        with ExportQueue(self.conn, self.cfg) as queue:
             queue.init()
-            queue.add_all(exports)
-        malformed = cfg.layout.bucket_prefix(0) + b"short"  # no room for a sequence number
-        conn.write(cfg.table, [Mutation(malformed).put("e", "v", b"x")])
-        first = _Collecting()
-        stats = drain_queue(conn, cfg, first, writer_options={"durability": "none"})
+            queue.add_all(self.exports)
+        self.conn.write(self.cfg.table, [Mutation(self.malformed).put("e", "v", b"x")])
+        stats = drain_queue(self.conn, self.cfg, _Collecting(), writer_options={"durability": "none"})
         assert (stats.exported, stats.dead_lettered) == (200, 1)
+        assert self.queued() == 0
 
-        def queued() -> int:
-            return sum(1 for _ in conn.scan(cfg.table, cfg.layout.queue_range()))
+    def check(self) -> None:
+        from connector.queue import drain_queue
 
-        assert queued() == 0
-        with Outage(accumulo, "a", down_seconds=0) as outage:
-            outage.kill(restart=False)
-            outage.restart()
-        dead = [c.row for c in conn.scan(cfg.table, cfg.layout.dead_letter_range())]
-        assert cfg.layout.dead_letter_row(malformed) in dead, "the dead letter was lost in the crash"
-        back = queued()
+        dead = [c.row for c in self.conn.scan(self.cfg.table, self.cfg.layout.dead_letter_range())]
+        assert self.cfg.layout.dead_letter_row(self.malformed) in dead, "the dead letter was lost in the crash"
+        back = self.queued()
         assert back > 0, "no delete came back: durability 'none' did not reach the tablet server"
         again = _Collecting()
-        stats = drain_queue(conn, cfg, again)
-        assert queued() == 0
-        assert {(e.key, e.seq) for e in again.exported} <= {(e.key, e.seq) for e in exports}
+        stats = drain_queue(self.conn, self.cfg, again)
+        assert self.queued() == 0
+        assert {(e.key, e.seq) for e in again.exported} <= {(e.key, e.seq) for e in self.exports}
         assert stats.exported + stats.dead_lettered == back
-        print(f"{back} of 201 entries came back after the crash and were drained again")
-    finally:
-        conn.delete_table(cfg.table, missing_ok=True)
-        conn.close()
+        print(f"{back} of 201 entries drained with deletes skipping the log came back after the crash")
+
+    def close(self) -> None:
+        self.conn.delete_table(self.cfg.table, missing_ok=True)

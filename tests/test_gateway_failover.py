@@ -12,13 +12,14 @@ import pytest
 from connector.spark import run_batch
 from integration.harness import StandaloneGateway, gateway_pool, pool_options
 
+from . import translator_gate as gate
 from .conftest import Scenario
 
 pytestmark = pytest.mark.cluster
 
-#: with a small buffer the drain of these takes seconds, so the kill lands inside it
+#: the drain is held a third of the way through these (tests/translator_gate.py) while a gateway is killed
 TRANSACTIONS = 3000
-BUFFER_BYTES = 1024
+BUFFER_BYTES = 16384
 
 
 def _sockets_to(port: int) -> int:
@@ -61,7 +62,9 @@ def test_one_of_two_gateways_killed_mid_drain_the_drain_completes_through_the_ot
         before = s.depth()
         with gateway_pool(accumulo[cluster], 2) as gateways:
             role = "dest" if cluster == "b" else "source"
-            job = s.job(**{role: pool_options(gateways)}, buffer_bytes=BUFFER_BYTES, server_wait=120.0)
+            job = s.job(**{role: pool_options(gateways)}, buffer_bytes=BUFFER_BYTES, server_wait=120.0,
+                        translator=gate.GATED_DIFFERENCE)
+            gate.arm(after=TRANSACTIONS // 3)  # the drain stops there, mid-way, until the gateway is killed
             result: dict[str, object] = {}
 
             def drain() -> None:
@@ -72,19 +75,19 @@ def test_one_of_two_gateways_killed_mid_drain_the_drain_completes_through_the_ot
 
             runner = threading.Thread(target=drain, daemon=True)
             runner.start()
-            deadline = time.monotonic() + 120
-            while not (0 < s.depth() < before and all(_sockets_to(g.port) for g in gateways)):
-                assert runner.is_alive(), f"the drain ended before the kill: {result}"
-                assert time.monotonic() < deadline, "the drain did not use both gateways within 120 s"
-                time.sleep(0.05)
-            victim = gateways[0]
-            in_use = _sockets_to(victim.port)
-            killed_at = time.monotonic()
-            victim.kill()
+            try:
+                assert gate.wait_reached(120), f"the drain never got a third of the way: {result}"
+                in_use = {g.port: _sockets_to(g.port) for g in gateways}
+                victim = max(gateways, key=lambda g: in_use[g.port])  # the one the drain leans on
+                assert in_use[victim.port], f"the drain holds no socket to either gateway: {in_use}"
+                killed_at = time.monotonic()
+                victim.kill()
+            finally:
+                gate.open_gate()
             runner.join(300)
             assert not runner.is_alive(), "the drain hung after a gateway was killed"
-        print(f"{cluster.upper()}: killed a gateway with {in_use} sockets in use; the drain finished "
-              f"{time.monotonic() - killed_at:.1f} s later")
+        print(f"{cluster.upper()}: killed a gateway with {in_use[victim.port]} sockets in use (sockets per "
+              f"gateway {in_use}); the drain finished {time.monotonic() - killed_at:.1f} s later")
         assert "error" not in result, result.get("error")
         assert result["report"].exported >= before  # type: ignore[attr-defined]
         s.verify()  # B exact, queue empty
