@@ -12,6 +12,7 @@ import pytest
 from connector.spark import DrainError, run_batch
 from integration.harness import clusters
 
+from . import translator_gate as gate
 from .conftest import Scenario, unique_table
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -44,20 +45,22 @@ def test_splits_and_a_lost_tablet_server_mid_drain_leave_b_exact(accumulo, three
 
         def drain() -> None:
             try:
-                result["report"] = run_batch(None, s.job(buffer_bytes=BUFFER_BYTES, server_wait=SERVER_WAIT))
+                result["report"] = run_batch(None, s.job(buffer_bytes=BUFFER_BYTES, server_wait=SERVER_WAIT,
+                                                         translator=gate.GATED_DIFFERENCE))
             except BaseException as exc:  # noqa: BLE001 - asserted below
                 result["error"] = exc
 
+        gate.arm(after=TRANSACTIONS // 3)  # the drain is held there, mid-way, while the faults are injected
         runner = threading.Thread(target=drain, daemon=True)
         runner.start()
-        deadline = time.monotonic() + 120
-        while not 0 < s.depth() < before:
-            assert runner.is_alive(), f"the drain ended before the faults: {result}"
-            assert time.monotonic() < deadline, "the drain exported nothing within 120 s"
-            time.sleep(0.05)
-        s.conn_b.add_splits(s.index, SPLITS)  # new tablets, which the balancer moves to the other servers
-        reply = three_tservers.kill_one_tablet_server("c")
-        killed_at = time.monotonic()
+        try:
+            assert gate.wait_reached(120), f"the drain never got a third of the way: {result}"
+            assert s.depth() < before
+            s.conn_b.add_splits(s.index, SPLITS)  # new tablets, which the balancer moves to the other servers
+            reply = three_tservers.kill_one_tablet_server("c")
+            killed_at = time.monotonic()
+        finally:
+            gate.open_gate()
         assert reply.endswith("running=2"), reply
         runner.join(SERVER_WAIT + 180)
         assert not runner.is_alive(), "the drain hung after a tablet server was killed"
