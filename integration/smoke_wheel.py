@@ -1,7 +1,7 @@
 """The wheel on other Pythons: build the abi3 wheel once (``pip wheel --no-deps .``, as the README tells users),
 install that one file into fresh virtualenvs of CPython 3.12 and 3.13 and drive the installed
-``accumulo-export`` command there against the embedded clusters: ``queue add``, a drain in the command's own
-process, a combine and a drain with Spark ``local[2]`` (its Python workers run that Python too).
+``accumulo-export`` command there against the embedded clusters: ``queue add``, a drain and a combine in the
+command's own process, and a drain with Spark ``local[2]`` (its Python workers run that Python too).
 
 ``make smoke-wheel`` runs it with clusters of its own; ``make test`` runs it through
 ``tests/test_wheel_smoke.py`` on the test session's clusters. Interpreters come from ``python3.X`` on PATH or
@@ -166,7 +166,7 @@ class Smoke:
         self.cli("combine", "update", *combine,
                  stdin="".join(json.dumps({"key": k, "delta": d}) + "\n" for k, d in deltas))
         self.cli("combine", "run", *combine, "--combiner", "sum", "--observer", "changes", "--export-table",
-                 f"smoke{self.tag}_x", "--export-queue", "x", "--master", "local[2]")
+                 f"smoke{self.tag}_x", "--export-queue", "x", "--engine", "local")
         got = json.loads(self.cli("combine", "get", *combine, "--key", "apple", "--key", "pear", "--json"))
         if got != {"apple": 4, "pear": 2}:
             raise SmokeError(f"combine get says {got}, expected apple 4 and pear 2")

@@ -116,6 +116,7 @@ def test_cli_combine_init_update_status_run_then_drain(accumulo, cli_env, conn_a
     out = run_cli(cli_env, "combine", "run", *base, "--observer", OBSERVER, "--export-table", etable,
                   "--export-queue", "idx")
     assert out.returncode == 0, out.stderr
+    assert "starting Spark" not in out.stderr  # 6 updates: the default engine combines them in-process
     summary = json.loads(out.stdout.strip().splitlines()[-1])
     assert summary["updates"] == 6 and summary["remaining"] == 0 and summary["exports"] == 2
     config = CombineConfig(table=table, cid="wc", num_buckets=5)
@@ -126,3 +127,5 @@ def test_cli_combine_init_update_status_run_then_drain(accumulo, cli_env, conn_a
     assert sorted(actual_index(conn_b, index)) == [(b"00000003", b"a"), (b"00000003", b"b")]
     wrong = run_cli(cli_env, "combine", "run", *base, "--buckets", "7")
     assert wrong.returncode == 2 and "initialised with 5" in wrong.stderr
+    mixed = run_cli(cli_env, "combine", "run", *base, "--engine", "local", "--master", "local[2]")
+    assert mixed.returncode == 2 and "--master applies to Spark, not to --engine local" in mixed.stderr

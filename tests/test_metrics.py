@@ -260,7 +260,7 @@ def test_combine_stream_and_batch_are_scraped(conn_a, cli_env):
     # batch mode: served while it runs (Spark's start-up included), closed when it ends
     with CombineQueue(conn_a, config) as q:
         q.update_all([("k1", 5)])
-    proc = popen(cli_env, "combine", "run", *base, "--metrics-port", str(port))
+    proc = popen(cli_env, "combine", "run", *base, "--engine", "spark", "--metrics-port", str(port))
     seen = watch(proc, port, lambda s: False)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 0, stderr[-3000:]

@@ -9,13 +9,25 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from typing import IO, Any
 
 from connector.accumulo import AccumuloError, Connection, Mutation
 from connector.clusters_config import cluster
 from connector.combine.config import CombineConfig, read_combine_config, resolve_combine_config
 from connector.combine.producer import CombineQueue
-from connector.combine.status import combine_status
+from connector.combine.status import combine_status, count_updates
+from connector.jobs import (
+    LOCAL_COMBINE_MAX_UPDATES,
+    CombineError,
+    CombineJob,
+    CombineReport,
+    Engine,
+    LocalEngine,
+    run_combine,
+    stream_combine,
+)
+from connector.jobs.combine import preflight
 from connector.queue import resolve_config
 
 from .common import UsageError, spark_output
@@ -50,7 +62,8 @@ def register_combine_commands(sub: Any) -> None:
                           "string unless --json-keys)")
     get.add_argument("--json-keys", action="store_true", help="parse each --key as JSON (numbers, lists, ...)")
     get.add_argument("--json", action="store_true", help='print {"key": value, ...} (null: no value)')
-    run = cs.add_parser("run", help="combine the queued updates with Spark (until none is left, or --stream)")
+    run = cs.add_parser("run", help="combine the queued updates (until none is left, or --stream), with Spark or "
+                                    "in this process")
     _args(run)
     run.add_argument("--combiner", default="sum", help="sum (default) or module:callable")
     run.add_argument("--observer", help="changes or module:callable: turns changes into exports")
@@ -59,6 +72,9 @@ def register_combine_commands(sub: Any) -> None:
     run.add_argument("--stream", action="store_true", help="keep combining, a round every --interval seconds")
     run.add_argument("--interval", type=positive_seconds, default=1.0)
     run.add_argument("--master", help="Spark master (default local[2] or SPARK_MASTER)")
+    run.add_argument("--engine", choices=["auto", "spark", "local"], default="auto",
+                     help="local: combine in this process without Spark; auto: local for a batch run of a small "
+                          "queue (Spark's start-up would dominate) when no --master is given, else Spark")
     run.add_argument("--metrics-port", type=port_number, metavar="PORT",
                      help="serve Prometheus metrics (counters, queued updates, lag per bucket) on this port while "
                           "the run lasts (README: Metrics)")
@@ -96,9 +112,10 @@ def cmd_combine(args: argparse.Namespace) -> int:
                 if not (args.export_table and args.export_queue):
                     raise UsageError("--export-table and --export-queue go together")
                 export = resolve_config(conn, args.export_table, args.export_queue)
+            local = _combine_locally(args, conn, config)
     except AccumuloError as exc:
         raise UsageError(f"{gateway.describe()}: {exc}") from None
-    return _run(args, gateway, config, export)
+    return _run(args, gateway, config, export, local)
 
 
 def _init(conn: Connection, args: argparse.Namespace) -> int:
@@ -173,11 +190,19 @@ def _read_updates(stream: IO[bytes], queue: CombineQueue) -> list[Mutation]:
     return mutations
 
 
-def _run(args: argparse.Namespace, gateway: Any, config: CombineConfig, export: Any) -> int:
-    from connector.jobs import CombineError, CombineJob, CombineReport, run_combine, stream_combine
-    from connector.jobs.combine import preflight
-    from connector.spark import SparkEngine, spark_session
+def _combine_locally(args: argparse.Namespace, conn: Connection, config: CombineConfig) -> bool:
+    if args.engine != "auto":
+        if args.engine == "local" and args.master:
+            raise UsageError("--master applies to Spark, not to --engine local")
+        return bool(args.engine == "local")
+    from connector.spark.session import submitted
 
+    if args.stream or args.master or os.environ.get("SPARK_MASTER") or submitted():
+        return False
+    return count_updates(conn, config, limit=LOCAL_COMBINE_MAX_UPDATES + 1) <= LOCAL_COMBINE_MAX_UPDATES
+
+
+def _run(args: argparse.Namespace, gateway: Any, config: CombineConfig, export: Any, local: bool) -> int:
     job = CombineJob(source=gateway, combine=config, combiner=args.combiner, observer=args.observer,
                      export_queue=export)
     try:
@@ -198,32 +223,32 @@ def _run(args: argparse.Namespace, gateway: Any, config: CombineConfig, export: 
     interrupted = False
     if args.stream:  # SIGTERM (systemd, Kubernetes) ends the stream after its round, from Spark's start on
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    with spark_output(verbose=args.verbose) as spark_log, contextlib.closing(metrics):
-        master = args.master or os.environ.get("SPARK_MASTER") or "local[2]"
-        print(f"starting Spark ({master}) ...", file=sys.stderr, flush=True)
-        spark = spark_session(args.master, "accumulo-export combine")
+
+    def combine(engine: Engine) -> CombineReport:
+        nonlocal interrupted
+        if not args.stream:
+            return run_combine(engine, job, progress, check=False)
+        print("streaming combine started; Ctrl-C or SIGTERM stops it", file=sys.stderr, flush=True)
+
+        def observed(r: CombineReport) -> None:
+            latest[0] = r
+            progress(r)
+
         try:
-            if args.stream:
-                print("streaming combine started; Ctrl-C or SIGTERM stops it", file=sys.stderr, flush=True)
+            return stream_combine(engine, job, args.interval, stop, observed, check=False)
+        except KeyboardInterrupt:  # Ctrl-C: the counters of the rounds that finished
+            stop.set()
+            interrupted = True
+            return latest[0]
 
-                def observed(r: CombineReport) -> None:
-                    latest[0] = r
-                    progress(r)
-
-                try:
-                    report = stream_combine(SparkEngine(spark), job, args.interval, stop, observed, check=False)
-                except KeyboardInterrupt:  # Ctrl-C: the counters of the rounds that finished
-                    stop.set()
-                    interrupted = True
-                    report = latest[0]
-            else:
-                report = run_combine(SparkEngine(spark), job, progress, check=False)
-        except CombineError as exc:
-            if spark_log:
-                spark_log.keep = True
-            raise UsageError(f"{exc}" + (f" (Spark's log: {spark_log.path})" if spark_log else "")) from None
-        finally:
-            spark.stop()
+    with contextlib.closing(metrics):
+        if local:
+            try:
+                report = combine(LocalEngine())
+            except CombineError as exc:
+                raise UsageError(str(exc)) from None
+        else:
+            report = _combine_with_spark(args, combine)
     t = report.totals
     for error in t.errors:
         print(f"accumulo-export: combine error: {error}", file=sys.stderr)
@@ -235,3 +260,20 @@ def _run(args: argparse.Namespace, gateway: Any, config: CombineConfig, export: 
         return 130
     # a batch run ends with nothing queued unless keys failed; a stream stops with whatever arrived last
     return 1 if report.remaining and not args.stream else 0
+
+
+def _combine_with_spark(args: argparse.Namespace, combine: Callable[[Engine], CombineReport]) -> CombineReport:
+    from connector.spark import SparkEngine, spark_session
+
+    with spark_output(verbose=args.verbose) as spark_log:
+        master = args.master or os.environ.get("SPARK_MASTER") or "local[2]"
+        print(f"starting Spark ({master}) ...", file=sys.stderr, flush=True)
+        spark = spark_session(args.master, "accumulo-export combine")
+        try:
+            return combine(SparkEngine(spark))
+        except CombineError as exc:
+            if spark_log:
+                spark_log.keep = True
+            raise UsageError(f"{exc}" + (f" (Spark's log: {spark_log.path})" if spark_log else "")) from None
+        finally:
+            spark.stop()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from connector.accumulo import Connection
-from connector.queue.status import QueueLag, bucket_ages
+from connector.queue.status import QueueLag, bucket_ages, count_cells
 
 from .config import CombineConfig
 from .layout import OUTBOX_FAMILY, UPDATE_FAMILY
@@ -74,3 +74,8 @@ def combine_lag(conn: Connection, config: CombineConfig, batch_size: int = 10_00
     """Queued updates and the age of the oldest one per bucket (an update's timestamp is its producer's
     clock), from one keys-only scan of the update cells."""
     return bucket_ages(conn, config.table, config.layout.buckets, [UPDATE_FAMILY], batch_size)
+
+
+def count_updates(conn: Connection, config: CombineConfig, limit: int | None = None) -> int:
+    """How many updates wait in the combine queue, reading keys only; with ``limit``, counting stops there."""
+    return count_cells(conn, config.table, config.layout.queue_range(), [UPDATE_FAMILY], limit=limit)

@@ -9,7 +9,7 @@ elsewhere), ``drain`` (the drain job; its report in ``drain_report``, live progr
     report = run_drain(LocalEngine(), DrainJob(source=a, dest=b, queue=config, dest_table="index"))
 """
 
-from .combine import CombineJob, CombineReport, run_combine, stream_combine
+from .combine import LOCAL_COMBINE_MAX_UPDATES, CombineJob, CombineReport, run_combine, stream_combine
 from .drain import DEFAULT_SERVER_WAIT, LOCAL_DRAIN_MAX_ENTRIES, DrainJob, run_drain, stream_drain
 from .drain_report import DrainReport
 from .errors import CombineError, DrainError
@@ -18,6 +18,6 @@ from .rounds import Engine, Round, bucket_groups
 
 __all__ = [
     "CombineError", "CombineJob", "CombineReport", "DEFAULT_SERVER_WAIT", "DrainError", "DrainJob", "DrainReport",
-    "Engine", "LOCAL_DRAIN_MAX_ENTRIES", "LOCAL_THREADS", "LocalEngine", "Round", "bucket_groups",
-    "run_combine", "run_drain", "stream_combine", "stream_drain",
+    "Engine", "LOCAL_COMBINE_MAX_UPDATES", "LOCAL_DRAIN_MAX_ENTRIES", "LOCAL_THREADS", "LocalEngine", "Round",
+    "bucket_groups", "run_combine", "run_drain", "stream_combine", "stream_drain",
 ]

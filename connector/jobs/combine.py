@@ -33,6 +33,10 @@ from connector.transactions.relay import DEFAULT_RELAY_SECONDS
 from .errors import CombineError
 from .rounds import Engine, Round, bucket_groups, plain_round, run_batch_rounds, run_stream_rounds
 
+#: a batch combine of at most this many queued updates runs in-process when the CLI chooses (Spark's start-up
+#: would take longer than the combine)
+LOCAL_COMBINE_MAX_UPDATES = 20_000
+
 
 @dataclass(frozen=True)
 class CombineJob:

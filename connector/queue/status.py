@@ -117,9 +117,16 @@ def count_entries(conn: Connection, config: QueueConfig, batch_size: int = 10_00
     """How many entry rows wait in the queue (well-formed or not), reading keys only, page by page: cheaper
     than :func:`queue_status` for progress reports. With ``limit``, counting stops there ("at least
     ``limit``")."""
+    return count_cells(conn, config.table, config.layout.queue_range(), [(ENTRY_FAMILY, ENTRY_QUALIFIER)],
+                       batch_size, limit)
+
+
+def count_cells(conn: Connection, table: str, rng: Any, columns: list[Any], batch_size: int = 10_000,
+                limit: int | None = None) -> int:
+    """How many cells of ``columns`` lie in ``rng`` of ``table`` (keys only, page by page); with ``limit``,
+    counting stops there."""
     page_size = batch_size if limit is None else min(batch_size, limit + 1)
-    pages = conn.scan_batches(config.table, config.layout.queue_range(), columns=[(ENTRY_FAMILY, ENTRY_QUALIFIER)],
-                              iterators=[KEYS_ONLY], batch_size=page_size)
+    pages = conn.scan_batches(table, rng, columns=columns, iterators=[KEYS_ONLY], batch_size=page_size)
     total = 0
     for page in pages:
         total += page.num_rows
