@@ -7,6 +7,7 @@ from .core import (
     MAX_SEQ,
     BatchTranslationError,
     CellChange,
+    CountsCells,
     EntryFailure,
     Exporter,
     SequencedExport,
@@ -19,8 +20,8 @@ from .tombstones import TOMBSTONE, DeleteMode, purge_tombstones
 from .translators import translator_from_name
 
 __all__ = [
-    "AccumuloExporter", "BatchTranslationError", "CellChange", "DeleteMode", "DifferenceUpdate", "EntryFailure",
-    "ExportRejectedError", "Exporter", "MAX_SEQ", "PerExportExporter", "SequencedExport", "TOMBSTONE",
+    "AccumuloExporter", "BatchTranslationError", "CellChange", "CountsCells", "DeleteMode", "DifferenceUpdate",
+    "EntryFailure", "ExportRejectedError", "Exporter", "MAX_SEQ", "PerExportExporter", "SequencedExport", "TOMBSTONE",
     "TranslationError", "Translator", "batch_exporter", "cell_rows", "difference", "purge_tombstones", "replicator",
     "translator_from_name",
 ]

@@ -51,6 +51,15 @@ class Exporter(Protocol):
     def export(self, exports: Sequence[SequencedExport]) -> None: ...
 
 
+@runtime_checkable
+class CountsCells(Protocol):
+    """An exporter that also says how many destination cells (puts, deletes, tombstones) the calling thread's
+    last ``export``/``export_batch`` wrote: the drain adds them to its ``cells`` counter (and metrics). An
+    exporter without it is counted as writing none."""
+
+    def cells_written_by_last_call(self) -> int: ...
+
+
 @dataclass(frozen=True, slots=True)
 class CellChange:
     """What a translator asks for: set a destination cell to ``value``, or delete it (``value`` None).

@@ -43,7 +43,7 @@ import pyarrow.compute as pc
 
 from connector.accumulo import BatchWriter, Connection, Mutation
 from connector.export.adapter import batch_exporter
-from connector.export.core import EntryFailure, Exporter
+from connector.export.core import CountsCells, EntryFailure, Exporter
 
 from .batches import cut_by_bytes, entry_bytes, prefetched
 from .codec import EntryCodec
@@ -189,8 +189,8 @@ class EntryProcessor:
         if exports.num_rows:
             stats.exported += exported
             stats.batches += 1
-            cells_written = getattr(self.exporter, "cells_written_by_last_call", None)
-            stats.cells += cells_written() if cells_written is not None else 0
+            if isinstance(self.exporter, CountsCells):
+                stats.cells += self.exporter.cells_written_by_last_call()
 
         rejected = [(int(i), parsed.column("error")[int(i)].as_py()) for i in np.flatnonzero(~np.isin(
             np.arange(batch.num_rows), good))]
