@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
+
+from connector.counters import FieldCounters
 
 
 @dataclass
-class CombineStats:
+class CombineStats(FieldCounters):
     """What a pass did. ``keys``: keys with queued updates read; ``updates``: updates consumed (each exactly
     once); ``changed``/``deleted``: keys whose value changed / was removed; ``exports``: outbox cells relayed
     after this pass's combines; ``leftovers``: outbox cells an earlier pass left, relayed now; ``conflicts``:
@@ -24,20 +26,6 @@ class CombineStats:
     failed: int = 0
     seconds: float = 0.0
     errors: list[str] = field(default_factory=list)
-
-    MAX_ERRORS = 20
-
-    def __add__(self, other: CombineStats) -> CombineStats:
-        if not isinstance(other, CombineStats):
-            return NotImplemented
-        out = CombineStats(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
-        out.errors = out.errors[:self.MAX_ERRORS]
-        return out
-
-    def __radd__(self, other: object) -> CombineStats:
-        if other == 0:
-            return self
-        return NotImplemented
 
     @property
     def progress(self) -> int:

@@ -34,7 +34,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -42,6 +42,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from connector.accumulo import BatchWriter, Connection, Mutation
+from connector.counters import FieldCounters
 from connector.export.adapter import batch_exporter
 from connector.export.core import CountsCells, EntryFailure, Exporter
 
@@ -77,7 +78,7 @@ DELETE_DURABILITY: str | None = None
 
 
 @dataclass
-class DrainStats:
+class DrainStats(FieldCounters):
     """What a drain did. ``entries``/``bytes``: read (row + value bytes); ``exported``: handed to the
     exporter; ``deleted``: removed from the queue; ``dead_lettered``: moved to the dead-letter range;
     ``batches``: calls to the exporter; ``cells``: cells the exporter wrote on the destination (when it says:
@@ -92,16 +93,6 @@ class DrainStats:
     bytes: int = 0
     seconds: float = 0.0
     cells: int = 0  # last: positional construction keeps its meaning
-
-    def __add__(self, other: DrainStats) -> DrainStats:
-        if not isinstance(other, DrainStats):
-            return NotImplemented
-        return DrainStats(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
-
-    def __radd__(self, other: object) -> DrainStats:
-        if other == 0:  # lets sum() start from its default 0
-            return self
-        return NotImplemented
 
 
 class EntryProcessor:

@@ -19,10 +19,11 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 from connector.accumulo import BatchWriter, Connection, Mutation
+from connector.counters import FieldCounters
 from connector.queue.layout import ENTRY_FAMILY, ENTRY_QUALIFIER
 from connector.queue.marks import marks_for_entry_rows
 
@@ -38,7 +39,7 @@ RELAY_CHUNK = 2_000
 
 
 @dataclass
-class RelayStats:
+class RelayStats(FieldCounters):
     """What relays did: ``relayed`` outbox cells copied and deleted (``exports`` + ``updates``), ``young``
     cells left because they were younger than the minimum age (a live producer relays them itself),
     ``malformed`` cells left in place (named in ``errors``), ``tables`` source tables looked at."""
@@ -50,13 +51,6 @@ class RelayStats:
     malformed: int = 0
     tables: int = 0
     errors: list[str] = field(default_factory=list)
-
-    def __iadd__(self, other: RelayStats) -> RelayStats:
-        for f in fields(self):
-            if f.name != "errors":
-                setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
-        self.errors = (self.errors + other.errors)[:20]
-        return self
 
 
 class Relay:
