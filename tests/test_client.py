@@ -253,6 +253,32 @@ def test_gateway_killed_and_restarted_mid_write_client_retries(accumulo, table):
         gw.stop()
 
 
+def test_the_default_policy_waits_out_a_gateway_restart_and_fails_fast_on_first_contact(accumulo):
+    """Default retries: a gateway down for 20 s (a restart on a loaded machine) is waited for once the
+    connection has reached it (the old bound, 8 attempts, gave up after about 8 s), while a connection that
+    never reached a gateway gives up after its few first-contact attempts."""
+    a = accumulo["a"]
+    gw = StandaloneGateway(a, accumulo.classpath)
+    port = gw.start()
+    conn = Connection("127.0.0.1", port, secret_file=a.secret_file)
+    restarter = threading.Timer(20.0, gw.start)
+    try:
+        assert conn.namespace_exists("accumulo")
+        gw.kill()
+        restarter.start()
+        assert conn.namespace_exists("accumulo")  # retried through the outage, on a fresh socket
+        assert not restarter.is_alive()
+    finally:
+        restarter.join()
+        conn.close()
+        gw.stop()
+    never = Connection("127.0.0.1", port, secret_file=a.secret_file)  # the gateway is stopped for good now
+    with pytest.raises(ConnectionLostError, match=f"unreachable after {RetryPolicy().first_contact_attempts} "
+                                                  "attempts"):
+        never.namespace_exists("accumulo")
+    never.close()
+
+
 def test_gateway_gone_for_good_fails_loudly_and_bounded(accumulo, table):
     gw = StandaloneGateway(accumulo["a"], accumulo.classpath)
     port = gw.start()

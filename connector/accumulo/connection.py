@@ -107,6 +107,7 @@ class Connection:
         self.max_frame_bytes = check_max_frame_bytes(max_frame_bytes)
         self._secret = resolve_secret(shared_secret, secret_file)
         self._secret_checked = False
+        self._reached = False  # a socket to a gateway opened once: from then on, outages are waited for
         self._local = threading.local()
         self._lock = threading.Lock()
         self._clients: weakref.WeakSet[ThreadClient] = weakref.WeakSet()
@@ -147,7 +148,9 @@ class Connection:
         """A new client on the next gateway that answers, and that gateway's address."""
         if self._closed:
             raise RuntimeError("connection is closed")
-        return self.gateways.open(lambda a: open_client(a.host, a.port, self.timeout, self.tls), is_transient)
+        opened = self.gateways.open(lambda a: open_client(a.host, a.port, self.timeout, self.tls), is_transient)
+        self._reached = True
+        return opened
 
     def _thread_client(self) -> Any:
         held = getattr(self._local, "held", None)
@@ -230,8 +233,12 @@ class Connection:
                     raise
                 raise translated from exc
 
-        policy = self.retry if retry else NO_RETRY
+        policy = self.retry_policy() if retry else NO_RETRY
         return policy.run(attempt, self._drop_thread_client, f"{method} on {self.gateways}")
+
+    def retry_policy(self) -> RetryPolicy:
+        """The policy for transient errors now: the short first-contact one until a socket to a gateway opened."""
+        return self.retry if self._reached else self.retry.first_contact()
 
     @property
     def shared_secret(self) -> str:

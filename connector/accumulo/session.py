@@ -41,6 +41,9 @@ class Session(Protocol):
     def address(self) -> str:
         """The gateway this thread's socket talks to, for messages."""
 
+    def retry_policy(self) -> RetryPolicy:
+        """The policy for transient errors now (short until a gateway has answered)."""
+
     def call(self, method: str, *args: Any, secret: bool = True, retry: bool = True) -> Any:
         """A gateway method called on this thread's socket, with retries (see ``Connection.call``)."""
 

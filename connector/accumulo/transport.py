@@ -7,7 +7,7 @@ import errno
 import logging
 import socket
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import tenacity
@@ -38,12 +38,21 @@ def is_transient(exc: BaseException) -> bool:
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """How hard to try again after a transient transport error: bounded attempts and time, with backoff."""
+    """How hard to try again after a transient transport error: bounded attempts and time, with backoff.
 
-    attempts: int = 8
+    Once a connection has reached a gateway, a call is retried until ``attempts`` or ``max_seconds`` run out,
+    whichever comes first: a gateway restarted in the middle of a drain is waited for. Before that, at most
+    ``first_contact_attempts`` (about a second): a wrong address or a gateway that is not up fails quickly."""
+
+    attempts: int = 40
     max_seconds: float = 60.0
     initial_wait: float = 0.1
     max_wait: float = 5.0
+    first_contact_attempts: int = 4
+
+    def first_contact(self) -> RetryPolicy:
+        """This policy for a connection that has not reached a gateway yet."""
+        return replace(self, attempts=min(self.attempts, self.first_contact_attempts))
 
     def run(self, call: Callable[[], T], on_retry: Callable[[BaseException], None], what: str) -> T:
         """Run ``call``; on a transient error call ``on_retry`` (reconnect) and try again, within bounds."""

@@ -110,7 +110,7 @@ class BatchWriter:
         self.mutations_added = 0
         #: cell changes accepted by add_cells since the writer was opened
         self.cells_added = 0
-        self.connection.retry.run(self._open, self._on_transient, f"createWriter on {table}")
+        self.connection.retry_policy().run(self._open, self._on_transient, f"createWriter on {table}")
 
     # --- public -------------------------------------------------------------------------------------
 
@@ -302,7 +302,7 @@ class BatchWriter:
     def _flush_locked(self) -> None:
         self._send_rows()
         try:
-            self.connection.retry.run(self._flush_once, self._on_transient, f"flush of writer on {self.table}")
+            self.connection.retry_policy().run(self._flush_once, self._on_transient, f"flush of writer on {self.table}")
         except ConnectionLostError as exc:
             if self._largest_frame > 1 << 20:
                 # a server whose frame limit is below ours closes the connection on the frame: say so
