@@ -18,6 +18,7 @@ import pytest
 from connector.accumulo import Mutation, Range
 from connector.queue import ExportQueue, QueueConfig, queue_status
 from connector.queue.marks import read_marks, settle_marks
+from examples.inverted_count_index import actual_index
 
 from .conftest import ROOT, drain_args, unique_table
 
@@ -114,7 +115,8 @@ def test_stream_killed_and_restarted_from_its_checkpoint_while_producers_add(sce
             proc = subprocess.Popen([sys.executable, "-m", "connector.cli", *drain_args(scenario), "--stream",
                                      "--trigger-seconds", "0.5", "--checkpoint", checkpoint], env=cli_env, cwd=ROOT,
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-            time.sleep(rng.uniform(15, 25))
+            _wait_until_b_changes(scenario, proc, 180)  # Spark started and exported in this run
+            time.sleep(rng.uniform(1, 5))
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     # a last run from the same checkpoint drains what is left
@@ -131,6 +133,22 @@ def test_stream_killed_and_restarted_from_its_checkpoint_while_producers_add(sce
         _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err[-2000:]
     scenario.verify()
+
+
+def _wait_until_b_changes(scenario, proc: subprocess.Popen, seconds: float) -> None:
+    """Wait until B's index holds other cells than now (the stream exported something; the drain creates the
+    table)."""
+    def cells() -> set:
+        if not scenario.conn_b.table_exists(scenario.index):
+            return set()
+        return set(actual_index(scenario.conn_b, scenario.index))
+
+    before = cells()
+    deadline = time.monotonic() + seconds
+    while cells() == before:
+        assert proc.poll() is None, f"the stream ended (rc {proc.returncode}) before it exported anything"
+        assert time.monotonic() < deadline, f"the stream exported nothing within {seconds} s"
+        time.sleep(0.5)
 
 
 def _local_stream(scenario, cli_env, *extra: str) -> subprocess.Popen:
