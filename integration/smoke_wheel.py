@@ -13,6 +13,7 @@ reinstalls the wheel.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import email.parser
 import hashlib
 import json
@@ -99,6 +100,14 @@ def prepare_venv(python: str, wheel: Path, version: str) -> Path:
     run([vpy, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps", "--force-reinstall",
          str(wheel)], timeout=600)
     return venv
+
+
+def prepare_venvs(pythons: dict[str, str], wheel: Path) -> dict[str, Path]:
+    """:func:`prepare_venv` for each version -> interpreter, all at once (the installs wait on the network
+    and the disk more than on the CPU)."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(pythons))) as pool:
+        futures = {v: pool.submit(prepare_venv, python, wheel, v) for v, python in pythons.items()}
+        return {v: f.result() for v, f in futures.items()}
 
 
 @dataclass
@@ -204,11 +213,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     wheel = build_wheel()
     print(f"smoke_wheel: built {wheel.name} in {time.monotonic() - started:.0f}s", flush=True)
-    venvs = {}
-    for v, python in found.items():
-        t = time.monotonic()
-        venvs[v] = prepare_venv(python, wheel, v)
-        print(f"smoke_wheel: Python {v} ({python}) venv ready in {time.monotonic() - t:.0f}s", flush=True)
+    t = time.monotonic()
+    venvs = prepare_venvs(found, wheel)
+    print(f"smoke_wheel: venvs of Python {', '.join(found)} ready in {time.monotonic() - t:.0f}s", flush=True)
     from integration.harness import clusters
 
     failed = 0

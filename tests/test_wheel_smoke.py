@@ -1,5 +1,5 @@
 """The wheel, built once, installs and works on CPython 3.12 and 3.13 (``integration/smoke_wheel.py``: queue
-add, a drain in-process, a combine and a drain with Spark ``local[2]``), against the session's clusters. A
+add, a drain and a combine in-process, a drain with Spark ``local[2]``), against the session's clusters. A
 version without an interpreter here is skipped, and ``-ra`` lists it with the reason."""
 
 from __future__ import annotations
@@ -13,23 +13,18 @@ from integration import smoke_wheel
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
 
-@pytest.fixture(params=smoke_wheel.VERSIONS)
-def python(request: pytest.FixtureRequest) -> tuple[str, str]:
-    found = smoke_wheel.find_python(request.param)
-    if found is None:
-        pytest.skip(f"no CPython {request.param} here (python{request.param} on PATH or in pyenv): "
-                    "the wheel's smoke run on it is skipped")
-    return request.param, found
-
-
 @pytest.fixture(scope="module")
-def wheel() -> Path:
-    return smoke_wheel.build_wheel()
+def venvs() -> dict[str, Path]:
+    """The wheel, built once, installed into a virtualenv of every version found here (prepared at once)."""
+    found = {v: p for v in smoke_wheel.VERSIONS if (p := smoke_wheel.find_python(v)) is not None}
+    return smoke_wheel.prepare_venvs(found, smoke_wheel.build_wheel()) if found else {}
 
 
 @pytest.mark.timeout(1800)  # the first run downloads the dependencies into the new virtualenvs
-def test_the_wheel_works_on_another_python(python, wheel, accumulo):
-    version, interpreter = python
-    venv = smoke_wheel.prepare_venv(interpreter, wheel, version)
-    seconds = smoke_wheel.smoke(venv, version, accumulo)
+@pytest.mark.parametrize("version", smoke_wheel.VERSIONS)
+def test_the_wheel_works_on_another_python(version, venvs, accumulo):
+    if version not in venvs:
+        pytest.skip(f"no CPython {version} here (python{version} on PATH or in pyenv): "
+                    "the wheel's smoke run on it is skipped")
+    seconds = smoke_wheel.smoke(venvs[version], version, accumulo)
     assert set(seconds) == {"check_install", "queue_and_local_drain", "combine_and_spark_drain"}
