@@ -92,11 +92,13 @@ def cpu_by_kind() -> dict[str, float]:
 Around = Callable[[Any], contextlib.AbstractContextManager[Any]]
 
 
-def run(entries: int, buckets: int, around: Around | None = None) -> dict[str, float]:
+def run(entries: int, buckets: int, around: Around | None = None, java_maps: bool = False,
+        warm_up: int = 2000) -> dict[str, float]:
     """Fill a queue of ``entries`` difference updates, drain it with Spark and print CPU per entry by kind;
     returns microseconds per entry by kind. ``around(running_clusters)`` wraps the measured drain (a
-    profiler, say)."""
-    with clusters(("a", "b")) as running:
+    profiler, say). ``java_maps``: the tablet servers use Java's in-memory map, not the native one. ``warm_up``:
+    entries drained first, unmeasured (the JVMs' just-in-time compilers work through the first ~50k)."""
+    with clusters(("a", "b"), **({"native_maps": None} if java_maps else {})) as running:
         a, b = running["a"], running["b"]
         queue = QueueConfig(table="cpu_queue", qid="cq", num_buckets=buckets)
         with a.connect() as conn_a:
@@ -113,8 +115,9 @@ def run(entries: int, buckets: int, around: Around | None = None) -> dict[str, f
         warm = QueueConfig(table="cpu_warm", qid="w", num_buckets=buckets)
         with a.connect() as conn_a, ExportQueue(conn_a, warm) as q:
             q.init()
-            q.add_all((f"w{i}", {"new": [{"row": f"w{i}", "cf": "f", "cq": "q", "value": "1"}]}, i)
-                      for i in range(2000))
+            q.add_all((f"w{i}", {"old": [{"row": f"w{i % 997}", "cf": "doc", "cq": f"d{i}", "value": "1"}],
+                                 "new": [{"row": f"w{(i + 1) % 997}", "cf": "doc", "cq": f"d{i}", "value": "1"}]},
+                       i) for i in range(warm_up))
         run_batch(spark, DrainJob(source=job.source, dest=job.dest, queue=warm, dest_table="cpu_warm_index"))
         with around(running) if around is not None else contextlib.nullcontext():
             before, started = cpu_by_kind(), time.perf_counter()
@@ -124,8 +127,9 @@ def run(entries: int, buckets: int, around: Around | None = None) -> dict[str, f
         spark.stop()
         n = report.exported
         assert n == entries, f"exported {n} of {entries}"
+        maps = "native" if all(c.native_maps for c in running) else "java"
         print(f"entries={n} buckets={buckets} rounds={report.rounds} wall={wall:.2f}s rate={n / wall:,.0f}/s "
-              f"load={os.getloadavg()[0]:.1f}")
+              f"load={os.getloadavg()[0]:.1f} maps={maps}")
         per_entry = {kind: (after[kind] - before[kind]) / n * 1e6 for kind in KINDS}
         for kind in KINDS:
             print(f"{kind:>15}: {after[kind] - before[kind]:7.2f} s CPU  {per_entry[kind]:8.2f} us/entry")
@@ -139,8 +143,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--entries", type=int, default=200_000)
     parser.add_argument("--buckets", type=int, default=64)
+    parser.add_argument("--java-maps", action="store_true", help="tablet servers with Java's in-memory map")
+    parser.add_argument("--warm-up", type=int, default=2000, help="entries drained first, unmeasured")
     opts = parser.parse_args()
-    run(opts.entries, opts.buckets)
+    run(opts.entries, opts.buckets, java_maps=opts.java_maps, warm_up=opts.warm_up)
 
 
 if __name__ == "__main__":

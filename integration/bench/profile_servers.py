@@ -191,10 +191,11 @@ def main() -> None:
     parser.add_argument("--entries", type=int, default=200_000)
     parser.add_argument("--buckets", type=int, default=64)
     parser.add_argument("--out", default=None, help="folder for the recordings (default: a new temporary one)")
+    parser.add_argument("--java-maps", action="store_true", help="tablet servers with Java's in-memory map")
     opts = parser.parse_args()
     out = Path(opts.out or tempfile.mkdtemp(prefix="profile-servers-"))
     profile = Profile(out)
-    run(opts.entries, opts.buckets, around=profile.around)
+    run(opts.entries, opts.buckets, around=profile.around, java_maps=opts.java_maps)
     print(f"recordings in {out}")
     profile.report(opts.entries)
 

@@ -5,8 +5,9 @@ Use ``clusters(["a", "b"])`` as a context manager (tests use the session fixture
 Ctrl-C. Secrets are generated per run, passed to the launcher through its environment and a 0600 file,
 and never printed.
 
-Modules: ``build`` (Maven, java command lines), ``pki`` (test certificates), ``processes`` (child JVMs),
-``cluster`` (the launcher and its clusters), ``standalone`` (a gateway from the deployable jar), ``common``.
+Modules: ``build`` (Maven, java command lines, the native map library), ``pki`` (test certificates),
+``processes`` (child JVMs), ``cluster`` (the launcher and its clusters), ``standalone`` (a gateway from the
+deployable jar), ``common``.
 """
 
 from .build import (
@@ -15,8 +16,11 @@ from .build import (
     GATEWAY_MAIN,
     IDL,
     LAUNCHER,
+    NATIVE_DIR,
+    NATIVE_LIB,
     ROOT,
     build_gateway,
+    build_native_maps,
     gateway_jar,
     java_command,
 )
@@ -27,7 +31,8 @@ from .processes import stop_process, wait_for_ready
 from .standalone import StandaloneGateway, gateway_pool, pool_options
 
 __all__ = [
-    "BENCH_WRITER", "GATEWAY_DIR", "GATEWAY_MAIN", "IDL", "LAUNCHER", "ROOT", "Cluster", "Clusters", "GatewayTls",
-    "HarnessError", "StandaloneGateway", "build_gateway", "clusters", "gateway_jar", "java_command",
-    "gateway_pool", "make_test_pki", "pool_options", "stop_process", "wait_for_ready", "write_properties",
+    "BENCH_WRITER", "GATEWAY_DIR", "GATEWAY_MAIN", "IDL", "LAUNCHER", "NATIVE_DIR", "NATIVE_LIB", "ROOT",
+    "Cluster", "Clusters", "GatewayTls", "HarnessError", "StandaloneGateway", "build_gateway", "build_native_maps",
+    "clusters", "gateway_jar", "java_command", "gateway_pool", "make_test_pki", "pool_options", "stop_process",
+    "wait_for_ready", "write_properties",
 ]

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .build import LAUNCHER, build_gateway, java_command
+from .build import LAUNCHER, NATIVE_DIR, build_gateway, java_command
 from .common import HarnessError, tail, write_private, write_properties
 from .pki import GatewayTls
 from .processes import stop_process, wait_for_ready
@@ -41,6 +41,8 @@ class Cluster:
     password_file: str = field(repr=False)
 
     tls_ca_file: str | None = None  # set when the gateways serve TLS
+    native_maps: bool = False  # its tablet servers use Accumulo's native in-memory maps (libaccumulo.so)
+    log_dir: str = ""  # MAC's log folder: each server process's stdout/stderr (TabletServer_*.err, ...)
 
     def connect(self, **kwargs):  # noqa: ANN003, ANN201 - returns connector.accumulo.Connection
         """A client Connection to this cluster's gateway."""
@@ -135,7 +137,7 @@ class Clusters:
 def clusters(names: Sequence[str] = ("a", "b"), data_dir: str | None = None,
              start_timeout: float = 600.0, idle_timeout_ms: int | None = None,
              max_frame_bytes: int | None = None, tls: GatewayTls | None = None,
-             tservers: int = 1) -> Iterator[Clusters]:
+             tservers: int = 1, native_maps: Path | None = NATIVE_DIR) -> Iterator[Clusters]:
     """Start one MiniAccumuloCluster and gateway per name; stop and clean up on exit.
 
     ``tservers``: tablet servers per cluster (each a JVM of up to 768 MiB). More gateways for a cluster:
@@ -143,6 +145,8 @@ def clusters(names: Sequence[str] = ("a", "b"), data_dir: str | None = None,
 
     Each gateway runs from a generated gateway.properties, as deployed ones do. ``max_frame_bytes`` sets
     their Thrift frame limit (default 64 MiB; upstream's proxy: 16 MiB); ``tls`` makes them serve TLS.
+    ``native_maps``: the folder holding libaccumulo.so (``build_gateway`` builds it there); the tablet servers
+    use native in-memory maps when it loads, Java's map otherwise (None: always; the launcher's log says which).
     """
     classpath = build_gateway()
     state_dir = Path(tempfile.mkdtemp(prefix="accumulo-harness-"))
@@ -160,6 +164,8 @@ def clusters(names: Sequence[str] = ("a", "b"), data_dir: str | None = None,
         args += ["--max-frame-bytes", str(max_frame_bytes)]
     if tservers != 1:
         args += ["--tservers", str(tservers)]
+    if native_maps is not None:
+        args += ["--native-maps", str(native_maps)]
     if tls:
         extra = state_dir / "gateway-extra.properties"
         write_properties(extra, tls.properties(), "added to every gateway's generated gateway.properties")
@@ -178,7 +184,8 @@ def clusters(names: Sequence[str] = ("a", "b"), data_dir: str | None = None,
                                user=c.get("user", "root"), gateway_host=c["gateway_host"],
                                gateway_port=int(c["gateway_port"]), dir=c.get("dir", ""),
                                secret_file=str(secret_file), password_file=str(password_file),
-                               tls_ca_file=tls.ca_file if tls else None)
+                               tls_ca_file=tls.ca_file if tls else None,
+                               native_maps=bool(c.get("native_maps", False)), log_dir=c.get("log_dir", ""))
             for c in ready["clusters"]
         }
         yield Clusters(by_name, classpath, state_dir, log_file, launcher=proc)

@@ -34,13 +34,15 @@ import org.slf4j.LoggerFactory;
  *
  * <pre>
  * Launcher --clusters a,b --secret-file PATH [--dir DIR] [--idle-timeout-ms N] [--ignore-stdin]
- *          [--max-frame-bytes N] [--gateway-properties PATH] [--tservers N]
+ *          [--max-frame-bytes N] [--gateway-properties PATH] [--tservers N] [--native-maps DIR]
  * </pre>
  *
  * The root password comes from $ACCUMULO_ROOT_PASSWORD, the gateways' shared secret from the file
  * --secret-file names. Each gateway starts from a generated gateway.properties (see
  * {@link EmbeddedCluster}); --gateway-properties adds settings to each (e.g. TLS; absolute paths).
- * --tservers: tablet servers per cluster (default 1).
+ * --tservers: tablet servers per cluster (default 1). --native-maps: the folder holding
+ * libaccumulo.so, for native in-memory maps in the tablet servers (without it, or when it does not
+ * load, Java's in-memory map, said in one log line; see {@link NativeMaps}).
  * Data lives in DIR/NAME (default: a temporary
  * directory, deleted at exit). When every cluster serves, one line goes to stdout:
  * {@code READY {"clusters": [...]}}. Everything stops when stdin reaches EOF (unless
@@ -64,10 +66,11 @@ public final class Launcher {
   private boolean stopped;
   private boolean clean;
 
-  private Launcher(List<String> names, Path base, boolean temporary, int tabletServers) {
+  private Launcher(List<String> names, Path base, boolean temporary, int tabletServers,
+      File nativeLib) {
     this.tempDir = temporary ? base : null;
     for (String n : names) {
-      clusters.add(new EmbeddedCluster(n, base.resolve(n).toFile(), tabletServers));
+      clusters.add(new EmbeddedCluster(n, base.resolve(n).toFile(), tabletServers, nativeLib));
     }
   }
 
@@ -84,7 +87,7 @@ public final class Launcher {
     boolean ignoreStdin;
     try {
       Args a = new Args(argv, Set.of("clusters", "dir", "idle-timeout-ms", "secret-file",
-          "max-frame-bytes", "gateway-properties", "tservers"),
+          "max-frame-bytes", "gateway-properties", "tservers", "native-maps"),
           Set.of("ignore-stdin"));
       List<String> names = clusterNames(a.require("clusters"));
       String extra = a.get("gateway-properties", null);
@@ -109,13 +112,15 @@ public final class Launcher {
         throw new IllegalArgumentException("--tservers must be 1-16, got " + tservers);
       }
       rootPassword = Secrets.read("root password", "ACCUMULO_ROOT_PASSWORD", null, null);
+      File nativeLib = NativeMaps.find(a.get("native-maps", null));
       String dir = a.get("dir", null);
       if (dir == null) {
-        launcher = new Launcher(names, Files.createTempDirectory("accumulo-clusters-"), true, tservers);
+        launcher = new Launcher(names, Files.createTempDirectory("accumulo-clusters-"), true, tservers,
+            nativeLib);
       } else {
         Path base = Path.of(dir).toAbsolutePath();
         Files.createDirectories(base);
-        launcher = new Launcher(names, base, false, tservers);
+        launcher = new Launcher(names, base, false, tservers, nativeLib);
       }
     } catch (IllegalArgumentException | IOException e) {
       System.err.println("launcher: " + e.getMessage());
