@@ -34,7 +34,7 @@ import org.apache.hadoop.io.Text;
 final class Conversions {
   private static final byte[] EMPTY = new byte[0];
   /** The empty expression, shared: Mutation only reads its bytes. */
-  private static final ColumnVisibility NO_VISIBILITY = new ColumnVisibility();
+  static final ColumnVisibility NO_VISIBILITY = new ColumnVisibility();
 
   private Conversions() {}
 

@@ -385,6 +385,14 @@ final class Gateway implements AccumuloProxy.Iface, AutoCloseable {
    */
   @Override
   public ScanResult nextK(String scanner, int k) throws TException {
+    return page(scanner, k).toThrift();
+  }
+
+  /**
+   * The next page of a scanner, as the Accumulo client returned it (for {@link NextKEncoder}, which
+   * writes it to the wire without Thrift objects); throws what {@link #nextK} declares.
+   */
+  ScannerSession.Page page(String scanner, int k) throws TException {
     ScannerSession s = scanners.enter(scanner);
     if (s == null) {
       throw new UnknownScanner("unknown scanner " + scanner);
@@ -455,6 +463,30 @@ final class Gateway implements AccumuloProxy.Iface, AutoCloseable {
   /** Oneway: cannot throw, so failures are kept for the writer's next flush or close. */
   @Override
   public void update(String writer, Map<ByteBuffer,List<ColumnUpdate>> cells) {
+    WriterSession s = enterWriter(writer);
+    if (s != null) {
+      try {
+        s.update(cells);
+      } finally {
+        s.exit();
+      }
+    }
+  }
+
+  /** {@link #update} for a call that {@link UpdateDecoder} read straight from its frame. */
+  void update(UpdateDecoder.Decoded call) {
+    WriterSession s = enterWriter(call.writer);
+    if (s != null) {
+      try {
+        s.update(call);
+      } finally {
+        s.exit();
+      }
+    }
+  }
+
+  /** The writer, entered; null (with one warning per id) if it is unknown. */
+  private WriterSession enterWriter(String writer) {
     WriterSession s = writers.enter(writer);
     if (s == null) {
       // the next flush or close on this id reports UnknownWriter, so the loss is not silent
@@ -464,13 +496,8 @@ final class Gateway implements AccumuloProxy.Iface, AutoCloseable {
       if (warnedUnknownWriters.add(String.valueOf(writer))) {
         LOG.warn("updates for unknown writer {} dropped", writer);
       }
-      return;
     }
-    try {
-      s.update(cells);
-    } finally {
-      s.exit();
-    }
+    return s;
   }
 
   @Override

@@ -103,7 +103,7 @@ public final class GatewayMain {
         // authenticates; every user may read their own authorizations
         client.securityOperations().getUserAuthorizations(client.whoami());
         Gateway gateway = new Gateway(client, secret, config.idleTimeoutMs);
-        server = GatewayServer.start(DeclaredExceptionsGuard.wrap(gateway), config.host,
+        server = GatewayServer.start(DeclaredExceptionsGuard.wrap(gateway), gateway, config.host,
             config.port, name, config.maxFrameBytes, config.tls);
         LOG.info("gateway {} for Accumulo user {} listening on {}:{} ({})", name, client.whoami(),
             server.host(), server.port(), server.tls() ? "TLS" : "plain, no TLS");

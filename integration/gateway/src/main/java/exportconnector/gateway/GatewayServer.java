@@ -57,10 +57,11 @@ final class GatewayServer implements AutoCloseable {
   /**
    * Binds now (port 0 picks a free port) and serves on a background thread. A frame longer than
    * {@code maxFrameBytes} closes its connection, as upstream's proxy does past its maxFrameSize.
-   * {@code tls} null: plain Thrift.
+   * {@code tls} null: plain Thrift. {@code handler} serves the calls ({@code gateway} guarded),
+   * {@code gateway} itself the hot ones (see {@link DirectCalls}).
    */
-  static GatewayServer start(AccumuloProxy.Iface handler, String host, int port, String name,
-      int maxFrameBytes, GatewayConfig.Tls tls)
+  static GatewayServer start(AccumuloProxy.Iface handler, Gateway gateway, String host, int port,
+      String name, int maxFrameBytes, GatewayConfig.Tls tls)
       throws IOException, TTransportException, GeneralSecurityException {
     checkMaxFrameBytes(maxFrameBytes);
     ServerSocket socket;
@@ -81,7 +82,8 @@ final class GatewayServer implements AutoCloseable {
           return t;
         });
     TThreadPoolServer.Args args = new TThreadPoolServer.Args(new TServerSocket(socket))
-        .processorFactory(new PeerRecordingFactory(new AccumuloProxy.Processor<>(handler)))
+        .processorFactory(new PeerRecordingFactory(
+            DirectCalls.processor(handler, gateway, !DirectCalls.genericOnly())))
         .transportFactory(new TFramedTransport.Factory(maxFrameBytes))
         .protocolFactory(new TCompactProtocol.Factory())
         .executorService(workers)

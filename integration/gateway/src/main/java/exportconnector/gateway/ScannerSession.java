@@ -36,18 +36,29 @@ final class ScannerSession extends Session {
     this.timeoutMs = timeoutMs;
   }
 
-  /** Up to k entries; {@code more} tells whether anything is left after them. */
-  ScanResult next(int k) throws TimedOut {
+  /** A page of entries as the scanner handed them out, and whether anything is left after them. */
+  record Page(List<Map.Entry<Key,Value>> entries, boolean more) {
+    /** The page as the IDL's ScanResult (the generic path; {@link NextKEncoder} skips it). */
+    ScanResult toThrift() {
+      List<KeyValue> results = new ArrayList<>(entries.size());
+      for (Map.Entry<Key,Value> e : entries) {
+        results.add(Conversions.toThrift(e.getKey(), e.getValue()));
+      }
+      return new ScanResult(results, more);
+    }
+  }
+
+  /** Up to k entries. */
+  Page next(int k) throws TimedOut {
     try {
       if (entries == null) {
         entries = scanner.iterator();
       }
-      List<KeyValue> page = new ArrayList<>(Math.max(0, Math.min(k, 4096)));
+      List<Map.Entry<Key,Value>> page = new ArrayList<>(Math.max(0, Math.min(k, 4096)));
       while (page.size() < k && entries.hasNext()) {
-        Map.Entry<Key,Value> e = entries.next();
-        page.add(Conversions.toThrift(e.getKey(), e.getValue()));
+        page.add(entries.next());
       }
-      return new ScanResult(page, entries.hasNext());
+      return new Page(page, entries.hasNext());
     } catch (RuntimeException e) {
       if (timeoutMs > 0 && Errors.isTimeout(e)) {
         throw new TimedOut("TimedOutException: the scan of table " + table + " found no tablet server"

@@ -82,10 +82,26 @@ final class WriterSession extends Session {
     try {
       mutations = Conversions.toMutations(cells);
     } catch (RuntimeException e) {
-      rejections.record("an update of " + cells.size() + " row(s) was refused, none of it applied: "
-          + e.getMessage());
+      refused(cells.size(), e.getMessage());
       return;
     }
+    apply(mutations);
+  }
+
+  /** The same for a call that {@link UpdateDecoder} read straight from its frame. */
+  void update(UpdateDecoder.Decoded call) {
+    if (call.error != null) {
+      refused(call.rows, call.error);
+      return;
+    }
+    apply(call.mutations);
+  }
+
+  private void refused(int rows, String why) {
+    rejections.record("an update of " + rows + " row(s) was refused, none of it applied: " + why);
+  }
+
+  private void apply(List<Mutation> mutations) {
     for (int i = 0; i < mutations.size(); i++) {
       if (!add(mutations.get(i))) {
         rejections.record((mutations.size() - i) + " row(s) of an update not written: no BatchWriter");
