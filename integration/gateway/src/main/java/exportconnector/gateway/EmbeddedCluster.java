@@ -81,6 +81,9 @@ final class EmbeddedCluster implements AutoCloseable {
     // after a tablet server is lost, wait this long before recovering its logs (default 10s, per level:
     // root, metadata, user tablets); the delay lets HDFS recover leases, which a local file system has not
     site.put("manager.recovery.delay", "1s");
+    // a SIGKILLed tablet server keeps its ZooKeeper lock until its session times out, and its tablets wait
+    // for that (default 30s); Accumulo's own recovery tests shorten it the same way
+    site.put("instance.zookeeper.timeout", "15s");
     return site;
   }
 
