@@ -43,9 +43,13 @@ lint: deps
 
 # everything, the wheel's smoke runs on Python 3.12 and 3.13 included (tests/test_wheel_smoke.py: skipped, and
 # listed as skipped, where those interpreters are missing). Quicker: PYTEST_ARGS='-m "not slow"', or
-# '-m "not cluster"' (no JVM at all: no Accumulo, no gateway, no Spark)
+# '-m "not cluster"' (no JVM at all: no Accumulo, no gateway, no Spark). Two pytest-xdist workers, a whole file
+# each (--dist loadfile: a file's tests share its fixtures), each with its own pair of clusters: the suite
+# waits on JVMs and processes most of the time, so two workers take ~20 min where one took ~33 on two cores.
+# TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 2
 test: build lint
-	$(VPY) -m pytest -q -ra --durations=15 $(PYTEST_ARGS)
+	$(VPY) -m pytest -q -ra --durations=15 -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # the wheel built once (pip wheel --no-deps .), installed into fresh venvs of CPython 3.12 and 3.13 (.smoke/,
 # kept between runs), driven against embedded clusters of its own

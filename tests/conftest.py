@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from connector.clusters_config import CONFIG_ENV, write_clusters
 from connector.queue import ExportQueue, QueueConfig, queue_status
@@ -24,6 +25,11 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 _names = itertools.count()
+
+# no per-example deadline: the suite runs two workers beside JVMs on two cores, where a pure property test's
+# example can take 0.8 s of wall time without anything being wrong (the tests themselves still time out)
+settings.register_profile("suite", deadline=None)
+settings.load_profile("suite")
 
 #: a test that uses one of these fixtures, directly or through another fixture, gets the mark: so
 #: `-m "not cluster"` starts no JVM and `-m "not spark"` no Spark, without a mark to forget in each file

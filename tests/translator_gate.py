@@ -21,8 +21,12 @@ ENV = "TRANSLATOR_GATE_DIR"
 #: the translator's name for a DrainJob or the CLI's --translator
 GATED_DIFFERENCE = f"{__name__}:gated_difference"
 
-if ENV not in os.environ:  # the test session: children inherit it
+# one gate per test process (each pytest-xdist worker has its own): its children inherit it with the owner's name
+_OWNER_ENV = "TRANSLATOR_GATE_OWNER"
+_owner = os.environ.get("PYTEST_XDIST_WORKER", "main")
+if ENV not in os.environ or os.environ.get(_OWNER_ENV) != _owner:
     os.environ[ENV] = tempfile.mkdtemp(prefix="translator-gate-")
+    os.environ[_OWNER_ENV] = _owner
     atexit.register(shutil.rmtree, os.environ[ENV], True)
 _DIR = Path(os.environ[ENV])
 _ARMED, _REACHED, _OPEN = _DIR / "armed", _DIR / "reached", _DIR / "open"
