@@ -9,20 +9,22 @@ import importlib
 from collections.abc import Mapping
 from typing import Any
 
+from connector.settings import OptionError
+
 
 def callable_from_name(kind: str, name: str, built_in: Mapping[str, Any]) -> Any:
-    """The built-in ``kind`` called ``name``, or the callable at ``package.module:attribute``; a
-    ``ValueError`` that says what is wrong otherwise."""
+    """The built-in ``kind`` called ``name``, or the callable at ``package.module:attribute``; an
+    ``OptionError`` (a ``ValueError``) that says what is wrong otherwise."""
     if name in built_in:
         return built_in[name]
     if ":" not in name:
-        raise ValueError(f"unknown {kind} {name!r}: use one of {sorted(built_in)} or module:callable")
+        raise OptionError(f"unknown {kind} {name!r}: use one of {sorted(built_in)} or module:callable")
     module_name, _, attr = name.partition(":")
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise ValueError(f"{kind} {name!r}: cannot import {module_name!r}: {exc}") from None
+        raise OptionError(f"{kind} {name!r}: cannot import {module_name!r}: {exc}") from None
     target = getattr(module, attr, None)
     if not callable(target):
-        raise ValueError(f"{kind} {name!r}: {module_name} has no callable {attr!r}")
+        raise OptionError(f"{kind} {name!r}: {module_name} has no callable {attr!r}")
     return target

@@ -12,6 +12,8 @@ import json
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
+from connector.settings import OptionError
+
 
 @runtime_checkable
 class Serializer(Protocol):
@@ -70,29 +72,29 @@ def serializer_from_name(name: str) -> Serializer:
     """The serializer called ``name``: ``"json"``, ``"bytes"``, or ``"module:attr"`` naming a Serializer class,
     a factory that returns one, or a Serializer instance (``attr`` may be dotted)."""
     if not isinstance(name, str) or not name.strip():
-        raise ValueError(f"serializer name must be a non-empty string, got {name!r}")
+        raise OptionError(f"serializer name must be a non-empty string, got {name!r}")
     name = name.strip()
     if name in _BUILTIN:
         return _BUILTIN[name]()
     if ":" not in name:
-        raise ValueError(f"unknown serializer {name!r}: use 'json', 'bytes' or 'module:callable'")
+        raise OptionError(f"unknown serializer {name!r}: use 'json', 'bytes' or 'module:callable'")
     module_name, _, attr_path = name.partition(":")
     if not module_name or not attr_path:
-        raise ValueError(f"serializer {name!r}: expected 'module:callable'")
+        raise OptionError(f"serializer {name!r}: expected 'module:callable'")
     try:
         target: Any = importlib.import_module(module_name)
     except ImportError as exc:
-        raise ValueError(f"serializer {name!r}: cannot import module {module_name!r}: {exc}") from exc
+        raise OptionError(f"serializer {name!r}: cannot import module {module_name!r}: {exc}") from exc
     for part in attr_path.split("."):
         try:
             target = getattr(target, part)
         except AttributeError:
-            raise ValueError(f"serializer {name!r}: {module_name!r} has no attribute {attr_path!r}") from None
+            raise OptionError(f"serializer {name!r}: {module_name!r} has no attribute {attr_path!r}") from None
     # an instance is used as is; a class or factory is called with no arguments
     if isinstance(target, type) or not isinstance(target, Serializer):
         if not callable(target):
-            raise ValueError(f"serializer {name!r} is neither a Serializer nor a callable returning one")
+            raise OptionError(f"serializer {name!r} is neither a Serializer nor a callable returning one")
         target = target()
     if not isinstance(target, Serializer):
-        raise ValueError(f"serializer {name!r} did not give an object with dumps() and loads()")
+        raise OptionError(f"serializer {name!r} did not give an object with dumps() and loads()")
     return target

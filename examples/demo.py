@@ -202,7 +202,7 @@ def main() -> int:
 
         spark = spark_session(app_name="accumulo-export demo")
         job = DrainJob(source=a.gateway_options(), dest=b.gateway_options(), queue=queue,
-                       dest_table="count_index", translator="difference")
+                       dest_table="count_index")
         t_drain = time.monotonic()
         report = run_batch(spark, job, progress=lambda r: print(
             f"  round {r.rounds}: {r.exported} exported, {r.rate:,.0f} entries/s", flush=True))

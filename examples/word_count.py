@@ -275,7 +275,7 @@ def main() -> int:
         final = run_combine(spark, job)
         combine_s = time.monotonic() - t1
         drain = run_batch(spark, DrainJob(source=a.gateway_options(), dest=b.gateway_options(), queue=export,
-                                          dest_table="word_index", translator="difference"))
+                                          dest_table="word_index"))
         spark.stop()
 
         truth = recount(conn_a, DOCUMENTS)

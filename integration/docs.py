@@ -1,4 +1,6 @@
-"""``make docs``: the API reference of ``connector``, rendered by pdoc from the docstrings into ``docs/``.
+"""``make docs``: the API reference of ``connector``, rendered by pdoc from the docstrings into ``docs/``; and
+``--readme``: the README's generated tables (translators, settings, options, cluster keys, environment),
+rewritten from their one declaration in the code (``tests/test_docs.py`` fails when they are stale).
 
 Any warning while rendering (a type annotation pdoc cannot resolve, a broken cross-reference, a docstring
 it cannot parse) fails the build, so the reference stays complete. ``docs/`` is built, not committed: the
@@ -61,10 +63,53 @@ def render(output: Path) -> list[str]:
     return [f"{w.category.__name__}: {w.message} ({w.filename}:{w.lineno})" for w in caught]
 
 
+README = ROOT / "README.md"
+
+
+def readme_sections() -> dict[str, str]:
+    """The README's generated sections, by marker name, from the declarations they document."""
+    from connector.clusters_config import SURFACE as CLUSTER_KEYS
+    from connector.export.translators import markdown_table
+    from connector.queue.settings import DrainSettings
+    from connector.settings import ENVIRONMENT, Group
+    from connector.spark.options import markdown_tables
+
+    drain = ["| flag | data source option | default | meaning |", "|---|---|---|---|",
+             *DrainSettings.markdown_rows()]
+    keys = ["| key | default | meaning |", "|---|---|---|"]
+    keys += [f"| `{n}` | {f'`{d}`' if d else ''} | {m} |" for group in CLUSTER_KEYS.groups
+             for n, d, m in Group(group.settings, exclude=group.exclude).documented()]
+    env = ["| variable | meaning |", "|---|---|", *(f"| `{k}` | {v} |" for k, v in ENVIRONMENT.items())]
+    return {"translators": markdown_table() + "\n", "drain-settings": "\n".join(drain) + "\n",
+            "data-source-options": markdown_tables(), "cluster-keys": "\n".join(keys) + "\n",
+            "environment": "\n".join(env) + "\n"}
+
+
+def _markers(name: str) -> tuple[str, str]:
+    return (f"<!-- generated: {name} (python -m integration.docs --readme) -->\n", f"<!-- end: {name} -->")
+
+
+def readme_with_sections(text: str) -> str:
+    """``text`` (the README) with every generated section replaced by what the code declares now."""
+    for name, body in readme_sections().items():
+        start, end = _markers(name)
+        if start not in text or end not in text:
+            raise ValueError(f"README.md has no generated section {name!r} (markers {start.strip()} ... {end})")
+        head, rest = text.split(start, 1)
+        _, tail = rest.split(end, 1)
+        text = head + start + body + end + tail
+    return text
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Render the API reference into docs/ (fails on any warning).")
     parser.add_argument("--output", type=Path, default=ROOT / "docs", help="folder (default: docs/)")
+    parser.add_argument("--readme", action="store_true", help="rewrite the README's generated tables instead")
     opts = parser.parse_args(argv)
+    if opts.readme:
+        README.write_text(readme_with_sections(README.read_text()))
+        print(f"docs: {README} tables regenerated")
+        return 0
     problems = render(opts.output)
     for line in problems:
         print(f"docs: {line}", file=sys.stderr)

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import settings
 
 from connector.clusters_config import CONFIG_ENV, write_clusters
-from connector.queue import ExportQueue, QueueConfig, queue_status
+from connector.queue import DrainSettings, ExportQueue, QueueConfig, queue_status
 from connector.spark import DrainJob
 from connector.transactions import RowTransactions
 from examples.inverted_count_index import Producer, actual_index, expected_index, words
@@ -130,10 +130,12 @@ class Scenario:
         ExportQueue(self.conn_a, self.queue).init()
         RowTransactions(self.conn_a, self.counts).init()
 
-    def job(self, **kw) -> DrainJob:
-        return DrainJob(source=kw.pop("source", self.a.gateway_options()),
-                        dest=kw.pop("dest", self.b.gateway_options()), queue=self.queue,
-                        dest_table=kw.pop("dest_table", self.index), **kw)
+    def job(self, **settings) -> DrainJob:
+        """The drain of this scenario's queue into its index; ``settings``: ``DrainSettings`` fields (and
+        ``source``, ``dest``, ``dest_table`` to change those)."""
+        return DrainJob(source=settings.pop("source", self.a.gateway_options()),
+                        dest=settings.pop("dest", self.b.gateway_options()), queue=self.queue,
+                        dest_table=settings.pop("dest_table", self.index), settings=DrainSettings(**settings))
 
     def produce(self, transactions: int, producers: int = 2, n_words: int = 300, seed: int = 0) -> int:
         """Run ``transactions`` row transactions on the counts table (each reads a word's count, writes the new

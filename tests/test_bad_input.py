@@ -16,6 +16,7 @@ import pytest
 from connector.accumulo import Mutation
 from connector.export import AccumuloExporter, BatchTranslationError, SequencedExport
 from connector.queue import (
+    DrainSettings,
     EntryTranslationError,
     ExportQueue,
     QueueConfig,
@@ -52,7 +53,7 @@ def _dead_letters(conn, config: QueueConfig) -> dict[bytes, bytes]:
 
 def test_exporter_names_every_untranslatable_export_and_writes_nothing(conn_b):
     table = unique_table("bt")
-    exporter = AccumuloExporter(conn_b, table, "difference")
+    exporter = AccumuloExporter(conn_b, table, "difference").ensure_table()
     good = SequencedExport("g", {"new": [{"row": "r", "cf": "f", "cq": "q", "value": "1"}]}, 5)
     with pytest.raises(BatchTranslationError) as info:
         exporter.export([SequencedExport("p", POISON, 1), good, SequencedExport("n", 1, 2)])
@@ -71,8 +72,9 @@ def test_untranslatable_entry_is_dead_lettered_and_its_batch_drains(conn_a, conn
                    for i in range(50)])
         q.add("poison", poison, 1)
     dest = unique_table("poisondest")
-    exporter = AccumuloExporter(conn_b, dest, "difference")
-    stats = EntryProcessor(conn_a, config, exporter, buffer_bytes=1 << 30).process(read_bucket(conn_a, config, 0))
+    exporter = AccumuloExporter(conn_b, dest, "difference").ensure_table()
+    settings = DrainSettings(buffer_bytes=1 << 30)
+    stats = EntryProcessor(conn_a, config, exporter, settings).process(read_bucket(conn_a, config, 0))
     exporter.close()
     assert (stats.exported, stats.dead_lettered, stats.deleted, stats.batches) == (50, 1, 51, 1)
     assert len(list(conn_b.scan(dest))) == 50
@@ -89,9 +91,9 @@ def test_fail_fast_stops_at_the_untranslatable_entry_and_deletes_nothing_of_its_
         q.add_all([(f"k{i}", {"new": [{"row": f"r{i}", "cf": "f", "cq": "q", "value": "v"}]}, 10 + i)
                    for i in range(20)])
         q.add("poison", POISON, 1)
-    exporter = AccumuloExporter(conn_b, unique_table("ffdest"), "difference")
+    exporter = AccumuloExporter(conn_b, unique_table("ffdest"), "difference").ensure_table()
     with pytest.raises(EntryTranslationError) as info:
-        EntryProcessor(conn_a, config, exporter, fail_fast=True, buffer_bytes=1 << 30).process(
+        EntryProcessor(conn_a, config, exporter, DrainSettings(fail_fast=True, buffer_bytes=1 << 30)).process(
             read_bucket(conn_a, config, 0))
     exporter.close()
     assert (info.value.key, info.value.seq) == ("poison", 1)

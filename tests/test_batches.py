@@ -219,7 +219,7 @@ def visible_and_raw(conn, table):
 
 def test_export_batch_returns_poison_entries_and_writes_the_rest(conn_b):
     table = unique_table("poison")
-    exporter = AccumuloExporter(conn_b, table, "difference")
+    exporter = AccumuloExporter(conn_b, table, "difference").ensure_table()
     good = [SequencedExport(f"k{i}", {"new": [{"row": f"r{i}", "cf": "f", "cq": "q", "value": "v"}]}, 10 + i)
             for i in range(4)]
     bad_translation = SequencedExport("b", {"old": 5}, 20)
@@ -302,8 +302,8 @@ def test_export_batch_and_export_leave_the_same_state(conn_b, translator, kind, 
     rnd = random.Random(seed)
     exports = random_exports(kind, 300, rnd)
     per_entry, batched = unique_table("per_entry"), unique_table("batched")
-    a = AccumuloExporter(conn_b, per_entry, translator, delete_mode=mode)
-    b = AccumuloExporter(conn_b, batched, translator, delete_mode=mode)
+    a = AccumuloExporter(conn_b, per_entry, translator, delete_mode=mode).ensure_table()
+    b = AccumuloExporter(conn_b, batched, translator, delete_mode=mode).ensure_table()
     try:
         for start in range(0, len(exports), 70):
             chunk = exports[start:start + 70]
@@ -321,7 +321,7 @@ def test_export_batch_and_export_leave_the_same_state(conn_b, translator, kind, 
 
 def test_export_batch_with_a_non_json_serializer_goes_through_python(conn_b):
     table = unique_table("bytes")
-    exporter = AccumuloExporter(conn_b, table, "tests.test_batches:swap_translator")
+    exporter = AccumuloExporter(conn_b, table, "tests.test_batches:swap_translator").ensure_table()
     batch = exports_batch([SequencedExport("r", [{"cq": "q", "v": "x"}], 7)])
     batch = batch.set_column(0, "key", pa.array([b"raw-row"], pa.binary()))
     assert exporter.export_batch(batch, key_serializer="bytes") == []

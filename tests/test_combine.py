@@ -76,7 +76,7 @@ class Setup:
                                             columns=[OUTBOX_FAMILY, UPDATE_FAMILY])]
 
     def drain(self) -> None:
-        drain_queue(self.conn_a, self.export, AccumuloExporter(self.conn_b, self.index, "difference"))
+        drain_queue(self.conn_a, self.export, AccumuloExporter(self.conn_b, self.index, "difference").ensure_table())
 
     def check(self, oracle: Counter) -> None:
         expected = {k: v for k, v in oracle.items() if v}

@@ -74,7 +74,7 @@ def test_spark_streaming_combine_while_producing_then_batch(spark, accumulo, wc)
     assert final.remaining == 0 and final.totals.failed == 0
     index = unique_table("index")
     run_batch(spark, DrainJob(source=accumulo["a"].gateway_options(), dest=accumulo["b"].gateway_options(),
-                              queue=export, dest_table=index, translator="difference"))
+                              queue=export, dest_table=index))
     verify(conn_a, conn_b, combine, export, docs, index)
 
 

@@ -1,4 +1,5 @@
-"""``make docs``: the API reference renders from the docstrings with no warning, a page per public package."""
+"""``make docs``: the API reference renders from the docstrings with no warning, a page per public package;
+the README's generated tables match the declarations they come from."""
 
 from __future__ import annotations
 
@@ -19,3 +20,24 @@ def test_api_reference_renders_without_warnings(tmp_path):
     assert not any("/_" in page for page in pages)  # private modules (the Rust core) stay out
     accumulo = (tmp_path / "connector" / "accumulo.html").read_text()
     assert "Connection" in accumulo and "BatchWriter" in accumulo
+
+
+def test_readme_tables_are_generated_from_the_code():
+    """Translators, drain settings, data source options, cluster keys and environment variables are declared
+    once in the code; the README's tables of them must be what ``python -m integration.docs --readme``
+    writes (run it after changing a declaration)."""
+    from integration.docs import readme_sections, readme_with_sections
+
+    readme = (ROOT / "README.md").read_text()
+    assert readme_with_sections(readme) == readme, "stale README tables: run python -m integration.docs --readme"
+    sections = readme_sections()
+    for name in ("translators", "drain-settings", "data-source-options", "cluster-keys", "environment"):
+        assert sections[name].count("\n") >= 3, name
+    from connector.spark.options import SURFACES
+
+    for surface in SURFACES.values():  # every option of every documented source is in its table
+        if surface.name != "export-queue-warm-up":
+            for name in surface.names():
+                documented = f"`{name}`" in sections["data-source-options"] or f"`{name.split('.')[0]}.*`" in \
+                    sections["data-source-options"] or name in {"host", "port", "hosts"}
+                assert documented, (surface.name, name)

@@ -16,7 +16,7 @@ import pytest
 
 from connector.accumulo import Mutation
 from connector.jobs import DrainReport
-from connector.queue import QueueConfig, queue_status
+from connector.queue import DrainSettings, QueueConfig, queue_status
 from connector.spark import DrainError, DrainJob, GatewayOptions, run_batch, start_stream
 from connector.spark.drain_job import collect_stream_reports
 from integration.harness import StandaloneGateway
@@ -46,7 +46,7 @@ def test_small_buffer_batches_and_tombstone_mode(spark, scenario):
 
 def test_producers_adding_while_streaming_drain_runs(spark, scenario, tmp_path):
     report_dir, checkpoint = str(tmp_path / "reports"), str(tmp_path / "ckpt")
-    query = start_stream(spark, scenario.job(), checkpoint, report_dir, trigger_seconds=0.5)
+    query = start_stream(spark, scenario.job(trigger_seconds=0.5), checkpoint, report_dir)
     try:
         producer = threading.Thread(target=scenario.produce, args=(3000, 2, 300, 7))
         producer.start()
@@ -65,8 +65,8 @@ def test_available_now_drains_and_a_restart_continues_from_the_checkpoint(spark,
     report_dir, checkpoint = str(tmp_path / "reports"), str(tmp_path / "ckpt")
     scenario.produce(400, seed=3)
     first = scenario.depth()
-    query = start_stream(spark, scenario.job(), checkpoint, report_dir, available_now=True,
-                         max_entries_per_trigger=150)
+    query = start_stream(spark, scenario.job(max_entries_per_trigger=150), checkpoint, report_dir,
+                         available_now=True)
     query.awaitTermination(240)
     assert query.exception() is None
     report = DrainReport()
@@ -216,8 +216,8 @@ def test_two_drains_of_the_same_buckets_at_once_do_not_corrupt_the_destination(s
     def plain_drain() -> None:
         try:
             with scenario.b.connect() as conn_b, scenario.a.connect() as conn_a:
-                exporter = AccumuloExporter(conn_b, scenario.index, "difference")
-                drain_queue(conn_a, scenario.queue, exporter, buffer_bytes=4096)
+                exporter = AccumuloExporter(conn_b, scenario.index, "difference").ensure_table()
+                drain_queue(conn_a, scenario.queue, exporter, DrainSettings(buffer_bytes=4096))
                 exporter.close()
         except BaseException as exc:  # noqa: BLE001
             errors.append(exc)

@@ -40,7 +40,7 @@ def cell(row, value="1", cq="q"):
 def dest(accumulo):
     conn = accumulo["b"].connect()
     name = unique_table("dest")
-    exporter = AccumuloExporter(conn, name, "difference")
+    exporter = AccumuloExporter(conn, name, "difference").ensure_table()
     yield conn, name, exporter
     exporter.close()
     conn.delete_table(name, missing_ok=True)
@@ -140,7 +140,7 @@ def test_translation_error_writes_nothing_of_the_batch(dest):
 def test_rejected_mutation_names_rows_and_exporter_stays_usable(accumulo):
     conn = accumulo["b"].connect()
     name = unique_table("rej")
-    exporter = AccumuloExporter(conn, name, "cells")
+    exporter = AccumuloExporter(conn, name, "cells").ensure_table()
     conn.set_table_property(name, "table.constraint.2",
                             "org.apache.accumulo.core.data.constraints.VisibilityConstraint")
     import time
@@ -173,7 +173,7 @@ def test_compaction_hazard(accumulo, mode):
     tombstones survive it."""
     conn = accumulo["b"].connect()
     name = unique_table(f"hazard_{mode.value}")
-    exporter = AccumuloExporter(conn, name, "difference", delete_mode=mode)
+    exporter = AccumuloExporter(conn, name, "difference", delete_mode=mode).ensure_table()
     exporter.export([update(2, [cell("x")], [cell("y")])])
     conn.compact_table(name, wait=True)
     exporter.export([update(1, [], [cell("x")])])  # the late, older put
@@ -197,7 +197,7 @@ def test_compaction_hazard(accumulo, mode):
 def test_destination_table_created_with_one_version(accumulo):
     conn = accumulo["b"].connect()
     name = unique_table("created")
-    AccumuloExporter(conn, name).close()
+    AccumuloExporter(conn, name).ensure_table().close()
     props = conn.table_properties(name)
     assert props.get("table.iterator.scan.vers.opt.maxVersions") == "1"
     conn.write(name, [Mutation("r").put("f", "q", "old", timestamp=1), Mutation("r").put("f", "q", "new", timestamp=2)])

@@ -113,7 +113,8 @@ class JavaSetup:
         assert [(c.cq, json.loads(c.value)) for c in cells] == [(self.table.encode(), SOURCE_RECORD)]
 
     def drain_and_verify(self, transactions: int) -> None:
-        stats = drain_queue(self.conn_a, self.queue, AccumuloExporter(self.conn_b, self.index, "difference"))
+        exporter = AccumuloExporter(self.conn_b, self.index, "difference").ensure_table()
+        stats = drain_queue(self.conn_a, self.queue, exporter)
         assert stats.exported == transactions and stats.dead_lettered == 0
         counts = self.counts()
         assert sum(counts.values()) == transactions

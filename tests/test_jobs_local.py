@@ -109,6 +109,6 @@ def test_local_engine_streams_and_batches_the_combine_then_drains_its_exports(ac
     index = unique_table("index")
     drained = run_drain(LocalEngine(), DrainJob(source=accumulo["a"].gateway_options(),
                                                 dest=accumulo["b"].gateway_options(), queue=export,
-                                                dest_table=index, translator="difference"))
+                                                dest_table=index))
     assert drained.remaining == 0 and drained.exported == drained.totals.deleted
     verify(conn_a, conn_b, combine, export, docs, index)

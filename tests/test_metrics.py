@@ -283,7 +283,7 @@ def test_the_drain_counts_the_cells_it_writes(conn_a, conn_b, translator):
             q.add(f"k{i}", [{"op": "set", "row": f"r{i}", "cf": "f", "cq": cq, "value": "v"} for cq in ("a", "b")],
                   seq=i + 1)
     dest = unique_table("md")
-    with AccumuloExporter(conn_b, dest, translator) as exporter:
+    with AccumuloExporter(conn_b, dest, translator).ensure_table() as exporter:
         stats = drain_queue(conn_a, config, exporter)
     assert stats.exported == 50
     assert stats.cells == len(list(conn_b.scan(dest))) == (100 if translator == "replicator" else 50)

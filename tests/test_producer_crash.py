@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from connector.export import AccumuloExporter
-from connector.queue import ExportQueue, QueueConfig, drain_queue, queue_status
+from connector.queue import DrainSettings, ExportQueue, QueueConfig, drain_queue, queue_status
 from connector.queue.codec import EntryCodec
 from connector.queue.reader import read_bucket
 from connector.transactions import RowTransactions, outbox_status, relay_table
@@ -103,8 +103,8 @@ def test_producers_killed_at_random_points_then_restarted(accumulo, cli_env, pla
         assert [old for _, old, _ in chain] == [0] + [new for _, _, new in chain[:-1]], f"{word}: broken chain"
         assert chain[-1][2] == int(cells[word].value) and chain[-1][0] == cells[word].ts, f"{word}: stale count"
 
-    exporter = AccumuloExporter(conn_b, index, "difference")
-    stats = drain_queue(conn_a, queue, exporter, buffer_bytes=16_384)
+    exporter = AccumuloExporter(conn_b, index, "difference").ensure_table()
+    stats = drain_queue(conn_a, queue, exporter, DrainSettings(buffer_bytes=16_384))
     exporter.close()
     assert stats.dead_lettered == 0
     assert stats.exported == sum(len(c) for c in exports.values())

@@ -8,7 +8,7 @@ import pytest
 
 from connector.accumulo import Mutation
 from connector.export import SequencedExport
-from connector.queue import ExportQueue, MalformedEntryError, QueueConfig, drain_bucket, drain_queue
+from connector.queue import DrainSettings, ExportQueue, MalformedEntryError, QueueConfig, drain_bucket, drain_queue
 from connector.queue.codec import EntryCodec
 from connector.queue.drain import EntryProcessor
 from connector.queue.reader import read_bucket
@@ -147,7 +147,7 @@ def test_drain_exports_every_entry_once_in_bounded_batches(conn_a, table):
     progress: list[int] = []
     buffer_bytes = 2000
 
-    stats = drain_queue(conn_a, cfg, exporter, buffer_bytes=buffer_bytes, batch_size=50,
+    stats = drain_queue(conn_a, cfg, exporter, DrainSettings(buffer_bytes=buffer_bytes), batch_size=50,
                         progress=lambda bucket, _stats: progress.append(bucket))
 
     got = exporter.exported
@@ -177,7 +177,7 @@ def test_an_entry_larger_than_the_buffer_goes_alone(conn_a, table):
         queue.add("c", "small", 3)
         queue.add("d", "small", 4)
     exporter = RecordingExporter()
-    stats = drain_bucket(conn_a, cfg, 0, exporter, buffer_bytes=100)
+    stats = drain_bucket(conn_a, cfg, 0, exporter, DrainSettings(buffer_bytes=100))
     assert [[e.key for e in batch] for batch in exporter.batches] == [["a"], ["b"], ["c", "d"]]
     assert stats.batches == 3 and stats.deleted == 4
     assert rows_of(conn_a, table) == {}
@@ -222,7 +222,7 @@ def test_an_exporter_failure_deletes_nothing_of_its_batch(conn_a, table):
     exporter = RecordingExporter(fail_on_call=2)
 
     with pytest.raises(RuntimeError, match="destination down"):
-        drain_bucket(conn_a, cfg, 0, exporter, buffer_bytes=150)
+        drain_bucket(conn_a, cfg, 0, exporter, DrainSettings(buffer_bytes=150))
 
     first = exporter.batches[0]
     assert 1 < len(first) < 20
@@ -264,7 +264,7 @@ def test_malformed_entries_are_dead_lettered_with_their_reason(conn_a, table):
     assert ExportQueue(conn_a, cfg).status().malformed == len(bad) - 1
     exporter = RecordingExporter()
 
-    stats = drain_queue(conn_a, cfg, exporter, buffer_bytes=300)
+    stats = drain_queue(conn_a, cfg, exporter, DrainSettings(buffer_bytes=300))
 
     assert as_tuples(exporter.exported) == as_tuples(good)
     assert stats.dead_lettered == len(bad)
@@ -295,7 +295,7 @@ def test_fail_fast_raises_before_exporting_or_deleting_the_batch(conn_a, table):
     exporter = RecordingExporter()
 
     with pytest.raises(MalformedEntryError) as info:
-        EntryProcessor(conn_a, cfg, exporter, fail_fast=True).process(entries)
+        EntryProcessor(conn_a, cfg, exporter, DrainSettings(fail_fast=True)).process(entries)
 
     assert info.value.row in bad
     assert bad[info.value.row][1] in info.value.reason

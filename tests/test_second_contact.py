@@ -353,22 +353,6 @@ def test_combine_get_prints_combined_values(conn_a, cli_env):
     assert text.stdout == "pear\t2\n", text.stdout
 
 
-def test_readme_documents_every_data_source_option():
-    code = "".join(p.read_text() for p in sorted((ROOT / "connector" / "spark").glob("*.py")))
-    names = set(re.findall(r'(?:int_option|float_option|bool_option|_get)\((?:opts|options), f?"([\w.{}]+)"', code))
-    names |= set(re.findall(r'options\.get\(f?"([\w.{}]+)"', code))
-    expanded = set()
-    for name in names - {"{prefix}{key}", "partitions"}:  # partitions: the internal warm-up source's
-        expanded |= {name.replace("{prefix}", p) for p in ("source.", "dest.")} if "{prefix}" in name else {name}
-    expanded |= {f"{p}{k}" for p in ("source.", "dest.") for k in ("tls_ca_file", "tls_server_hostname")}
-    readme = (ROOT / "README.md").read_text()
-    table = readme[readme.index("## Spark data sources"):readme.index("## Guarantees")]
-    assert len(expanded) > 15
-    missing = sorted(n for n in expanded if f"`{n}`" not in table
-                     and not ("tls_" in n and f"`{n.split('.')[0]}.tls_*`" in table))
-    assert not missing, missing
-
-
 # --- item 9: README figures say under which conditions they were measured --------------------------------
 
 def test_readme_benchmark_figures_state_their_conditions():

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from connector.jobs import LocalEngine, stream_drain
-from connector.queue import ExportQueue, QueueConfig, queue_status
+from connector.queue import DrainSettings, ExportQueue, QueueConfig, queue_status
 from connector.spark import DrainJob
 from connector.spark.drain_job import run_batch, start_stream
 from connector.transactions import RowTransactions, outbox_status, relay_table
@@ -58,9 +58,9 @@ class Setup:
         assert outbox_status(self.conn_a, self.txs.table).cells == len(words)
         assert queue_status(self.conn_a, self.queue).entries == before, "nothing was relayed"
 
-    def job(self, **kw) -> DrainJob:
+    def job(self, **settings) -> DrainJob:
         return DrainJob(source=self.a.gateway_options(), dest=self.b.gateway_options(), queue=self.queue,
-                        dest_table=self.index, **kw)
+                        dest_table=self.index, settings=DrainSettings(**settings))
 
     def index_on_b(self) -> set:
         return set(actual_index(self.conn_b, self.index)) if self.conn_b.table_exists(self.index) else set()
@@ -113,7 +113,7 @@ def test_local_stream_relays_within_relay_seconds(setup, monkeypatch):
     stop = threading.Event()
     reports = []
     runner = threading.Thread(target=lambda: reports.append(
-        stream_drain(LocalEngine(), setup.job(relay_seconds=2.0), 0.2, stop=stop)))
+        stream_drain(LocalEngine(), setup.job(relay_seconds=2.0, trigger_seconds=0.2), stop=stop)))
     runner.start()
     try:
         setup.crash_after_commit(["p", "q"], monkeypatch)
@@ -133,8 +133,8 @@ def test_local_stream_relays_within_relay_seconds(setup, monkeypatch):
 @pytest.mark.spark
 def test_spark_stream_relays_leftovers(setup, spark, monkeypatch, tmp_path):
     setup.crash_after_commit(["s1", "s2"], monkeypatch)
-    query = start_stream(spark, setup.job(relay_seconds=2.0), str(tmp_path / "ckpt"), str(tmp_path / "rep"),
-                         trigger_seconds=0.5)
+    query = start_stream(spark, setup.job(relay_seconds=2.0, trigger_seconds=0.5), str(tmp_path / "ckpt"),
+                         str(tmp_path / "rep"))
     try:
         deadline = time.monotonic() + 180
         while setup.index_on_b() != setup.expected({"s1": 1, "s2": 1}) and time.monotonic() < deadline:

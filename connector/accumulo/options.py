@@ -1,5 +1,6 @@
-"""Options as strings (a data source's, a config file's): how to reach a gateway (``GatewayOptions``) and the
-typed parsers of option values, in one place.
+"""How to reach a cluster's gateway (``GatewayOptions``): settings given as data source options (under a
+prefix such as ``dest.``) or as the keys of a cluster in ``clusters.toml``, declared once
+(:mod:`connector.settings`).
 
 Spark shows data source options in plans and UIs, so a secret is never an option: options name a secret
 *file* (``<prefix>secret_file``) or an environment variable (``<prefix>secret_env``) that executors read
@@ -12,84 +13,42 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass
 from typing import Any
 
-from connector.errors import ConnectorError
+from connector.settings import OptionError, Settings, port, seconds, setting
 
 from .connection import Connection
 from .errors import AccumuloSecurityError
 from .gateways import parse_addresses
 from .secret import SECRET_ENV, SECRET_FILE_ENV
 
+__all__ = ["GatewayOptions", "OptionError", "refuse_secrets"]
+
 _FORBIDDEN = ("secret", "shared_secret", "sharedsecret", "password")
-_TLS_KEYS = ("tls_ca_file", "tls_cert_file", "tls_key_file", "tls_server_hostname")
 
 
-class OptionError(ConnectorError, ValueError):
-    """A data source option is missing or wrong; the message names it."""
-
-
-def str_option(options: Mapping[str, str], name: str, default: str | None = None) -> str:
-    value = options.get(name, default)
-    if value is None or value == "":
-        raise OptionError(f"option {name!r} is required")
-    return str(value)
-
-
-def int_option(options: Mapping[str, str], name: str, default: int | None = None, minimum: int = 0) -> int:
-    raw = options.get(name)
-    if raw is None or raw == "":
-        if default is None:
-            raise OptionError(f"option {name!r} is required")
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise OptionError(f"option {name!r} must be an integer, got {raw!r}") from None
-    if value < minimum:
-        raise OptionError(f"option {name!r} must be >= {minimum}, got {value}")
-    return value
-
-
-def float_option(options: Mapping[str, str], name: str, default: float) -> float:
-    """A positive number of seconds, say."""
-    raw = options.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise OptionError(f"option {name!r} must be a number, got {raw!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise OptionError(f"option {name!r} must be a number > 0, got {raw!r}")
-    return value
-
-
-def bool_option(options: Mapping[str, str], name: str, default: bool) -> bool:
-    raw = options.get(name)
-    if raw is None or raw == "":
-        return default
-    text = str(raw).strip().lower()
-    if text in ("true", "1", "yes"):
-        return True
-    if text in ("false", "0", "no"):
-        return False
-    raise OptionError(f"option {name!r} must be true or false, got {raw!r}")
-
-
-def refuse_secrets(options: Mapping[str, str]) -> None:
+def refuse_secrets(options: Mapping[str, Any], where: str = "option") -> None:
+    """A secret is never an option (Spark shows options in plans and UIs) nor a config-file value."""
     for key in options:
         last = key.lower().rsplit(".", 1)[-1]
         if last in _FORBIDDEN:
             raise OptionError(
-                f"option {key!r} would put a secret in the Spark plan; use '<prefix>secret_file' (a file "
-                f"readable on every executor) or '<prefix>secret_env' (an environment variable) instead"
+                f"{where} {key!r} would put a secret in plain sight; name where it is instead: "
+                f"'<prefix>secret_file' (a file readable on every executor) or '<prefix>secret_env' (an "
+                "environment variable)"
             )
 
 
+def _hosts(raw: str) -> tuple[str, ...]:
+    items = tuple(h.strip() for h in raw.split(",") if h.strip())
+    if not items:
+        raise ValueError("must name at least one gateway as host:port")
+    return items
+
+
 @dataclass(frozen=True)
-class GatewayOptions:
+class GatewayOptions(Settings):
     """How to reach one cluster's gateway. Holds the secret's *location*, never the secret.
 
     ``secret_file`` or ``secret_env`` names where the secret is; with neither, the client's defaults
@@ -101,19 +60,26 @@ class GatewayOptions:
     gateways of the cluster (``"host:port"`` each; the option ``<prefix>hosts`` separates them with commas);
     then ``host`` and ``port`` are the first of them (use :meth:`pool` to make one)."""
 
-    host: str
-    port: int
-    secret_file: str | None = None
-    secret_env: str | None = None
-    name: str = field(default="", compare=False)
-    tls_ca_file: str | None = None
-    tls_cert_file: str | None = None
-    tls_key_file: str | None = None
-    tls_server_hostname: str | None = None
+    host: str = setting(MISSING, "the gateway's host", flag=None, shown_default="127.0.0.1")
+    port: int = setting(MISSING, "the gateway's port", parse=port, flag=None, shown_default="required, unless hosts")
+    secret_file: str | None = setting(None, "a file holding the gateway's shared secret, readable where the "
+                                            "connection is made (every executor)", flag=None)
+    secret_env: str | None = setting(None, "an environment variable holding the shared secret", flag=None)
+    name: str = setting("", "the cluster's name, for messages", flag=None, compare=False)
+    tls_ca_file: str | None = setting(None, "TLS: the CA certificate (PEM) that signed the gateway's; turns TLS "
+                                            "on", flag=None)
+    tls_cert_file: str | None = setting(None, "TLS: a client certificate (PEM), for gateways that require one",
+                                        flag=None)
+    tls_key_file: str | None = setting(None, "TLS: the client certificate's key (PEM)", flag=None)
+    tls_server_hostname: str | None = setting(None, "TLS: the name the gateway's certificate must carry "
+                                                    "(default: the host)", flag=None)
     #: seconds a scan or a writer's flush may wait for a tablet server (None: no bound); see ``Connection``
-    server_wait: float | None = None
+    server_wait: float | None = setting(None, "seconds a scan or flush may wait for a tablet server (a crashed "
+                                              "one restarting) before it fails", parse=seconds, flag=None)
     #: several gateways of the cluster, ``host:port`` each (empty: the one at ``host``/``port``)
-    hosts: tuple[str, ...] = ()
+    hosts: tuple[str, ...] = setting((), "several gateways of the cluster, host:port each (comma-separated as "
+                                         "an option, a list in clusters.toml): spread over, failed over",
+                                     parse=_hosts, flag=None)
 
     @classmethod
     def pool(cls, hosts: Sequence[str] | str, default_port: int | None = None, **options: Any) -> GatewayOptions:
@@ -126,35 +92,32 @@ class GatewayOptions:
         return cls(addresses[0].host, addresses[0].port, hosts=tuple(str(a) for a in addresses), **options)
 
     @classmethod
-    def parse(cls, options: Mapping[str, str], prefix: str) -> GatewayOptions:
-        refuse_secrets(options)
-        hosts = options.get(f"{prefix}hosts") or ""
-        if hosts.strip() and options.get(f"{prefix}host"):
-            raise OptionError(f"options {prefix}host and {prefix}hosts: give one gateway or several, not both")
-        several = bool(hosts.strip())
-        port = int_option(options, f"{prefix}port", minimum=1) if not several or options.get(f"{prefix}port") else None
-        rest: dict[str, Any] = dict(
-            secret_file=options.get(f"{prefix}secret_file") or None,
-            secret_env=options.get(f"{prefix}secret_env") or None,
-            name=options.get(f"{prefix}name") or "",
-            **{key: options.get(f"{prefix}{key}") or None for key in _TLS_KEYS},
-            server_wait=(float_option(options, f"{prefix}server_wait", 1.0)
-                         if options.get(f"{prefix}server_wait") else None),
-        )
-        if several:
-            return cls.pool(hosts, port, **rest)
-        assert port is not None
-        return cls(host=str_option(options, f"{prefix}host", "127.0.0.1"), port=port, **rest)
+    def parse(cls, options: Mapping[str, Any], prefix: str, where: str = "option") -> GatewayOptions:
+        """The gateway the options under ``prefix`` name (``<prefix>host``, ``<prefix>port`` or
+        ``<prefix>hosts``, the secret's location, TLS paths, ``server_wait``). Unknown names are the
+        surface's to refuse (:class:`connector.settings.Surface`); a secret given as a value is refused here."""
+        refuse_secrets({k: v for k, v in options.items() if k.startswith(prefix)}, where)
+        values = cls.values_from_options(options, prefix, where)
+        hosts = values.pop("hosts", ())
+        if hosts and "host" in values:
+            raise OptionError(f"{where}s {prefix}host and {prefix}hosts: give one gateway or several, not both")
+        if hosts:
+            return cls.pool(hosts, values.pop("port", None), **values)
+        if "port" not in values:
+            raise OptionError(f"{where} {prefix + 'port'!r} is required")
+        values.setdefault("host", "127.0.0.1")
+        return cls(**values)
 
-    def to_options(self, prefix: str) -> dict[str, str]:
-        out = ({f"{prefix}hosts": ",".join(self.hosts)} if self.hosts
-               else {f"{prefix}host": self.host, f"{prefix}port": str(self.port)})
-        for key, value in (("secret_file", self.secret_file), ("secret_env", self.secret_env), ("name", self.name),
-                           *((k, getattr(self, k)) for k in _TLS_KEYS)):
-            if value:
-                out[f"{prefix}{key}"] = value
-        if self.server_wait is not None:
-            out[f"{prefix}server_wait"] = repr(float(self.server_wait))
+    def to_options(self, prefix: str = "", tags: Any = None) -> dict[str, str]:
+        """These options as text under ``prefix`` (what :meth:`parse` reads back)."""
+        out = super().to_options(prefix, tags)
+        if self.hosts:  # host and port are the first of the hosts: not options of their own then
+            out.pop(prefix + "host", None)
+            out.pop(prefix + "port", None)
+        else:
+            out.pop(prefix + "hosts", None)
+        if not self.name:
+            out.pop(prefix + "name", None)
         return out
 
     def describe(self) -> str:

@@ -14,17 +14,16 @@ from typing import TYPE_CHECKING, Any
 
 from connector.accumulo import AccumuloError
 from connector.clusters_config import cluster
+from connector.export.translators import DEFAULT_TRANSLATOR
 from connector.jobs import LOCAL_DRAIN_MAX_ENTRIES, DrainError, DrainJob, DrainReport, Engine, LocalEngine, run_drain
 from connector.jobs.drain import preflight
-from connector.queue import count_entries
-from connector.queue.planner import DEFAULT_SWEEP_SECONDS
+from connector.queue import DrainSettings, count_entries
 from connector.queue.progress import other_drains
 from connector.queue.stored_config import read_translator
-from connector.transactions.relay import DEFAULT_RELAY_SECONDS
 
 from .common import EXIT_DEAD_LETTERS, Terminated, UsageError, spark_output
 from .drain_stream import stream_locally, stream_with_spark
-from .options import Help, check_namespace, check_table_name, int_at_least, port_number, positive_seconds, queue_args
+from .options import Help, check_namespace, check_table_name, port_number, queue_args
 from .progress import DrainProgressView
 from .queue import stored_config
 
@@ -33,9 +32,9 @@ if TYPE_CHECKING:  # Spark loads only when a drain runs with it: local drains st
 
 
 def register_drain_command(sub: Any) -> None:
-    """Add the ``drain`` command to the ``accumulo-export`` parser's subcommands."""
-    fmt = Help
-    d = sub.add_parser("drain", formatter_class=fmt, help="export the queue into a destination table with Spark",
+    """Add the ``drain`` command to the ``accumulo-export`` parser's subcommands: the queue's flags, the
+    destination, the engine and every :class:`~connector.queue.DrainSettings` setting."""
+    d = sub.add_parser("drain", formatter_class=Help, help="export the queue into a destination table with Spark",
                        description="Export the queue's entries into a table on the destination cluster (created "
                                    "when missing), each cell at timestamp = seq, and delete each entry after "
                                    "its export is durable. Batch mode runs until the queue is empty; --stream "
@@ -43,37 +42,9 @@ def register_drain_command(sub: Any) -> None:
     queue_args(d, "--source")
     d.add_argument("--dest", required=True, help="destination cluster name from the config file")
     d.add_argument("--dest-table", required=True, help="destination table (created when missing)")
-    d.add_argument("--translator", metavar="{difference,replicator,cells,value[=CF[:CQ]],module:callable}",
-                   help="turns each export into cell changes; value=CF[:CQ] writes each key's value (a combine's "
-                        "new value) into the cell (key, CF, CQ); module:callable: see the README (default: the "
-                        "one 'queue init --translator' stored, else difference)")
-    d.add_argument("--delete-mode", default="delete", choices=["delete", "tombstone"],
-                   help="tombstone: deletes as tombstone puts, immune to the compaction hazard (README)")
-    d.add_argument("--buffer-bytes", type=int_at_least(1), default=1 << 20,
-                   help="max bytes (row + value) of entries per exported batch")
-    d.add_argument("--fail-fast", action="store_true",
-                   help="stop at the first malformed or untranslatable entry instead of dead-lettering it")
     d.add_argument("--allow-dead-letters", action="store_true",
                    help=f"exit 0 even when entries were dead-lettered (else exit status {EXIT_DEAD_LETTERS})")
-    d.add_argument("--server-wait", type=positive_seconds, default=300.0, metavar="SECONDS",
-                   help="how long a read or write on A or B may wait for a tablet server (one restarting after a "
-                        "crash) before the drain fails; nothing unexported is deleted, a rerun finishes")
     d.add_argument("--stream", action="store_true", help="keep draining new entries until Ctrl-C")
-    d.add_argument("--trigger-seconds", type=positive_seconds, default=1.0, help="--stream: micro-batch interval")
-    limits = d.add_mutually_exclusive_group()
-    limits.add_argument("--max-entries-per-trigger", type=int_at_least(1),
-                        help="--stream with Spark: at most this many entries per micro-batch (default: all pending)")
-    limits.add_argument("--max-bytes-per-trigger", type=int_at_least(1),
-                        help="--stream with Spark: at most about this many bytes (row + value) per micro-batch, "
-                             "shared among the pending buckets (default: all pending)")
-    d.add_argument("--checkpoint", help="--stream with Spark: checkpoint folder, kept (default: a temporary one, "
-                                        "removed)")
-    d.add_argument("--sweep-seconds", type=positive_seconds, default=DEFAULT_SWEEP_SECONDS,
-                   help="--stream: the longest an entry written without a bucket mark waits (a full sweep of "
-                        "the queue runs this often)")
-    d.add_argument("--relay-seconds", type=positive_seconds, default=DEFAULT_RELAY_SECONDS,
-                   help="--stream: relay what crashed row-transaction producers left in the outboxes feeding the "
-                        "queue within about this long (a batch drain relays them once before it starts)")
     d.add_argument("--master", help="Spark master (default: SPARK_MASTER or local[2])")
     d.add_argument("--metrics-port", type=port_number, metavar="PORT",
                    help="serve Prometheus metrics (counters, queue depth, lag per bucket) on this port while the "
@@ -83,6 +54,17 @@ def register_drain_command(sub: Any) -> None:
                         "drains whole buckets per micro-batch; it needs no checkpoint: the queue's marks are its "
                         "state); auto: local for a batch drain of a small queue (Spark's start-up would "
                         "dominate) when no --master is given, else Spark")
+    DrainSettings.add_arguments(d, shown_defaults={
+        "translator": f"the one 'queue init --translator' stored, else {DEFAULT_TRANSLATOR}"})
+
+
+def drain_settings(args: argparse.Namespace, stored_translator: str | None) -> DrainSettings:
+    """The drain's settings from its flags; the translator, when not given, is the one the queue stored."""
+    given = {} if args.translator or not stored_translator else {"translator": stored_translator}
+    try:
+        return DrainSettings.from_args(args, **given)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def cmd_drain(args: argparse.Namespace) -> int:
@@ -94,7 +76,7 @@ def cmd_drain(args: argparse.Namespace) -> int:
     with source.connect() as conn:
         try:
             queue = stored_config(conn, args, f"the source {source.describe()}")
-            translator = args.translator or read_translator(conn, queue) or "difference"
+            settings = drain_settings(args, read_translator(conn, queue))
         except AccumuloError as exc:
             raise UsageError(f"source {source.describe()}: {exc}") from None
     try:
@@ -103,9 +85,7 @@ def cmd_drain(args: argparse.Namespace) -> int:
                 check_namespace(conn, args.dest_table, "--dest-table", f"the destination {dest.describe()}")
     except AccumuloError as exc:
         raise UsageError(f"destination {dest.describe()}: {exc}") from None
-    job = DrainJob(source=source, dest=dest, queue=queue, dest_table=args.dest_table,
-                   translator=translator, delete_mode=args.delete_mode, buffer_bytes=args.buffer_bytes,
-                   fail_fast=args.fail_fast, server_wait=args.server_wait, relay_seconds=args.relay_seconds)
+    job = DrainJob(source=source, dest=dest, queue=queue, dest_table=args.dest_table, settings=settings)
     preflight(job)
     from .metrics import drain_metrics
 
@@ -133,12 +113,11 @@ def cmd_drain(args: argparse.Namespace) -> int:
 def _drain_locally(args: argparse.Namespace, job: DrainJob) -> bool:
     if args.engine != "auto":
         if args.engine == "local" and args.stream:
-            spark_only = [flag for flag, value in (("--checkpoint", args.checkpoint), ("--master", args.master),
-                                                   ("--max-entries-per-trigger", args.max_entries_per_trigger),
-                                                   ("--max-bytes-per-trigger", args.max_bytes_per_trigger))
-                          if value]
+            spark_only = [s.flag for s in DrainSettings.settings()
+                          if s.name in DrainSettings.spark_only() and getattr(args, s.name, None) is not None]
+            spark_only += ["--master"] if args.master else []
             if spark_only:
-                raise UsageError(f"{', '.join(spark_only)} applies to Spark streams, not to --engine local")
+                raise UsageError(f"{', '.join(map(str, spark_only))} applies to Spark streams, not to --engine local")
         return bool(args.engine == "local")
     from connector.spark.session import submitted
 

@@ -29,18 +29,15 @@ def stream_with_spark(args: argparse.Namespace, job: DrainJob, spark: SparkSessi
 
     report_dir = tempfile.mkdtemp(prefix="drain-stream-")
     folders.append(report_dir)
-    checkpoint = args.checkpoint
+    checkpoint = job.settings.checkpoint
     if not checkpoint:
         checkpoint = tempfile.mkdtemp(prefix="drain-checkpoint-")
         folders.append(checkpoint)
     stop: KeyboardInterrupt | None = None  # how the stream was stopped: Ctrl-C or SIGTERM (Terminated)
     report = DrainReport()
-    query = start_stream(spark, job, checkpoint, report_dir, args.trigger_seconds,
-                         max_entries_per_trigger=args.max_entries_per_trigger,
-                         max_bytes_per_trigger=args.max_bytes_per_trigger, sweep_seconds=args.sweep_seconds,
-                         check=False)
+    query = start_stream(spark, job, checkpoint, report_dir, check=False)
     stream_started = time.monotonic()
-    kept = f" (checkpoint {checkpoint})" if args.checkpoint else ""
+    kept = f" (checkpoint {checkpoint})" if job.settings.checkpoint else ""
     print(f"streaming drain started{kept}; Ctrl-C or SIGTERM stops it", file=sys.stderr, flush=True)
     with sigterm_as_event() as terminated:
         try:
@@ -82,8 +79,7 @@ def stream_locally(args: argparse.Namespace, job: DrainJob,
 
     def run() -> None:
         try:
-            holder["report"] = stream_drain(LocalEngine(), job, args.trigger_seconds, progress, stop=stop,
-                                            sweep_seconds=args.sweep_seconds, check=False)
+            holder["report"] = stream_drain(LocalEngine(), job, progress, stop=stop, check=False)
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread, which raises it
             failure.append(exc)
         finally:

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Sequence
 
 from connector.errors import ConnectorError
+from connector.settings import check_environment
 
 from .combine import cmd_combine, register_combine_commands
 from .common import EXIT_SIGTERM, Terminated, handle_sigterm
@@ -87,9 +88,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                         format="%(levelname)s %(name)s: %(message)s")
     handle_sigterm()
     try:
+        check_environment()  # a misspelt ACCUMULO_GATEWAY_SECRET_FILE must not quietly mean another secret
         command = {"queue": cmd_queue, "drain": cmd_drain, "combine": cmd_combine, "tx": cmd_tx}[args.command]
         return command(args)
-    except (ConnectorError, ValueError) as exc:  # ours (every one derives from ConnectorError), and bad input
+    except ConnectorError as exc:  # ours, raised on purpose: one line; anything else is a bug, with its trace
         if args.verbose:
             log.exception("failed")
         print(f"accumulo-export: error: {exc}", file=sys.stderr)

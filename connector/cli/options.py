@@ -6,18 +6,45 @@ from __future__ import annotations
 import argparse
 import re
 from collections.abc import Callable
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from connector.accumulo import Connection
+from connector.settings import argparse_type, closest, integer, port, seconds
 
 from .common import UsageError
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line naming the problem (and where help is), not the usage text."""
+    """argparse, strict and brief: a usage error is one line naming the problem (and where help is), not the
+    usage text; an unknown flag names the closest known one; abbreviated flags are refused (a prefix that
+    is unique today would silently change meaning when a flag is added)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
+        if message.startswith("unrecognized arguments: "):
+            message = self._unknown(message.removeprefix("unrecognized arguments: ").split())
         self.exit(2, f"accumulo-export: error: {message} (see '{self.prog} --help')\n")
+
+    def _unknown(self, extras: list[str]) -> str:
+        flags = [e.split("=", 1)[0] for e in extras if e.startswith("-")]
+        if not flags:
+            return f"unexpected arguments: {' '.join(extras)}"
+        near = closest(flags[0], _all_flags(self))
+        return f"unknown flag {flags[0]!r}" + (f" (did you mean {near!r}?)" if near else "")
+
+
+def _all_flags(parser: argparse.ArgumentParser) -> set[str]:
+    """Every flag of ``parser`` and of its subcommands' parsers."""
+    flags: set[str] = set()
+    for action in parser._actions:
+        flags.update(s for s in action.option_strings if s.startswith("--"))
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                flags |= _all_flags(sub)
+    return flags
 
 
 class Help(argparse.HelpFormatter):
@@ -31,34 +58,13 @@ class Help(argparse.HelpFormatter):
 
 
 def int_at_least(minimum: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
-        return value
-
-    return parse
+    return argparse_type(integer(minimum), "integer")
 
 
-def port_number(text: str) -> int:
-    """A TCP port to listen on: 1-65535."""
-    port = int_at_least(1)(text)
-    if port > 65535:
-        raise argparse.ArgumentTypeError(f"must be a TCP port (1-65535), got {port}")
-    return port
-
-
-def positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {text}")
-    return value
+#: a TCP port to listen on: 1-65535
+port_number = argparse_type(port, "port")
+#: a number of seconds > 0
+positive_seconds = argparse_type(seconds, "seconds")
 
 
 _TABLE_NAME = re.compile(r"(?:\w+\.)?\w+", re.ASCII)

@@ -12,6 +12,7 @@ from connector.accumulo import AccumuloError, Connection, Mutation
 from connector.accumulo.frames import DEFAULT_MAX_FRAME_BYTES, mutation_fits
 from connector.clusters_config import cluster
 from connector.export import translator_from_name
+from connector.export.translators import METAVAR, check_translator_name
 from connector.queue import (
     ExportQueue,
     QueueConfig,
@@ -22,6 +23,7 @@ from connector.queue import (
     resolve_config,
 )
 from connector.queue.stored_config import read_translator, store_translator
+from connector.settings import argparse_type
 
 from .common import UsageError
 from .options import Help, check_namespace, check_table_name, int_at_least, queue_args
@@ -40,7 +42,7 @@ def register_queue_commands(sub: Any) -> None:
     queue_args(init)
     init.add_argument("--buckets-per-tablet", type=int_at_least(1),
                       help="buckets sharing one tablet (default: about 8-16 tablets)")
-    init.add_argument("--translator", metavar="{difference,replicator,cells,value[=CF[:CQ]],module:callable}",
+    init.add_argument("--translator", metavar=METAVAR, type=argparse_type(check_translator_name, "translator"),
                       help="store the translator the queue's entries are meant for: 'queue add' then checks each "
                            "line with it, and 'drain' uses it when given no --translator")
     add = q.add_parser("add", formatter_class=fmt, help="add JSON lines from stdin, all or nothing",

@@ -32,9 +32,9 @@ from .core import (
     last_change_per_cell,
     translation_reason,
 )
-from .native_translate import NATIVE_TRANSLATORS, changes_to_updates, translate_batch
+from .native_translate import changes_to_updates, translate_batch
 from .tombstones import TOMBSTONE, DeleteMode, install_tombstone_filter
-from .translators import BUILT_IN, translator_from_name
+from .translators import DEFAULT_TRANSLATOR, native_name, translator_from_name
 
 
 class ExportRejectedError(MutationsRejectedError):
@@ -51,17 +51,18 @@ class AccumuloExporter:
     order. ``export()`` returns once the batch is flushed (durable) and raises on any failure. One writer
     is kept open and reused; calls from several threads are serialised.
 
-    ``create_table`` makes the table when missing, with the versioning iterator at one version.
-    ``delete_mode`` chooses real deletes or tombstones (see :mod:`connector.export.tombstones`).
+    Construction does no I/O: :meth:`ensure_table` makes the table when missing (versioning iterator at one
+    version) and, in tombstone mode, installs the filter that hides tombstones; call it once before the first
+    export into a table that may not exist. ``delete_mode`` chooses real deletes or tombstones (see
+    :mod:`connector.export.tombstones`).
     """
 
     def __init__(
         self,
         connection: Connection,
         table: str,
-        translator: Translator | str = "difference",
+        translator: Translator | str = DEFAULT_TRANSLATOR,
         *,
-        create_table: bool = True,
         delete_mode: DeleteMode | str = DeleteMode.DELETE,
         writer_options: dict[str, Any] | None = None,
     ) -> None:
@@ -71,8 +72,7 @@ class AccumuloExporter:
             translator_from_name(translator) if isinstance(translator, str) else translator
         )
         #: the built-in translator's name when export_batch may run it natively
-        self._native_name = next((name for name, fn in BUILT_IN.items()
-                                  if fn is self.translator and name in NATIVE_TRANSLATORS), None)
+        self._native_name = native_name(self.translator)
         self.delete_mode = DeleteMode(delete_mode)
         self._writer_options = writer_options or {}
         self._lock = threading.Lock()
@@ -82,10 +82,15 @@ class AccumuloExporter:
         #: exports written so far
         self.exported = 0
         self._calls = threading.local()  # per thread: a shared exporter serves several drain threads
-        if create_table:
-            connection.create_table(table, exist_ok=True)
+
+    def ensure_table(self, create: bool = True) -> AccumuloExporter:
+        """Create the destination table when missing (``create``) and, in tombstone mode, install the filter
+        that hides tombstones; returns the exporter: ``AccumuloExporter(conn, "t").ensure_table()``."""
+        if create:
+            self.connection.create_table(self.table, exist_ok=True)
         if self.delete_mode is DeleteMode.TOMBSTONE:
-            install_tombstone_filter(connection, table)
+            install_tombstone_filter(self.connection, self.table)
+        return self
 
     def mutations(self, export: SequencedExport) -> list[Mutation]:
         """The mutations one export becomes: one per destination row, every change at ``ts = seq``."""

@@ -19,10 +19,7 @@ from connector.accumulo.native_wire import UPDATE_SCHEMA
 from connector.serializers import JsonSerializer
 
 from .core import EntryFailure, SequencedExport, TranslationError, last_change_per_cell
-from .translators import BUILT_IN
-
-#: the built-in translators that run natively
-NATIVE_TRANSLATORS = ("difference", "replicator", "cells")
+from .translators import BUILT_IN, NATIVE_TRANSLATORS
 
 CHANGE_SCHEMA = pa.schema([
     pa.field("entry", pa.int32(), nullable=False),

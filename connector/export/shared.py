@@ -15,11 +15,11 @@ _exporters_lock = threading.Lock()
 def shared_exporter(dest: GatewayOptions, table: str, translator: str, mode: str, create: bool) -> AccumuloExporter:
     """The exporter of this process for that destination, table, translator and delete mode: one open writer
     per Python worker, reused across Spark tasks and by the threads of an in-process drain (the lock keeps two
-    threads from each making one)."""
+    threads from each making one). ``create``: make the table when missing, once per process."""
     key = (dest, table, translator, mode, create)
     with _exporters_lock:
         exporter = _exporters.get(key)
         if exporter is None:
-            exporter = _exporters[key] = AccumuloExporter(dest.shared(), table, translator, create_table=create,
-                                                          delete_mode=mode)
+            exporter = AccumuloExporter(dest.shared(), table, translator, delete_mode=mode).ensure_table(create)
+            _exporters[key] = exporter
     return exporter

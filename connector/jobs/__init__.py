@@ -10,14 +10,14 @@ elsewhere), ``drain`` (the drain job; its report in ``drain_report``, live progr
 """
 
 from .combine import LOCAL_COMBINE_MAX_UPDATES, CombineJob, CombineReport, run_combine, stream_combine
-from .drain import DEFAULT_SERVER_WAIT, LOCAL_DRAIN_MAX_ENTRIES, DrainJob, run_drain, stream_drain
+from .drain import LOCAL_DRAIN_MAX_ENTRIES, DrainJob, run_drain, stream_drain
 from .drain_report import DrainReport
 from .errors import CombineError, DrainError
 from .local import LOCAL_THREADS, LocalEngine
 from .rounds import Engine, Round, bucket_groups
 
 __all__ = [
-    "CombineError", "CombineJob", "CombineReport", "DEFAULT_SERVER_WAIT", "DrainError", "DrainJob", "DrainReport",
+    "CombineError", "CombineJob", "CombineReport", "DrainError", "DrainJob", "DrainReport",
     "Engine", "LOCAL_COMBINE_MAX_UPDATES", "LOCAL_DRAIN_MAX_ENTRIES", "LOCAL_THREADS", "LocalEngine", "Round",
     "bucket_groups", "run_combine", "run_drain", "stream_combine", "stream_drain",
 ]

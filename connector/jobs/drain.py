@@ -15,26 +15,24 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from connector.accumulo import AccumuloError, Connection
 from connector.accumulo.options import GatewayOptions
-from connector.export import translator_from_name
+from connector.export import AccumuloExporter, translator_from_name
 from connector.export.shared import shared_exporter
 from connector.queue import DrainStats, QueueConfig, QueueConfigError, check_config, drain_buckets, queue_status
 from connector.queue.config import queue_options
 from connector.queue.marks import read_marks, settle_marks
-from connector.queue.planner import DEFAULT_SWEEP_SECONDS, StreamPlanner
-from connector.transactions.relay import DEFAULT_RELAY_SECONDS
+from connector.queue.planner import StreamPlanner
+from connector.queue.settings import DRAIN, EXPORT, PLAN, DrainSettings
 
 from .drain_progress import watching
 from .drain_report import DrainReport, ProgressFn
 from .errors import DrainError
 from .rounds import Engine, Round, bucket_groups, plain_round, run_batch_rounds, run_stream_rounds, timed_out_message
 
-#: default bound (seconds) on waiting for a tablet server of A or B during a drain (``DrainJob.server_wait``)
-DEFAULT_SERVER_WAIT = 300.0
 #: a batch drain of at most this many entries runs in-process by default: Spark's start-up would dominate
 LOCAL_DRAIN_MAX_ENTRIES = 20_000
 
@@ -46,55 +44,52 @@ def timed_out(message: str) -> DrainError:
 
 @dataclass(frozen=True)
 class DrainJob:
-    """Everything a drain needs, in one place."""
+    """Everything a drain needs, in one place: where the queue is, where it goes, and how
+    (:class:`~connector.queue.DrainSettings`, passed whole to every task). The settings' ``server_wait``
+    becomes both gateways' bound on waiting for a tablet server."""
 
     source: GatewayOptions
     dest: GatewayOptions
     queue: QueueConfig
     dest_table: str
-    translator: str = "difference"
-    delete_mode: str = "delete"
-    buffer_bytes: int = 1 << 20
-    fail_fast: bool = False
-    buckets_per_partition: int | None = None
-    #: seconds a scan or flush on A or B may wait for a tablet server (a crashed one coming back) before the
-    #: drain fails with ``DrainError``; None leaves each ``GatewayOptions.server_wait`` as it is
-    server_wait: float | None = DEFAULT_SERVER_WAIT
-    #: a stream relays what crashed producers left in the outboxes feeding the queue within about this long
-    #: (seconds); a batch drain relays them once before it starts
-    relay_seconds: float = DEFAULT_RELAY_SECONDS
+    settings: DrainSettings = field(default_factory=DrainSettings)
 
     def __post_init__(self) -> None:
-        if not (0 < self.relay_seconds < float("inf")):
-            raise ValueError(f"relay_seconds must be a number of seconds > 0, got {self.relay_seconds!r}")
-        if self.server_wait is not None:
-            if not (0 < self.server_wait < float("inf")):
-                raise ValueError(f"server_wait must be a number of seconds > 0, got {self.server_wait!r}")
-            for role in ("source", "dest"):
-                gateway: GatewayOptions = getattr(self, role)
-                if gateway.server_wait != self.server_wait:
-                    object.__setattr__(self, role, replace(gateway, server_wait=self.server_wait))
+        wait = self.settings.server_wait
+        for role in ("source", "dest"):
+            gateway: GatewayOptions = getattr(self, role)
+            if gateway.server_wait != wait:
+                object.__setattr__(self, role, replace(gateway, server_wait=wait))
 
     def relay_target(self) -> tuple[str, bytes]:
         return self.queue.table, self.queue.layout.config_row
 
+    @property
+    def relay_seconds(self) -> float:
+        return self.settings.relay_seconds
+
     def source_options(self) -> dict[str, str]:
         """The ``export-queue`` data source's options for this queue."""
-        opts = {**self.source.to_options("source."), **queue_options(self.queue)}
-        if self.buckets_per_partition:
-            opts["buckets_per_partition"] = str(self.buckets_per_partition)
-        return opts
+        return {**self.source.to_options("source."), **queue_options(self.queue),
+                **self.settings.to_options(tags={PLAN})}
 
     def sink_options(self, report_dir: str) -> dict[str, str]:
-        """The ``accumulo-export`` sink's (and the ``export-queue-drain`` source's) options for this drain."""
-        return {**self.source_options(), **self.dest.to_options("dest."), "table": self.dest_table,
-                "translator": self.translator, "delete_mode": self.delete_mode,
-                "buffer_bytes": str(self.buffer_bytes), "fail_fast": str(self.fail_fast).lower(),
-                "report_dir": report_dir, "relay_seconds": str(self.relay_seconds)}
+        """The ``export-queue-drain`` source's options for this drain (the ``accumulo-export`` sink's too,
+        but for the planning ones)."""
+        opts = {**self.source_options(), **self.dest.to_options("dest."), "table": self.dest_table,
+                **self.settings.to_options(tags={EXPORT, DRAIN})}
+        if report_dir:
+            opts["report_dir"] = report_dir
+        return opts
+
+    def exporter(self) -> AccumuloExporter:
+        """This process's exporter into the destination (shared by the tasks that run here)."""
+        s = self.settings
+        return shared_exporter(self.dest, self.dest_table, s.translator, s.delete_mode, True)
 
     def round(self, buckets: list[int], run_id: str | None) -> Round[DrainStats]:
         """The round draining ``buckets``, its tasks keeping progress rows under ``run_id`` (None: none)."""
-        groups = bucket_groups(buckets, self.buckets_per_partition or self.queue.tablet_buckets)
+        groups = bucket_groups(buckets, self.settings.buckets_per_partition or self.queue.tablet_buckets)
         return Round(GroupDrainer(self, run_id), groups, DrainStats, DrainError)
 
 
@@ -103,7 +98,7 @@ def preflight(job: DrainJob) -> None:
     secrets, the queue table and the queue's stored configuration. Raises ``DrainError`` with one line
     naming the cluster and the problem."""
     try:
-        translator_from_name(job.translator)
+        translator_from_name(job.settings.translator)
     except ValueError as exc:
         raise DrainError(str(exc)) from None
     for role, gateway in (("source", job.source), ("destination", job.dest)):
@@ -129,10 +124,9 @@ class GroupDrainer:
 
     def __call__(self, group_id: int, buckets: tuple[int, ...]) -> DrainStats:
         job = self.job
-        exporter = shared_exporter(job.dest, job.dest_table, job.translator, job.delete_mode, True)
         progress_row = None if self.run_id is None else job.queue.layout.progress_row(self.run_id, group_id)
-        return drain_buckets(job.source.shared(), job.queue, buckets, exporter,
-                             buffer_bytes=job.buffer_bytes, fail_fast=job.fail_fast, progress_row=progress_row)
+        return drain_buckets(job.source.shared(), job.queue, buckets, job.exporter(), job.settings,
+                             progress_row=progress_row)
 
 
 def run_drain(engine: Engine, job: DrainJob, progress: ProgressFn | None = None, max_rounds: int = 1000, *,
@@ -228,20 +222,21 @@ def _settle_after_batch(conn: Any, job: DrainJob, marks: dict[int, bytes]) -> No
         settle_marks(conn, job.queue, marks, drained_whole=marks)
 
 
-def stream_drain(engine: Engine, job: DrainJob, trigger_seconds: float = 1.0, progress: ProgressFn | None = None,
-                 *, stop: threading.Event | None = None, sweep_seconds: float = DEFAULT_SWEEP_SECONDS,
-                 check: bool = True) -> DrainReport:
-    """A streaming drain in rounds on ``engine`` until ``stop`` is set (or Ctrl-C): every ``trigger_seconds``
-    a round drains the buckets the marks (and, every ``sweep_seconds``, a sweep) name, whole, then settles
-    their marks. It keeps no checkpoint: the queue and its marks are its whole state, so a restarted stream
-    resumes where the last one stopped. ``progress(report)`` is called after each round that found entries."""
+def stream_drain(engine: Engine, job: DrainJob, progress: ProgressFn | None = None, *,
+                 stop: threading.Event | None = None, check: bool = True) -> DrainReport:
+    """A streaming drain in rounds on ``engine`` until ``stop`` is set (or Ctrl-C): every
+    ``settings.trigger_seconds`` a round drains the buckets the marks (and, every ``settings.sweep_seconds``,
+    a sweep) name, whole, then settles their marks. It keeps no checkpoint: the queue and its marks are its
+    whole state, so a restarted stream resumes where the last one stopped. ``progress(report)`` is called
+    after each round that found entries."""
     if check:
         preflight(job)
     report = DrainReport()
-    plan = _StreamDrain(job, StreamPlanner(job.source.shared, job.queue, sweep_seconds), report, progress)
+    planner = StreamPlanner(job.source.shared, job.queue, job.settings.sweep_seconds)
+    plan = _StreamDrain(job, planner, report, progress)
     try:
-        report.relayed = run_stream_rounds(engine, job, plan, trigger_seconds, stop or threading.Event(),
-                                           job.relay_seconds)
+        report.relayed = run_stream_rounds(engine, job, plan, job.settings.trigger_seconds,
+                                           stop or threading.Event(), job.settings.relay_seconds)
     finally:
         report.seconds = time.monotonic() - plan.started
     return report

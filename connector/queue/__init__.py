@@ -18,17 +18,18 @@ from connector.serializers import BytesSerializer, JsonSerializer, Serializer, s
 
 from .config import QueueConfig
 from .dead_letters import DeadLetter, dead_letters, requeue_dead_letters
-from .drain import DEFAULT_BUFFER_BYTES, DrainStats, drain_bucket, drain_buckets, drain_queue
+from .drain import DrainStats, drain_bucket, drain_buckets, drain_queue
 from .errors import EntryTranslationError, MalformedEntryError, QueueError
 from .layout import QueueLayout, bucket_of
 from .producer import ExportQueue
+from .settings import DrainSettings
 from .status import BucketStatus, QueueLag, QueueStatus, count_entries, queue_lag, queue_status
 from .stored_config import QueueConfigError, check_config, read_stored_config, resolve_config, store_config
 
 # the public API; internals (readers, marks, progress rows, the codec, the row parser) are imported from
 # their modules
 __all__ = [
-    "BucketStatus", "BytesSerializer", "DEFAULT_BUFFER_BYTES", "DeadLetter", "DrainStats", "EntryTranslationError",
+    "BucketStatus", "BytesSerializer", "DeadLetter", "DrainSettings", "DrainStats", "EntryTranslationError",
     "ExportQueue", "JsonSerializer", "MalformedEntryError", "QueueConfig", "QueueConfigError", "QueueError",
     "QueueLag", "QueueLayout", "QueueStatus", "Serializer", "bucket_of", "check_config", "count_entries",
     "dead_letters", "drain_bucket", "drain_buckets", "drain_queue", "queue_lag", "queue_status",

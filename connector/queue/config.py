@@ -5,11 +5,13 @@ Plain strings and ints only, so a config pickles cheaply to Spark executors and 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field
 from functools import cached_property
 
 from connector.serializers import Serializer, serializer_from_name
+from connector.settings import Settings, integer, setting
 
+from .errors import QueueConfigError
 from .layout import QueueLayout
 
 TARGET_TABLETS = 16  # default split: at most this many bucket tablets, at least half of it when buckets allow
@@ -21,7 +23,7 @@ def default_buckets_per_tablet(num_buckets: int) -> int:
 
 
 @dataclass(frozen=True)
-class QueueConfig:
+class QueueConfig(Settings):
     """One export queue.
 
     ``table``: the Accumulo table holding the queue (it may hold other queues and data too);
@@ -31,27 +33,28 @@ class QueueConfig:
     :func:`serializer_from_name`.
     """
 
-    table: str
-    qid: str
-    num_buckets: int
-    buckets_per_tablet: int | None = None
-    key_serializer: str = "json"
-    value_serializer: str = "json"
+    table: str = setting(MISSING, "the table holding the queue", flag=None)
+    qid: str = setting(MISSING, "the queue id (the prefix of its rows)", flag=None, option="id")
+    num_buckets: int = setting(MISSING, "the queue's bucket count", parse=integer(1), flag=None, option="buckets")
+    buckets_per_tablet: int | None = setting(None, "buckets sharing one tablet", parse=integer(1), flag=None,
+                                             option=None)
+    key_serializer: str = setting("json", "how keys are serialized: json, bytes or module:callable", flag=None)
+    value_serializer: str = setting("json", "how values are serialized: json, bytes or module:callable", flag=None)
     _resolved_bpt: int = field(init=False, repr=False, compare=False, default=0)
 
     def __post_init__(self) -> None:
         if not isinstance(self.table, str) or not self.table:
-            raise ValueError("table must be a non-empty string")
+            raise QueueConfigError("table must be a non-empty string")
         layout = QueueLayout(self.qid, self.num_buckets)  # validates qid and num_buckets
         bpt = self.buckets_per_tablet
         if bpt is None:
             bpt = default_buckets_per_tablet(self.num_buckets)
         elif not isinstance(bpt, int) or isinstance(bpt, bool) or bpt < 1:
-            raise ValueError(f"buckets_per_tablet must be an int >= 1, got {bpt!r}")
+            raise QueueConfigError(f"buckets_per_tablet must be an int >= 1, got {bpt!r}")
         for what in ("key_serializer", "value_serializer"):
             name = getattr(self, what)
             if not isinstance(name, str) or not name.strip():
-                raise ValueError(f"{what} must be a serializer name such as 'json'")
+                raise QueueConfigError(f"{what} must be a serializer name such as 'json'")
         object.__setattr__(self, "_resolved_bpt", bpt)
         self.__dict__["layout"] = layout  # prime the cached property
 
@@ -74,7 +77,10 @@ class QueueConfig:
         return serializer_from_name(self.key_serializer), serializer_from_name(self.value_serializer)
 
 
+#: the prefix of a queue's data source options
+OPTION_PREFIX = "queue."
+
+
 def queue_options(config: QueueConfig) -> dict[str, str]:
     """The queue as data source options (``queue.table``, ``queue.id``, ``queue.buckets``, serializers)."""
-    return {"queue.table": config.table, "queue.id": config.qid, "queue.buckets": str(config.num_buckets),
-            "queue.key_serializer": config.key_serializer, "queue.value_serializer": config.value_serializer}
+    return config.to_options(OPTION_PREFIX)

@@ -60,13 +60,14 @@ from .layout import (
 )
 from .native_rows import entry_deletes
 from .reader import QueueEntry, entries_to_batches, read_bucket_batches, read_bucket_head
+from .settings import DrainSettings
 
-__all__ = ["DEFAULT_BUFFER_BYTES", "DrainStats", "EntryProcessor", "QueueEntry", "drain_bucket", "drain_buckets",
-           "drain_queue"]
+__all__ = ["DrainStats", "EntryProcessor", "QueueEntry", "drain_bucket", "drain_buckets", "drain_queue"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_BUFFER_BYTES = 1 << 20
+#: the settings of a drain given none
+DEFAULTS = DrainSettings()
 #: how long the deletes of exported batches may stay unflushed while the next batches are exported
 DELETE_FLUSH_SECONDS = 1.0
 #: durability of the deletes of exported entries (and of progress rows) unless ``writer_options`` name one;
@@ -98,13 +99,14 @@ class DrainStats(FieldCounters):
 class EntryProcessor:
     """Exports queue entries through ``exporter`` and deletes them from the source table afterwards.
 
-    Entries are grouped into batches of at most ``buffer_bytes`` (row + value bytes; an entry larger than
-    that goes alone). Malformed entries, and entries whose exports cannot be decoded or translated, are moved
-    to the queue's dead-letter range with the reason and counted; the rest of their batch is exported as
-    usual. With ``fail_fast=True`` the first one raises ``MalformedEntryError`` or ``EntryTranslationError``
-    instead, and nothing of its batch is deleted. Any other exception from the exporter propagates, and
-    nothing of that batch is deleted. ``writer_options`` go to the BatchWriter used for deletes (a
-    ``durability`` of ``"none"`` there skips A's write-ahead log: see ``DELETE_DURABILITY``) and, without
+    Entries are grouped into batches of at most ``settings.buffer_bytes`` (row + value bytes; an entry larger
+    than that goes alone). Malformed entries, and entries whose exports cannot be decoded or translated, are
+    moved to the queue's dead-letter range with the reason and counted; the rest of their batch is exported as
+    usual. With ``settings.fail_fast`` the first one raises ``MalformedEntryError`` or
+    ``EntryTranslationError`` instead, and nothing of its batch is deleted. Any other exception from the
+    exporter propagates, and nothing of that batch is deleted. ``writer_options`` go to the BatchWriter used
+    for deletes (a ``durability`` of ``"none"`` there skips A's write-ahead log: see ``DELETE_DURABILITY``) and,
+    without
     that durability, to the one for dead letters; with ``progress_row`` the running counters are kept there
     after each batch.
 
@@ -112,16 +114,14 @@ class EntryProcessor:
     adapted (:func:`connector.export.adapter.batch_exporter`: ``SequencedExport`` lists, the slow path).
     """
 
-    def __init__(self, source_conn: Connection, config: QueueConfig, exporter: Exporter, *,
-                 buffer_bytes: int = DEFAULT_BUFFER_BYTES, fail_fast: bool = False,
-                 writer_options: Mapping[str, Any] | None = None, progress_row: bytes | None = None) -> None:
-        if not isinstance(buffer_bytes, int) or buffer_bytes < 1:
-            raise ValueError(f"buffer_bytes must be an int >= 1, got {buffer_bytes!r}")
+    def __init__(self, source_conn: Connection, config: QueueConfig, exporter: Exporter,
+                 settings: DrainSettings = DEFAULTS, *, writer_options: Mapping[str, Any] | None = None,
+                 progress_row: bytes | None = None) -> None:
         self.connection = source_conn
         self.config = config
         self.exporter = batch_exporter(exporter)  # raises TypeError for an object without export()
-        self.buffer_bytes = buffer_bytes
-        self.fail_fast = fail_fast
+        self.buffer_bytes = settings.buffer_bytes
+        self.fail_fast = settings.fail_fast
         self._codec = EntryCodec(config)
         # deletes and progress rows: as given, else DELETE_DURABILITY (None: the table's)
         default = {"durability": DELETE_DURABILITY} if DELETE_DURABILITY else {}
@@ -237,40 +237,38 @@ def _dead_reason(failure: EntryFailure) -> str:
     return failure.reason if failure.kind == "undecodable" else f"untranslatable: {failure.reason}"
 
 
-def drain_bucket(source_conn: Connection, config: QueueConfig, bucket: int, exporter: Exporter, *,
-                 buffer_bytes: int = DEFAULT_BUFFER_BYTES, fail_fast: bool = False, batch_size: int = 1000,
+def drain_bucket(source_conn: Connection, config: QueueConfig, bucket: int, exporter: Exporter,
+                 settings: DrainSettings = DEFAULTS, *, batch_size: int = 1000,
                  writer_options: Mapping[str, Any] | None = None) -> DrainStats:
     """Export and delete what one bucket holds now (one scan of it); returns what was done."""
-    processor = EntryProcessor(source_conn, config, exporter, buffer_bytes=buffer_bytes, fail_fast=fail_fast,
-                               writer_options=writer_options)
+    processor = EntryProcessor(source_conn, config, exporter, settings, writer_options=writer_options)
     return processor.process_batches(prefetched(read_bucket_batches(source_conn, config, bucket, batch_size)))
 
 
-def drain_buckets(source_conn: Connection, config: QueueConfig, buckets: Iterable[int], exporter: Exporter, *,
-                  buffer_bytes: int = DEFAULT_BUFFER_BYTES, fail_fast: bool = False, batch_size: int = 1000,
+def drain_buckets(source_conn: Connection, config: QueueConfig, buckets: Iterable[int], exporter: Exporter,
+                  settings: DrainSettings = DEFAULTS, *, batch_size: int = 1000,
                   writer_options: Mapping[str, Any] | None = None, progress_row: bytes | None = None,
                   limits: Mapping[int, tuple[int | None, int | None]] | None = None) -> DrainStats:
     """Export and delete what a group of buckets holds now (one scan of each, in turn); returns the totals.
     With ``progress_row``, the running totals are kept there after each batch (see :func:`read_progress`).
     ``limits`` (bucket -> (max entries, max bytes)) drains only that much of a bucket's head."""
-    processor = EntryProcessor(source_conn, config, exporter, buffer_bytes=buffer_bytes, fail_fast=fail_fast,
-                               writer_options=writer_options, progress_row=progress_row)
+    processor = EntryProcessor(source_conn, config, exporter, settings, writer_options=writer_options,
+                               progress_row=progress_row)
     limits = limits or {}
     pages = (page for b in buckets
              for page in read_bucket_head(source_conn, config, b, *limits.get(b, (None, None)), batch_size))
     return processor.process_batches(prefetched(pages))
 
 
-def drain_queue(source_conn: Connection, config: QueueConfig, exporter: Exporter, *,
-                buffer_bytes: int = DEFAULT_BUFFER_BYTES, fail_fast: bool = False, batch_size: int = 1000,
+def drain_queue(source_conn: Connection, config: QueueConfig, exporter: Exporter,
+                settings: DrainSettings = DEFAULTS, *, batch_size: int = 1000,
                 writer_options: Mapping[str, Any] | None = None,
                 progress: Callable[[int, DrainStats], None] | None = None,
                 max_passes: int | None = None) -> DrainStats:
     """Drain every bucket in turn, pass after pass, until a pass finds nothing (entries added meanwhile are
     picked up by the next pass), or after ``max_passes`` passes. ``progress(bucket, stats)`` is called after
     each bucket. Returns the totals."""
-    processor = EntryProcessor(source_conn, config, exporter, buffer_bytes=buffer_bytes, fail_fast=fail_fast,
-                               writer_options=writer_options)
+    processor = EntryProcessor(source_conn, config, exporter, settings, writer_options=writer_options)
     total = DrainStats()
     passes = 0
     while True:

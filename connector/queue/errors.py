@@ -9,6 +9,10 @@ class QueueError(ConnectorError):
     """Base class: the export queue was misconfigured or found data it cannot handle."""
 
 
+class QueueConfigError(QueueError, ValueError):
+    """A queue's configuration is invalid, missing, unreadable, or disagrees with the one stored."""
+
+
 class MalformedEntryError(QueueError, ValueError):
     """A queue row or value that cannot be decoded. ``row`` is the raw row, ``reason`` says what is wrong."""
 

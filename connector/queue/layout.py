@@ -28,7 +28,7 @@ import pyarrow as pa
 from connector.accumulo import Range
 from connector.export.core import MAX_SEQ
 
-from .errors import MalformedEntryError
+from .errors import MalformedEntryError, QueueConfigError
 from .native_rows import parse_entry_rows
 
 SEQ_BYTES = 8
@@ -78,12 +78,12 @@ class QueueLayout:
 
     def __init__(self, qid: str, num_buckets: int) -> None:
         if not isinstance(qid, str) or not qid:
-            raise ValueError("queue id must be a non-empty string")
+            raise QueueConfigError("queue id must be a non-empty string")
         if ":" in qid or "#" in qid:
             # ':' ends the id in entry rows, '#' in dead-letter rows: "a#dead" would read queue a's dead letters
-            raise ValueError(f"queue id must not contain ':' or '#', got {qid!r}")
+            raise QueueConfigError(f"queue id must not contain ':' or '#', got {qid!r}")
         if not isinstance(num_buckets, int) or isinstance(num_buckets, bool) or num_buckets < 1:
-            raise ValueError(f"num_buckets must be an int >= 1, got {num_buckets!r}")
+            raise QueueConfigError(f"num_buckets must be an int >= 1, got {num_buckets!r}")
         self.qid = qid
         self.num_buckets = num_buckets
         self.hex_width = hex_width(num_buckets)
@@ -134,7 +134,7 @@ class QueueLayout:
         """Table splits that give each run of ``buckets_per_tablet`` buckets its own tablet, and keep the
         queue apart from other data: ``<qid>#``, ``<qid>:~`` and the bucket rows of b, 2b, ... < num_buckets."""
         if not isinstance(buckets_per_tablet, int) or buckets_per_tablet < 1:
-            raise ValueError(f"buckets_per_tablet must be an int >= 1, got {buckets_per_tablet!r}")
+            raise QueueConfigError(f"buckets_per_tablet must be an int >= 1, got {buckets_per_tablet!r}")
         splits = [self._qid_bytes + b"#", self._qid_bytes + b":~"]
         splits += [self.bucket_row(b) for b in range(buckets_per_tablet, self.num_buckets, buckets_per_tablet)]
         return sorted(splits)

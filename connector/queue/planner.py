@@ -19,10 +19,9 @@ from connector.accumulo import Connection
 from .config import QueueConfig
 from .layout import ENTRY_FAMILY, ENTRY_QUALIFIER
 from .marks import read_marks
+from .settings import DEFAULT_SWEEP_SECONDS
 from .status import KEYS_ONLY
 
-#: the longest an entry written without a bucket mark waits for a streaming drain
-DEFAULT_SWEEP_SECONDS = 30.0
 #: a sweep stops counting after this many keys (the buckets it did not reach count as that many each)
 MAX_SWEEP_KEYS = 500_000
 

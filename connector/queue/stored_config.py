@@ -15,16 +15,12 @@ from typing import Any
 from connector.accumulo import Condition, ConditionalMutation, Connection, Range
 
 from .config import QueueConfig
-from .errors import QueueError
+from .errors import QueueConfigError, QueueError
 from .layout import CONFIG_FAMILY, CONFIG_QUALIFIER, QueueLayout
 
 #: the fields every user of a queue must agree on (``buckets_per_tablet`` only shapes the splits)
 CHECKED = ("num_buckets", "key_serializer", "value_serializer")
 FLAGS = {"num_buckets": "--buckets", "key_serializer": "--key-serializer", "value_serializer": "--value-serializer"}
-
-
-class QueueConfigError(QueueError, ValueError):
-    """A queue's stored configuration is missing, unreadable, or disagrees with the one given."""
 
 
 @dataclass(frozen=True)

@@ -42,27 +42,20 @@ def run_batch(spark: SparkSession | None, job: DrainJob, progress: ProgressFn | 
 
 
 def start_stream(spark: SparkSession, job: DrainJob, checkpoint: str, report_dir: str,
-                 trigger_seconds: float = 1.0, available_now: bool = False,
-                 max_entries_per_trigger: int | None = None, *, max_bytes_per_trigger: int | None = None,
-                 sweep_seconds: float | None = None, check: bool = True) -> StreamingQuery:
-    """Start the streaming drain; the caller awaits or stops the returned query. A read limit (entries or
-    bytes of row + value per micro-batch, not both) makes a backlog drain in bounded micro-batches."""
+                 available_now: bool = False, *, check: bool = True) -> StreamingQuery:
+    """Start the streaming drain; the caller awaits or stops the returned query. Its trigger interval, read
+    limits and sweep are the job's settings (a read limit makes a backlog drain in bounded micro-batches);
+    ``available_now`` drains what is there now and stops."""
     if check:
         preflight(job)
     warm_python_workers(spark, job)
     reader = spark.readStream.format("export-queue-drain").options(**job.sink_options(report_dir))
-    if max_entries_per_trigger:
-        reader = reader.option("max_entries_per_trigger", str(max_entries_per_trigger))
-    if max_bytes_per_trigger:
-        reader = reader.option("max_bytes_per_trigger", str(max_bytes_per_trigger))
-    if sweep_seconds is not None:
-        reader = reader.option("sweep_seconds", str(sweep_seconds))
     writer = (reader.load().writeStream.foreachBatch(_BatchReporter(report_dir))
               .option("checkpointLocation", checkpoint))
     if available_now:
         writer = writer.trigger(availableNow=True)
     else:
-        writer = writer.trigger(processingTime=f"{trigger_seconds} seconds")
+        writer = writer.trigger(processingTime=f"{job.settings.trigger_seconds} seconds")
     return writer.start()
 
 

@@ -8,9 +8,10 @@ a stream catches up with a backlog at the batch drain's rate. ``start_stream`` r
 which collects each micro-batch's counters on the driver.
 
 Options: those of ``export-queue`` and of the ``accumulo-export`` sink in drain mode (``dest.*``, ``table``,
-``translator``, ``delete_mode``, ``create_table``, ``buffer_bytes``, ``fail_fast``), and ``relay_seconds``
-(default 10): the planner relays, on a thread of its own, what crashed producers left in the outboxes of the
-tables recorded as feeding the queue (:class:`connector.transactions.PeriodicRelay`), within about that long.
+the export settings, ``create_table``), and ``relay_seconds`` (default 10): the planner relays, on a thread of
+its own, what crashed producers left in the outboxes of the tables recorded as feeding the queue
+(:class:`connector.transactions.PeriodicRelay`), within about that long. Unknown options are refused when
+Spark creates the source.
 """
 
 from __future__ import annotations
@@ -24,16 +25,27 @@ from pyspark.sql.types import StructType
 
 from connector.jobs.stats import stats_batch, stats_ddl
 from connector.queue import DrainStats, drain_buckets
+from connector.queue.settings import DRAIN, EXPORT, PLAN
 from connector.transactions import PeriodicRelay
-from connector.transactions.relay import DEFAULT_RELAY_SECONDS
 
 from .export_sink import SinkSettings
-from .options import OptionError, as_dict, float_option, int_option
-from .queue_source import BucketGroup, ExportQueueDataSource, QueueStreamReader
+from .options import EXPORT_QUEUE_DRAIN, WARM_UP, OptionError, WarmUp, checked
+from .queue_source import BucketGroup, ExportQueueDataSource, QueueRead, QueueStreamReader
+
+#: the drain settings the streaming drain takes as options
+_TAGS = frozenset({PLAN, EXPORT, DRAIN})
 
 
 class QueueDrainDataSource(ExportQueueDataSource):
     """``spark.readStream.format("export-queue-drain")``: streaming only."""
+
+    surface = EXPORT_QUEUE_DRAIN
+
+    def __init__(self, options: Any) -> None:
+        DataSource.__init__(self, options)
+        self.read_options = checked(self.surface, options)
+        self.queue_read = QueueRead.parse(self.read_options, self.surface, _TAGS)
+        self.sink = SinkSettings.parse(self.read_options, self.surface.where)
 
     @classmethod
     def name(cls) -> str:
@@ -47,20 +59,16 @@ class QueueDrainDataSource(ExportQueueDataSource):
                           "spark.readStream, or the export-queue source to read entries")
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        opts = as_dict(self.options)
-        relay_seconds = float_option(opts, "relay_seconds", DEFAULT_RELAY_SECONDS)
-        if relay_seconds <= 0:
-            raise OptionError(f"relay_seconds must be > 0, got {relay_seconds}")
-        return DrainStreamReader(*self._stream_settings(), sink=SinkSettings.parse(opts), relay_seconds=relay_seconds)
+        return DrainStreamReader(self.queue_read, self.sink)
 
 
 class DrainStreamReader(QueueStreamReader):
     """A :class:`QueueStreamReader` whose tasks drain their buckets and yield counters, not entries."""
 
-    def __init__(self, *planning: Any, sink: SinkSettings, relay_seconds: float = DEFAULT_RELAY_SECONDS) -> None:
-        super().__init__(*planning)
+    def __init__(self, read: QueueRead, sink: SinkSettings) -> None:
+        super().__init__(read)
         self.sink = sink
-        self.relay_seconds = relay_seconds
+        self.settings = read.settings
         self._relay: PeriodicRelay | None = None
 
     def __getstate__(self) -> dict:
@@ -74,15 +82,14 @@ class DrainStreamReader(QueueStreamReader):
     def latestOffset(self, start: dict, limit: Any) -> dict:
         if self._relay is None:
             self._relay = PeriodicRelay(self.gateway.shared, self.config.table, self.config.layout.config_row,
-                                        self.relay_seconds).start()
+                                        self.settings.relay_seconds).start()
         return super().latestOffset(start, limit)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, BucketGroup)
-        sink = self.sink
         limits = {bucket: (n, size) for bucket, n, size in partition.buckets}
-        stats = drain_buckets(self.gateway.shared(), self.config, list(limits), sink.exporter(),
-                              buffer_bytes=sink.buffer_bytes, fail_fast=sink.fail_fast, limits=limits)
+        stats = drain_buckets(self.gateway.shared(), self.config, list(limits), self.sink.exporter(), self.settings,
+                              limits=limits)
         yield stats_batch(stats)
 
 
@@ -90,6 +97,12 @@ class WarmUpDataSource(DataSource):
     """``spark.read.format("export-queue-warm-up")``: ``partitions`` tasks that read nothing; each loads the
     connector and opens the drain's connections (source, destination exporter) in its Python worker, which
     Spark then keeps for the stream's data-source reads. Options: those of ``export-queue-drain``."""
+
+    def __init__(self, options: Any) -> None:
+        super().__init__(options)
+        opts = checked(WARM_UP, options)
+        self.sink = SinkSettings.parse(opts, WARM_UP.where)
+        self.partitions = WarmUp.from_options(opts, where=WARM_UP.where).partitions
 
     @classmethod
     def name(cls) -> str:
@@ -99,8 +112,7 @@ class WarmUpDataSource(DataSource):
         return "opened long"
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        opts = as_dict(self.options)
-        return WarmUpReader(SinkSettings.parse(opts), int_option(opts, "partitions", 1, minimum=1))
+        return WarmUpReader(self.sink, self.partitions)
 
 
 class WarmUpReader(DataSourceReader):

@@ -24,7 +24,7 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -39,18 +39,27 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from connector.export import AccumuloExporter, DeleteMode, SequencedExport
+from connector.export import AccumuloExporter, SequencedExport
 from connector.export.shared import shared_exporter
-from connector.queue import DrainStats
+from connector.queue import DrainSettings, DrainStats, QueueConfig
 from connector.queue.drain import EntryProcessor
 from connector.queue.reader import ENTRY_SCHEMA
+from connector.queue.settings import EXPORT
 
 from .cell_frames import columnar_cells, export_cell_batches
-from .options import GatewayOptions, OptionError, as_dict, bool_option, int_option, queue_config
+from .options import (
+    ACCUMULO_EXPORT,
+    DEST_PREFIX,
+    SOURCE_PREFIX,
+    GatewayOptions,
+    OptionError,
+    SinkTarget,
+    checked,
+    queue_config,
+)
 
-DEST_PREFIX = "dest."
-SOURCE_PREFIX = "source."
-DEFAULT_BUFFER = 1 << 20
+#: the save modes the sink implements
+SAVE_MODES = ("append",)
 
 
 @dataclass
@@ -62,44 +71,39 @@ class ExportCommitMessage(WriterCommitMessage):
 
 @dataclass(frozen=True)
 class SinkSettings:
+    """The sink's options, parsed: the destination's gateway (``dest.*``), where it writes
+    (:class:`~connector.spark.options.SinkTarget`), how (the export part of
+    :class:`~connector.queue.DrainSettings`) and, to drain the queue its rows came from, ``source.*`` and
+    ``queue.*``."""
+
     dest: GatewayOptions
-    table: str
-    translator: str
-    delete_mode: str
-    create_table: bool
-    buffer_bytes: int
-    fail_fast: bool
+    target: SinkTarget
+    drain: DrainSettings
     source: GatewayOptions | None
-    queue: Any  # QueueConfig | None
-    report_dir: str | None
+    queue: QueueConfig | None
 
     @classmethod
-    def parse(cls, options: dict[str, str]) -> SinkSettings:
-        has_queue = "queue.table" in options
-        try:
-            mode = DeleteMode(options.get("delete_mode") or "delete").value
-        except ValueError:
-            bad = options["delete_mode"]
-            raise OptionError(f"option 'delete_mode' must be delete or tombstone, not {bad!r}") from None
+    def parse(cls, options: Mapping[str, str], where: str = ACCUMULO_EXPORT.where) -> SinkSettings:
+        has_queue = any(k.startswith("queue.") for k in options)
         return cls(
-            dest=GatewayOptions.parse(options, DEST_PREFIX),
-            table=options.get("table") or _missing("table"),
-            translator=options.get("translator") or "difference",
-            delete_mode=mode,
-            create_table=bool_option(options, "create_table", True),
-            buffer_bytes=int_option(options, "buffer_bytes", DEFAULT_BUFFER, minimum=1),
-            fail_fast=bool_option(options, "fail_fast", False),
-            source=GatewayOptions.parse(options, SOURCE_PREFIX) if has_queue else None,
-            queue=queue_config(options) if has_queue else None,
-            report_dir=options.get("report_dir") or None,
+            dest=GatewayOptions.parse(options, DEST_PREFIX, where),
+            target=SinkTarget.from_options(options, where=where),
+            drain=DrainSettings.from_options(options, where=where, tags={EXPORT}),
+            source=GatewayOptions.parse(options, SOURCE_PREFIX, where) if has_queue else None,
+            queue=queue_config(options, where) if has_queue else None,
         )
 
+    @property
+    def table(self) -> str:
+        return self.target.table
+
+    @property
+    def report_dir(self) -> str | None:
+        return self.target.report_dir
+
     def exporter(self) -> AccumuloExporter:
-        return shared_exporter(self.dest, self.table, self.translator, self.delete_mode, self.create_table)
-
-
-def _missing(name: str) -> str:
-    raise OptionError(f"option {name!r} is required")
+        return shared_exporter(self.dest, self.target.table, self.drain.translator, self.drain.delete_mode,
+                               self.target.create_table)
 
 
 def write_partition(settings: SinkSettings, batches: Iterator[pa.RecordBatch]) -> ExportCommitMessage:
@@ -107,17 +111,16 @@ def write_partition(settings: SinkSettings, batches: Iterator[pa.RecordBatch]) -
     exporter = settings.exporter()
     if settings.queue is not None:
         assert settings.source is not None
-        processor = EntryProcessor(settings.source.shared(), settings.queue, exporter,
-                                   buffer_bytes=settings.buffer_bytes, fail_fast=settings.fail_fast)
+        processor = EntryProcessor(settings.source.shared(), settings.queue, exporter, settings.drain)
         return ExportCommitMessage(processor.process_batches(_queue_entries(batches)))
-    if settings.translator == "cells":  # a DataFrame of cells: columnar unless its column types need Python
+    if settings.drain.translator == "cells":  # a DataFrame of cells: columnar unless its column types need Python
         first = next(batches, None)
         if first is None:
             return ExportCommitMessage(DrainStats())
         batches = itertools.chain([first], batches)
         if columnar_cells(first.schema):
-            return ExportCommitMessage(export_cell_batches(exporter, settings.buffer_bytes, batches))
-    return _export_plain_rows(exporter, settings.buffer_bytes, (r for b in batches for r in b.to_pylist()))
+            return ExportCommitMessage(export_cell_batches(exporter, settings.drain.buffer_bytes, batches))
+    return _export_plain_rows(exporter, settings.drain.buffer_bytes, (r for b in batches for r in b.to_pylist()))
 
 
 def _queue_entries(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -176,23 +179,38 @@ def write_report(report_dir: str | None, summary: DrainStats, batch_id: int | No
 
 
 class AccumuloExportDataSource(DataSource):
-    """``df.write.format("accumulo-export")`` and ``df.writeStream.format("accumulo-export")``.
+    """``df.write.format("accumulo-export").mode("append")`` and ``df.writeStream.format("accumulo-export")``.
 
-    Options: ``dest.host``, ``dest.port``, ``dest.secret_file`` or ``dest.secret_env``; ``table``;
-    ``translator`` (difference, replicator, cells, module:callable); ``delete_mode`` (delete, tombstone);
-    ``create_table``; ``buffer_bytes``; ``fail_fast``; ``report_dir``; and for draining the queue it was
-    read from: ``source.*`` and ``queue.*`` as for the ``export-queue`` source.
+    Options (README: Spark data sources): ``dest.*`` (the destination's gateway), ``table``, the export
+    settings (``translator``, ``delete_mode``, ``buffer_bytes``, ``fail_fast``), ``create_table``,
+    ``report_dir``; to drain the queue the rows were read from, ``source.*`` and ``queue.*`` as for the
+    ``export-queue`` source. Unknown options are refused when Spark creates the sink. Only the ``append``
+    save mode is implemented: cells merge by timestamp = seq, so ``overwrite`` cannot mean "replace" and is
+    refused (delete the table first to replace its content).
     """
+
+    def __init__(self, options: Any) -> None:
+        super().__init__(options)
+        self.settings = SinkSettings.parse(checked(ACCUMULO_EXPORT, options))
 
     @classmethod
     def name(cls) -> str:
         return "accumulo-export"
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        return ExportWriter(SinkSettings.parse(as_dict(self.options)))
+        _refuse_overwrite(overwrite)
+        return ExportWriter(self.settings)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        return ExportStreamWriter(SinkSettings.parse(as_dict(self.options)))
+        _refuse_overwrite(overwrite)
+        return ExportStreamWriter(self.settings)
+
+
+def _refuse_overwrite(overwrite: bool) -> None:
+    if overwrite:
+        raise OptionError("accumulo-export supports the save mode 'append' only (cells merge by timestamp = seq, "
+                          "so an overwrite would not replace the table's content): use .mode(\"append\"), and "
+                          "delete the table first to replace what it holds")
 
 
 class ExportWriter(DataSourceArrowWriter):

@@ -15,6 +15,8 @@ that entry), ``error`` (why the entry is malformed, else null; key, seq and buck
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
@@ -27,15 +29,16 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from connector.queue import QueueConfig
+from connector.queue import DrainSettings, QueueConfig
 from connector.queue.marks import settle_marks
-from connector.queue.planner import DEFAULT_SWEEP_SECONDS, StreamPlanner, pending_by_bucket
+from connector.queue.planner import StreamPlanner, pending_by_bucket
 from connector.queue.reader import read_bucket_head
+from connector.queue.settings import PLAN
+from connector.settings import Surface
 
-from .options import GatewayOptions, OptionError, as_dict, float_option, int_option, queue_config
+from .options import EXPORT_QUEUE, SOURCE_PREFIX, GatewayOptions, checked, queue_config
 
 SCHEMA = ("key binary, value binary, seq long, bucket int, entry_row binary, entry_ts long, error string")
-SOURCE_PREFIX = "source."
 
 
 class BucketGroup(InputPartition):
@@ -71,14 +74,42 @@ def group_buckets(buckets: Sequence[tuple[int, int | None, int | None]], per_par
     return [BucketGroup(buckets[i:i + per_partition]) for i in range(0, len(buckets), per_partition)]
 
 
+@dataclass(frozen=True)
+class QueueRead:
+    """What the ``export-queue`` source reads: the cluster (``source.*``), the queue (``queue.*``) and how
+    reads are planned (the ``plan`` settings of :class:`~connector.queue.DrainSettings`)."""
+
+    gateway: GatewayOptions
+    config: QueueConfig
+    settings: DrainSettings
+
+    @classmethod
+    def parse(cls, options: dict[str, str], surface: Surface, tags: frozenset[str] = frozenset({PLAN})) -> QueueRead:
+        return cls(GatewayOptions.parse(options, SOURCE_PREFIX, surface.where),
+                   queue_config(options, surface.where),
+                   DrainSettings.from_options(options, where=surface.where, tags=tags))
+
+    @property
+    def per_partition(self) -> int:
+        return self.settings.buckets_per_partition or self.config.tablet_buckets
+
+
 class ExportQueueDataSource(DataSource):
     """``spark.read.format("export-queue")`` and ``spark.readStream.format("export-queue")``.
 
-    Options: ``source.host``, ``source.port``, ``source.secret_file`` or ``source.secret_env``;
-    ``queue.table``, ``queue.id``, ``queue.buckets`` (and ``queue.key_serializer``/``value_serializer``);
-    ``buckets_per_partition``; streaming: ``max_entries_per_trigger`` or ``max_bytes_per_trigger`` (row +
-    value bytes; default: all available), ``sweep_seconds``.
+    Options (README: Spark data sources): ``source.*`` (cluster A's gateway), ``queue.table``, ``queue.id``,
+    ``queue.buckets`` (and ``queue.key_serializer``/``value_serializer``), ``buckets_per_partition``;
+    streaming: ``max_entries_per_trigger`` or ``max_bytes_per_trigger`` (row + value bytes; default: all
+    available), ``sweep_seconds``. Unknown options are refused when Spark creates the source (at ``load()``).
     """
+
+    #: the options this source accepts
+    surface = EXPORT_QUEUE
+
+    def __init__(self, options: Any) -> None:
+        super().__init__(options)
+        self.read_options = checked(self.surface, options)
+        self.queue_read = QueueRead.parse(self.read_options, self.surface)
 
     @classmethod
     def name(cls) -> str:
@@ -87,32 +118,16 @@ class ExportQueueDataSource(DataSource):
     def schema(self) -> str:
         return SCHEMA
 
-    def _parsed(self) -> tuple[GatewayOptions, QueueConfig, int]:
-        opts = as_dict(self.options)
-        config = queue_config(opts)
-        per_partition = int_option(opts, "buckets_per_partition", config.tablet_buckets, minimum=1)
-        return GatewayOptions.parse(opts, SOURCE_PREFIX), config, per_partition
-
     def reader(self, schema: StructType) -> DataSourceReader:
-        return QueueBatchReader(*self._parsed())
+        return QueueBatchReader(self.queue_read)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return QueueStreamReader(*self._stream_settings())
-
-    def _stream_settings(self) -> tuple[GatewayOptions, QueueConfig, int, int | None, float, int | None]:
-        gateway, config, per_partition = self._parsed()
-        opts = as_dict(self.options)
-        max_entries = int_option(opts, "max_entries_per_trigger", 0, minimum=0)
-        max_bytes = int_option(opts, "max_bytes_per_trigger", 0, minimum=0)
-        if max_entries and max_bytes:
-            raise OptionError("set max_entries_per_trigger or max_bytes_per_trigger, not both")
-        sweep = float_option(opts, "sweep_seconds", DEFAULT_SWEEP_SECONDS)
-        return gateway, config, per_partition, max_entries or None, sweep, max_bytes or None
+        return QueueStreamReader(self.queue_read)
 
 
 class QueueBatchReader(DataSourceReader):
-    def __init__(self, gateway: GatewayOptions, config: QueueConfig, per_partition: int) -> None:
-        self.gateway, self.config, self.per_partition = gateway, config, per_partition
+    def __init__(self, read: QueueRead) -> None:
+        self.gateway, self.config, self.per_partition = read.gateway, read.config, read.per_partition
 
     def partitions(self) -> Sequence[InputPartition]:
         return group_buckets([(b, None, None) for b in range(self.config.num_buckets)], self.per_partition)
@@ -141,12 +156,11 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     bucket; a byte limit then applies on top).
     """
 
-    def __init__(self, gateway: GatewayOptions, config: QueueConfig, per_partition: int,
-                 max_entries: int | None, sweep_seconds: float = DEFAULT_SWEEP_SECONDS,
-                 max_bytes: int | None = None) -> None:
-        self.gateway, self.config, self.per_partition = gateway, config, per_partition
-        self.max_entries, self.max_bytes = max_entries, max_bytes
-        self.planner = StreamPlanner(gateway.shared, config, sweep_seconds)
+    def __init__(self, read: QueueRead) -> None:
+        self.gateway, self.config, self.per_partition = read.gateway, read.config, read.per_partition
+        self.max_entries = read.settings.max_entries_per_trigger
+        self.max_bytes = read.settings.max_bytes_per_trigger
+        self.planner = StreamPlanner(self.gateway.shared, self.config, read.settings.sweep_seconds)
         self._available_now: dict[str, int] | None = None  # per bucket: entries still to schedule
         self._settled = 0  # the last batch whose marks were settled
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -28,14 +29,13 @@ from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 from connector.accumulo import AccumuloSecurityError, Connection, Range
 from connector.accumulo.cells import Key, following_prefix
 
-from .options import GatewayOptions, OptionError, as_dict, int_option
+from .options import ACCUMULO, GatewayOptions, OptionError, TableRead, checked
 
 # NOT NULL as the scan batches' fields are: Spark checks that the batches read match this schema exactly
 SCHEMA = ("row binary not null, cf binary not null, cq binary not null, cv binary not null, ts long not null, "
           "value binary not null")
 SPARK_SCHEMA = StructType([StructField(name, LongType() if name == "ts" else BinaryType(), nullable=False)
                            for name in ("row", "cf", "cq", "cv", "ts", "value")])
-DEFAULT_BATCH_SIZE = 10_000
 
 Column = bytes | tuple[bytes, bytes]
 
@@ -67,14 +67,13 @@ class ReadSettings:
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReadSettings:
-        table = options.get("table") or ""
-        if not table:
-            raise OptionError("option 'table' is required")
-        start, stop = _rows(options)
-        auths = _list(options, "authorizations")
-        return cls(gateway=GatewayOptions.parse(options, ""), table=table, start=start, stop=stop,
-                   columns=_columns(options), authorizations=None if auths is None else tuple(auths),
-                   batch_size=int_option(options, "batch_size", DEFAULT_BATCH_SIZE, minimum=1))
+        where = ACCUMULO.where
+        read = TableRead.from_options(options, where=where)
+        start, stop = _rows(read)
+        auths = _list(read.authorizations, "authorizations")
+        return cls(gateway=GatewayOptions.parse(options, "", where), table=read.table, start=start, stop=stop,
+                   columns=_columns(read.columns), authorizations=None if auths is None else tuple(auths),
+                   batch_size=read.batch_size)
 
     def plan(self, conn: Connection) -> list[RowSpan]:
         """One span per tablet overlapping the requested rows, clipped to them, in row order."""
@@ -117,14 +116,13 @@ def _later(a: bytes | None, b: bytes | None) -> bytes | None:
     return b if a is None else a if b is None else max(a, b)
 
 
-def _text(options: Mapping[str, str], name: str) -> bytes | None:
-    value = options.get(name)
+def _text(value: str | None) -> bytes | None:
     return None if value is None or value == "" else value.encode("utf-8")
 
 
-def _rows(options: Mapping[str, str]) -> tuple[bytes | None, bytes | None]:
+def _rows(read: TableRead) -> tuple[bytes | None, bytes | None]:
     """(first row, exclusive bound) from ``prefix`` or ``start_row``/``end_row``."""
-    prefix, first, last = _text(options, "prefix"), _text(options, "start_row"), _text(options, "end_row")
+    prefix, first, last = _text(read.prefix), _text(read.start_row), _text(read.end_row)
     if prefix is not None:
         if first is not None or last is not None:
             raise OptionError("option 'prefix' cannot be combined with 'start_row' or 'end_row'")
@@ -135,8 +133,7 @@ def _rows(options: Mapping[str, str]) -> tuple[bytes | None, bytes | None]:
     return first, None if last is None else last + b"\x00"
 
 
-def _list(options: Mapping[str, str], name: str) -> list[bytes] | None:
-    raw = options.get(name)
+def _list(raw: str | None, name: str) -> list[bytes] | None:
     if raw is None or raw.strip() == "":
         return None
     items = [item.strip() for item in raw.split(",")]
@@ -145,9 +142,9 @@ def _list(options: Mapping[str, str], name: str) -> list[bytes] | None:
     return [item.encode("utf-8") for item in items]
 
 
-def _columns(options: Mapping[str, str]) -> tuple[Column, ...] | None:
+def _columns(raw: str | None) -> tuple[Column, ...] | None:
     """``family`` or ``family:qualifier`` items (the qualifier is everything after the first colon)."""
-    items = _list(options, "columns")
+    items = _list(raw, "columns")
     if items is None:
         return None
     out: list[Column] = []
@@ -162,6 +159,10 @@ def _columns(options: Mapping[str, str]) -> tuple[Column, ...] | None:
 class AccumuloTableDataSource(DataSource):
     """``spark.read.format("accumulo")``: the cells of a table (see the module's documentation)."""
 
+    def __init__(self, options: Any) -> None:
+        super().__init__(options)
+        self.settings = ReadSettings.parse(checked(ACCUMULO, options))  # refused at load(), before any action
+
     @classmethod
     def name(cls) -> str:
         return "accumulo"
@@ -175,7 +176,7 @@ class AccumuloTableDataSource(DataSource):
         # a schema given with .schema() may declare the columns nullable: the batches must say the same
         arrow = pa.schema([pa.field(f.name, pa.int64() if f.name == "ts" else pa.binary(), f.nullable)
                            for f in schema.fields])
-        return TableReader(ReadSettings.parse(as_dict(self.options)), arrow)
+        return TableReader(self.settings, arrow)
 
 
 class TableReader(DataSourceReader):

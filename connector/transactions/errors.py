@@ -9,6 +9,14 @@ class TransactionError(ConnectorError, RuntimeError):
     """A row transaction could not commit (the message names table and row)."""
 
 
+class LayoutError(TransactionError, ValueError):
+    """A row-transaction layout, family or cell that breaks the protocol (the message says what is wrong)."""
+
+
+class MalformedOutboxError(LayoutError):
+    """An outbox cell that does not follow the protocol (the message says what is wrong)."""
+
+
 class RelayError(TransactionError):
     """The transactions committed, but relaying their outbox failed (the message says why); the outbox
     stays in the rows and is relayed later (see the module's description)."""

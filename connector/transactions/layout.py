@@ -47,7 +47,8 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from connector.accumulo import Condition, ConditionalMutation
-from connector.errors import ConnectorError
+
+from .errors import LayoutError, MalformedOutboxError
 
 DEFAULT_VERSION_FAMILY = b"!tx"
 DEFAULT_VERSION_QUALIFIER = b"v"
@@ -60,10 +61,6 @@ UPDATE_FAMILY = b"u"
 SOURCES_FAMILY = b"x"
 #: the outbox family's locality group in a producer's table
 OUTBOX_GROUP = "txoutbox"
-
-
-class MalformedOutboxError(ConnectorError, ValueError):
-    """An outbox cell that does not follow the protocol (the message says what is wrong)."""
 
 
 def clock_us() -> int:
@@ -107,7 +104,7 @@ def parse_version(value: bytes | None) -> int:
         return 0
     digits = value.split(b" ", 1)[0]
     if not digits.isdigit():
-        raise ValueError(f"version cell {value[:40]!r} does not start with a decimal sequence number")
+        raise LayoutError(f"version cell {value[:40]!r} does not start with a decimal sequence number")
     return int(digits)
 
 
@@ -134,7 +131,7 @@ def export_cell(table: str, entry_row: bytes, value: bytes, seq: int) -> OutboxC
 
 def update_cell(table: str, uid: bytes, key_row: bytes, delta: bytes, seq: int) -> OutboxCell:
     if b":" in uid or not uid.isascii():
-        raise ValueError(f"update id must be ASCII without ':', got {uid!r}")
+        raise LayoutError(f"update id must be ASCII without ':', got {uid!r}")
     return OutboxCell(UPDATE_KIND, table, key_row, uid, delta, seq)
 
 
@@ -172,16 +169,16 @@ class TxLayout:
             if isinstance(value, str):
                 object.__setattr__(self, name, value := value.encode("utf-8"))
             if not isinstance(value, bytes) or not value:
-                raise ValueError(f"{name} must be non-empty bytes or str, got {value!r}")
+                raise LayoutError(f"{name} must be non-empty bytes or str, got {value!r}")
         if self.outbox_family == self.version_family:
-            raise ValueError("the outbox family must differ from the version family")
+            raise LayoutError("the outbox family must differ from the version family")
 
     def check_family(self, cf: bytes) -> None:
         """Refuse a transaction's own family where it would break the read order or the reserved cells."""
         if cf in (self.version_family, self.outbox_family):
-            raise ValueError(f"column family {cf!r} is reserved for row transactions' versions and outboxes")
+            raise LayoutError(f"column family {cf!r} is reserved for row transactions' versions and outboxes")
         if cf < self.version_family:
-            raise ValueError(f"column family {cf!r} sorts before the version family {self.version_family!r}: a "
+            raise LayoutError(f"column family {cf!r} sorts before the version family {self.version_family!r}: a "
                              "transaction reads the version first, so its own families must sort after it")
 
     def commit_mutation(self, row: bytes, read_version: bytes | None, seq: int,
@@ -209,7 +206,7 @@ class TxLayout:
             family, qualifier = record["version"]
             return cls(family, qualifier, record["outbox"])
         except (ValueError, KeyError, TypeError) as exc:
-            raise ValueError(f"unreadable outbox source record {value[:200]!r} ({exc})") from None
+            raise LayoutError(f"unreadable outbox source record {value[:200]!r} ({exc})") from None
 
     def locality_group_properties(self) -> dict[str, str]:
         """Table properties putting the outbox family in a locality group of its own."""

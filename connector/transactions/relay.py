@@ -26,14 +26,13 @@ from connector.accumulo import BatchWriter, Connection, Mutation
 from connector.counters import FieldCounters
 from connector.queue.layout import ENTRY_FAMILY, ENTRY_QUALIFIER
 from connector.queue.marks import marks_for_entry_rows
+from connector.queue.settings import DEFAULT_RELAY_SECONDS
 
 from .layout import UPDATE_FAMILY, UPDATE_KIND, MalformedOutboxError, OutboxCell, TxLayout, clock_us, parse_outbox
 from .targets import recorded_sources
 
 log = logging.getLogger(__name__)
 
-#: how soon a streaming drain relays what a crashed producer left in an outbox (seconds)
-DEFAULT_RELAY_SECONDS = 10.0
 #: outbox cells copied per round of flushes by relay_table
 RELAY_CHUNK = 2_000
 

@@ -8,6 +8,7 @@ and ``ratio=<stream rate / batch rate>`` (target >= 0.8).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import tempfile
 import threading
@@ -17,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from connector.accumulo import Range  # noqa: E402
-from connector.queue import ExportQueue, QueueConfig, count_entries  # noqa: E402
+from connector.queue import DrainSettings, ExportQueue, QueueConfig, count_entries  # noqa: E402
 from connector.spark import DrainJob, run_batch, spark_session, start_stream  # noqa: E402
 from integration.harness import clusters  # noqa: E402
 
@@ -84,8 +85,9 @@ def main() -> None:
                     time.sleep(1 / opts.trickle_rate)
 
         started = time.perf_counter()
-        query = start_stream(spark, job, f"{tmp}/ckpt", f"{tmp}/reports", trigger_seconds=0.5,
-                             max_bytes_per_trigger=opts.max_bytes_per_trigger or None)
+        job = dataclasses.replace(job, settings=DrainSettings(
+            trigger_seconds=0.5, max_bytes_per_trigger=opts.max_bytes_per_trigger or None))
+        query = start_stream(spark, job, f"{tmp}/ckpt", f"{tmp}/reports")
         adder = threading.Thread(target=trickle)
         adder.start()
         trickle_seen: dict[int, float] = {}

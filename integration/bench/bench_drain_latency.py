@@ -19,7 +19,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from connector.accumulo import Connection, Range  # noqa: E402
-from connector.queue import ExportQueue, QueueConfig  # noqa: E402
+from connector.queue import DrainSettings, ExportQueue, QueueConfig  # noqa: E402
 from connector.spark import DrainJob, spark_session, start_stream  # noqa: E402
 from integration.harness import Cluster, clusters  # noqa: E402
 
@@ -100,12 +100,13 @@ def main() -> None:
         spark.conf.set("spark.sql.streaming.numRecentProgressUpdates", "100000")  # keep every batch's phases
         # two partitions (one per core): fewer, larger tasks per micro-batch keep latency down
         job = DrainJob(source=a.gateway_options(), dest=b.gateway_options(), queue=queue, dest_table="lat_dest",
-                       buckets_per_partition=-(-opts.buckets // 2))
+                       settings=DrainSettings(buckets_per_partition=-(-opts.buckets // 2),
+                                              trigger_seconds=opts.trigger))
         tmp = tempfile.mkdtemp(prefix="latency-")
         conn_b = b.connect()
         conn_b.create_table("lat_dest", exist_ok=True)
         started = time.perf_counter()
-        query = start_stream(spark, job, f"{tmp}/ckpt", f"{tmp}/reports", trigger_seconds=opts.trigger)
+        query = start_stream(spark, job, f"{tmp}/ckpt", f"{tmp}/reports")
         if not opts.include_startup:
             # steady state: one entry through the stream first (bench_small_drain measures start-up); its row
             # sorts before the measured ones, which the poller scans

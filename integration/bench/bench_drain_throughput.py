@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from connector.queue import ExportQueue, QueueConfig, queue_status  # noqa: E402
+from connector.queue import DrainSettings, ExportQueue, QueueConfig, queue_status  # noqa: E402
 from connector.spark import DrainJob, run_batch, spark_session  # noqa: E402
 from integration.bench.bench_client_write import java_write  # noqa: E402
 from integration.harness import clusters  # noqa: E402
@@ -43,7 +43,7 @@ def main() -> None:
 
         spark = spark_session(app_name="bench drain")
         job = DrainJob(source=a.gateway_options(), dest=b.gateway_options(), queue=queue, dest_table="bench_drained",
-                       buckets_per_partition=max(1, opts.buckets // 8))
+                       settings=DrainSettings(buckets_per_partition=max(1, opts.buckets // 8)))
         started = time.perf_counter()
         report = run_batch(spark, job)
         drain_s = time.perf_counter() - started

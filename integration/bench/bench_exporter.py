@@ -78,7 +78,7 @@ def main() -> None:
                 w.flush()
         raw_s = time.perf_counter() - started
 
-        exporter = AccumuloExporter(conn, "bench_export", "difference")
+        exporter = AccumuloExporter(conn, "bench_export", "difference").ensure_table()
         started = time.perf_counter()
         for batch in exports_in:
             failures = exporter.export_batch(batch)

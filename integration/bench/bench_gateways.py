@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from connector.queue import ExportQueue, QueueConfig, queue_status  # noqa: E402
+from connector.queue import DrainSettings, ExportQueue, QueueConfig, queue_status  # noqa: E402
 from connector.spark import DrainJob, run_batch, spark_session  # noqa: E402
 from integration.harness import clusters, gateway_pool, pool_options  # noqa: E402
 
@@ -51,7 +51,8 @@ def main() -> None:
         for n, queue in sorted(queues.items(), reverse=opts.two_first):
             with gateway_pool(a, n) as source, gateway_pool(b, n) as dest:
                 job = DrainJob(source=pool_options(source), dest=pool_options(dest), queue=queue,
-                               dest_table=f"bench_gw{n}_drained", buckets_per_partition=max(1, opts.buckets // 8))
+                               dest_table=f"bench_gw{n}_drained",
+                               settings=DrainSettings(buckets_per_partition=max(1, opts.buckets // 8)))
                 load = os.getloadavg()[0]
                 started = time.perf_counter()
                 report = run_batch(spark, job)

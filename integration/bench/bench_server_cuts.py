@@ -21,7 +21,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from connector.export import AccumuloExporter  # noqa: E402
-from connector.queue import ExportQueue, QueueConfig, drain_buckets, queue_status  # noqa: E402
+from connector.queue import DrainSettings, ExportQueue, QueueConfig, drain_buckets, queue_status  # noqa: E402
 from integration.bench.bench_cpu_per_entry import cpu_by_kind  # noqa: E402
 from integration.harness import clusters  # noqa: E402
 
@@ -30,7 +30,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "deletes with the table's durability": {},
     "deletes sync": {"writer_options": {"durability": "sync"}},
     "pages of 4000": {"batch_size": 4000},
-    "4 MiB batches": {"buffer_bytes": 4 << 20},
+    "4 MiB batches": {"settings": DrainSettings(buffer_bytes=4 << 20)},
     "deletes skip the log (none)": {"writer_options": {"durability": "none"}},
 }
 
@@ -58,13 +58,13 @@ def main() -> None:
             # warm-up: the servers' JIT and first tablets, not what an entry costs afterwards
             warm = QueueConfig(table="cuts_warm", qid="c", num_buckets=opts.buckets)
             fill(conn_a, warm, opts.entries, 1)
-            with AccumuloExporter(conn_b, "cuts_warm_index", "difference") as exporter:
+            with AccumuloExporter(conn_b, "cuts_warm_index", "difference").ensure_table() as exporter:
                 drain_buckets(conn_a, warm, range(opts.buckets), exporter)
             for r in range(opts.rounds):
                 for v, name in enumerate(names):
                     queue = QueueConfig(table=f"cuts_{r}_{v}", qid="c", num_buckets=opts.buckets)
                     fill(conn_a, queue, opts.entries, 1000 + (r * len(names) + v) * opts.entries)
-                    exporter = AccumuloExporter(conn_b, f"cuts_index_{r}_{v}", "difference")
+                    exporter = AccumuloExporter(conn_b, f"cuts_index_{r}_{v}", "difference").ensure_table()
                     before, started = cpu_by_kind(), time.perf_counter()
                     stats = drain_buckets(conn_a, queue, range(opts.buckets), exporter, **VARIANTS[name])
                     wall = time.perf_counter() - started

@@ -27,7 +27,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from connector.queue import ExportQueue, QueueConfig, queue_status  # noqa: E402
+from connector.queue import DrainSettings, ExportQueue, QueueConfig, queue_status  # noqa: E402
 from connector.spark import DrainJob, spark_session, start_stream  # noqa: E402
 from integration.bench.bench_cpu_per_entry import kind_of  # noqa: E402
 from integration.bench.bench_drain_latency import RateProducer, percentile, poll_visible  # noqa: E402
@@ -148,9 +148,10 @@ def main() -> int:
         conn_b.create_table("soak_dest", exist_ok=True)
         spark = spark_session(app_name="bench soak")
         job = DrainJob(source=a.gateway_options(), dest=b.gateway_options(), queue=queue, dest_table="soak_dest",
-                       buckets_per_partition=-(-opts.buckets // 2))
+                       settings=DrainSettings(buckets_per_partition=-(-opts.buckets // 2),
+                                              trigger_seconds=opts.trigger))
         tmp = tempfile.mkdtemp(prefix="soak-")
-        query = start_stream(spark, job, f"{tmp}/ckpt", f"{tmp}/reports", trigger_seconds=opts.trigger)
+        query = start_stream(spark, job, f"{tmp}/ckpt", f"{tmp}/reports")
         rss_start = rss_by_process()
         print_rss("at the start (stream running, nothing produced yet)", rss_start)
         producer = RateProducer(a, queue, opts.rate, total)

@@ -244,9 +244,11 @@ fn translate_values(
     translator: &str,
     values: &Bound<'_, PyAny>,
 ) -> PyResult<(ArrowExport, Vec<(usize, String)>, Vec<usize>)> {
-    let kind = translate::Kind::from_name(translator).ok_or_else(|| {
+    let kind = translate::find(translator).ok_or_else(|| {
+        let names: Vec<&str> = translate::TRANSLATORS.iter().map(|(n, _)| *n).collect();
         Error::InvalidArgument(format!(
-            "no native translator {translator:?}: use difference, replicator or cells"
+            "no native translator {translator:?}: use one of {}",
+            names.join(", ")
         ))
     })?;
     let array = import_array(values)?;
@@ -295,6 +297,12 @@ fn translate_values(
     Ok((batch(schema, columns)?, errors, fallback))
 }
 
+/// The names of the translators that run natively (the crate's `translate::TRANSLATORS`).
+#[pyfunction]
+fn translator_names() -> Vec<&'static str> {
+    translate::TRANSLATORS.iter().map(|(n, _)| *n).collect()
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ArrowExport>()?;
@@ -304,5 +312,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_entry_rows, m)?)?;
     m.add_function(wrap_pyfunction!(entry_deletes, m)?)?;
     m.add_function(wrap_pyfunction!(translate_values, m)?)?;
+    m.add_function(wrap_pyfunction!(translator_names, m)?)?;
     Ok(())
 }

@@ -45,35 +45,32 @@ fn repr(v: &Value) -> Result<String> {
     json_repr(v).ok_or(EntryError::Fallback)
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    Difference,
-    Replicator,
-    Cells,
-}
+/// A built-in translator: one export value (parsed JSON) to its cell changes.
+pub type Translate = fn(&Value) -> Result<Vec<Change>>;
 
-impl Kind {
-    pub fn from_name(name: &str) -> Option<Kind> {
-        match name {
-            "difference" => Some(Kind::Difference),
-            "replicator" => Some(Kind::Replicator),
-            "cells" => Some(Kind::Cells),
-            _ => None,
-        }
-    }
+/// The translators that run natively, by name. Adding one is its module and one line here, plus its line
+/// in `connector/export/translators.py` (a test checks that the two lists agree).
+pub const TRANSLATORS: &[(&str, Translate)] = &[
+    ("difference", difference::translate),
+    ("replicator", replicator::translate),
+    ("cells", cells::translate),
+];
+
+/// The native translator of that name.
+pub fn find(name: &str) -> Option<Translate> {
+    TRANSLATORS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, f)| *f)
 }
 
 /// Translate one export value (JSON bytes as the queue's JSON serializer wrote them).
-pub fn translate(kind: Kind, value: &[u8]) -> Result<Vec<Change>> {
+pub fn translate(translator: Translate, value: &[u8]) -> Result<Vec<Change>> {
     if has_long_digit_run(value) {
         return Err(EntryError::Fallback);
     }
     let value: Value = serde_json::from_slice(value).map_err(|_| EntryError::Fallback)?;
-    match kind {
-        Kind::Difference => difference::translate(&value),
-        Kind::Replicator => replicator::translate(&value),
-        Kind::Cells => cells::translate(&value),
-    }
+    translator(&value)
 }
 
 /// Python's `json.loads` refuses ints of more than 4300 digits wherever they are, even in fields no
@@ -182,8 +179,8 @@ fn last_per_cell(changes: Vec<Change>) -> Vec<Change> {
 mod tests {
     use super::*;
 
-    fn t(kind: Kind, json: &str) -> Result<Vec<Change>> {
-        translate(kind, json.as_bytes())
+    fn t(name: &str, json: &str) -> Result<Vec<Change>> {
+        translate(find(name).expect("a native translator"), json.as_bytes())
     }
 
     fn msg(r: Result<Vec<Change>>) -> String {
@@ -196,35 +193,35 @@ mod tests {
     #[test]
     fn difference_messages() {
         assert_eq!(
-            msg(t(Kind::Difference, "5")),
+            msg(t("difference", "5")),
             "difference update must be {'old': [...], 'new': [...]}, got 5"
         );
         assert_eq!(
-            msg(t(Kind::Difference, r#"{"x":1,"old":[],"b":2}"#)),
+            msg(t("difference", r#"{"x":1,"old":[],"b":2}"#)),
             "difference update has unknown fields ['b', 'x']; expected old, new"
         );
         assert_eq!(
-            msg(t(Kind::Difference, r#"{"new":[{"row":"r","cf":"f"}]}"#)),
+            msg(t("difference", r#"{"new":[{"row":"r","cf":"f"}]}"#)),
             "new[0]: cell {'row': 'r', 'cf': 'f'} lacks cq"
         );
         assert_eq!(
             msg(t(
-                Kind::Difference,
+                "difference",
                 r#"{"new":[{"row":true,"cf":"f","cq":"q"}]}"#
             )),
             "new[0]: row must be text or bytes, not True"
         );
         assert_eq!(
-            msg(t(Kind::Difference, r#"{"old":{"a":1}}"#)),
+            msg(t("difference", r#"{"old":{"a":1}}"#)),
             "old must be a list of cells, not dict"
         );
-        assert_eq!(t(Kind::Difference, "NaN"), Err(EntryError::Fallback));
+        assert_eq!(t("difference", "NaN"), Err(EntryError::Fallback));
     }
 
     #[test]
     fn difference_puts_changed_and_deletes_vanished() {
         let out = t(
-            Kind::Difference,
+            "difference",
             r#"{"old":[{"row":"a","cf":"f","cq":"q","value":"1"},{"row":"b","cf":"f","cq":"q","value":1}],
                 "new":[{"row":"b","cf":"f","cq":"q","value":"1"},{"row":"c","cf":"f","cq":"q","cv":0,"value":2.50}]}"#,
         )
