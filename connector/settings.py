@@ -301,7 +301,9 @@ class Settings:
                 continue
             target: Any = parser
             if s.exclusive:
-                target = groups.setdefault(s.exclusive, parser.add_mutually_exclusive_group())
+                if s.exclusive not in groups:
+                    groups[s.exclusive] = parser.add_mutually_exclusive_group()
+                target = groups[s.exclusive]
             text = s.help
             shown = (shown_defaults or {}).get(s.name, s.default_text())
             if shown and not s.is_flag:

@@ -24,11 +24,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from connector.accumulo import Connection  # noqa: E402
+from connector import (  # noqa: E402
+    Connection,
+    DrainJob,
+    ExportQueue,
+    QueueConfig,
+    RowTransactions,
+    outbox_status,
+    queue_status,
+    relay_table,
+    run_batch,
+    spark_session,
+)
 from connector.clusters_config import CONFIG_ENV, write_clusters  # noqa: E402
-from connector.queue import ExportQueue, QueueConfig, queue_status  # noqa: E402
-from connector.spark import DrainJob, run_batch, spark_session  # noqa: E402
-from connector.transactions import RowTransactions, outbox_status, relay_table  # noqa: E402
 from connector.transactions.relay import pending_outbox  # noqa: E402
 from examples.inverted_count_index import actual_index, expected_index  # noqa: E402
 from integration.harness import clusters  # noqa: E402

@@ -27,9 +27,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 
-from connector.accumulo import Connection
-from connector.queue import ExportQueue, QueueConfig
-from connector.transactions import RowTransactions, Transaction
+from connector import Connection, ExportQueue, QueueConfig, RowTransactions, Transaction
 
 COUNTS_FAMILY, COUNT_QUALIFIER = b"c", b"n"
 #: transactions per run_all call
@@ -164,7 +162,7 @@ def split(items: list[str], parts: int) -> Iterable[list[str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from connector.clusters_config import cluster
+    from connector import cluster
 
     parser = argparse.ArgumentParser(description="A producer process of the inverted count index: row "
                                      "transactions on shared words of a counts table on cluster A.")

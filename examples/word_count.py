@@ -28,9 +28,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from connector.accumulo import Connection  # noqa: E402
-from connector.combine import Change, CombineConfig  # noqa: E402
-from connector.transactions import RowTransactions, Transaction  # noqa: E402
+from connector import CombineConfig, Connection, RowTransactions, Transaction  # noqa: E402
+from connector.combine import Change  # noqa: E402
 from examples.inverted_count_index import count_update  # noqa: E402
 
 DOC_FAMILY, DOC_QUALIFIER = b"d", b"text"
@@ -140,7 +139,7 @@ def produce_main(argv: list[str]) -> int:
     """``python -m examples.word_count produce ...``: one producer process (cluster from the clusters.toml
     named by ACCUMULO_EXPORT_CONFIG). Prints ``progress committed=<changes> conflicts=<n> updates=<n>`` now
     and then and a ``done ...`` line with the same fields at the end."""
-    from connector.clusters_config import cluster
+    from connector import cluster
 
     parser = argparse.ArgumentParser(prog="python -m examples.word_count produce",
                                      description="A producer process of the word count: document changes as "
@@ -189,12 +188,21 @@ def documents(n: int) -> list[str]:
 
 
 def main() -> int:
+    from connector import (
+        CombineJob,
+        CombineQueue,
+        DrainJob,
+        ExportQueue,
+        QueueConfig,
+        outbox_status,
+        queue_status,
+        relay_table,
+        run_batch,
+        spark_session,
+    )
     from connector.clusters_config import CONFIG_ENV, write_clusters
-    from connector.combine import CombineQueue, combine_status
-    from connector.queue import ExportQueue, QueueConfig, queue_status
-    from connector.spark import DrainJob, run_batch, spark_session
-    from connector.spark.combine_job import CombineJob, run_combine, run_stream
-    from connector.transactions import outbox_status, relay_table
+    from connector.combine import combine_status
+    from connector.spark.combine_job import run_combine, run_stream
     from examples.demo import ProducerProcess, kill_one_and_restart
     from examples.inverted_count_index import actual_index
     from integration.harness import clusters

@@ -22,10 +22,10 @@ from connector.queue import (
     QueueConfig,
     QueueConfigError,
     queue_status,
-    read_stored_config,
 )
 from connector.queue.drain import EntryProcessor
 from connector.queue.reader import read_bucket
+from connector.queue.stored_config import read_stored_config
 from connector.spark import run_batch
 
 from .conftest import drain_args, run_cli, unique_table

@@ -11,18 +11,16 @@ from hypothesis import strategies as st
 from connector.accumulo import Key, Range
 from connector.export import SequencedExport
 from connector.queue import (
-    BytesSerializer,
     DrainStats,
-    JsonSerializer,
     MalformedEntryError,
     QueueConfig,
     QueueLayout,
     bucket_of,
-    serializer_from_name,
 )
 from connector.queue.codec import EntryCodec
 from connector.queue.config import default_buckets_per_tablet
 from connector.queue.layout import hex_width, murmur3_32
+from connector.serializers import BytesSerializer, JsonSerializer, serializer_from_name
 
 MAX_SEQ = (1 << 63) - 1
 

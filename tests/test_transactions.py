@@ -20,10 +20,10 @@ from connector.transactions import (
     TransactionConflictError,
     TxLayout,
     outbox_status,
-    recorded_sources,
     relay_table,
 )
 from connector.transactions.commit import Committer
+from connector.transactions.targets import recorded_sources
 
 from .conftest import ROOT, unique_table
 

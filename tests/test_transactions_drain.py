@@ -103,7 +103,7 @@ def test_repeated_relay_is_harmless_on_b(setup, monkeypatch):
 
 
 def _outbox(setup):
-    from connector.transactions import parse_outbox
+    from connector.transactions.layout import parse_outbox
     from connector.transactions.relay import pending_outbox
 
     return [(row, parse_outbox(q, v, ts)) for row, q, ts, v in pending_outbox(setup.conn_a, setup.txs.table)]

@@ -28,7 +28,7 @@ from connector.jobs import (
     stream_combine,
 )
 from connector.jobs.combine import preflight
-from connector.queue import resolve_config
+from connector.queue.stored_config import resolve_config
 
 from .common import UsageError, spark_output
 from .options import check_namespace, check_table_name, int_at_least, port_number, positive_seconds

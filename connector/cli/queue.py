@@ -18,11 +18,9 @@ from connector.queue import (
     QueueConfig,
     dead_letters,
     queue_status,
-    read_stored_config,
     requeue_dead_letters,
-    resolve_config,
 )
-from connector.queue.stored_config import read_translator, store_translator
+from connector.queue.stored_config import read_stored_config, read_translator, resolve_config, store_translator
 from connector.settings import argparse_type
 
 from .common import UsageError

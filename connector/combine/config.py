@@ -7,11 +7,12 @@ from functools import cached_property
 from typing import Any
 
 from connector.accumulo import Connection, Range
-from connector.queue import QueueError, Serializer, serializer_from_name
+from connector.queue import QueueError
 from connector.queue.config import default_buckets_per_tablet
 from connector.queue.layout import CONFIG_FAMILY as EXPORT_CONFIG_FAMILY
 from connector.queue.layout import CONFIG_QUALIFIER as EXPORT_CONFIG_QUALIFIER
 from connector.queue.stored_config import ConfigCell, config_fields
+from connector.serializers import Serializer, serializer_from_name
 
 from .layout import CONFIG_FAMILY, CONFIG_QUALIFIER, CombineLayout
 

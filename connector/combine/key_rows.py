@@ -6,7 +6,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from connector.accumulo import Cell, Connection, Range
-from connector.transactions import MalformedOutboxError, OutboxCell, parse_outbox
+from connector.transactions.layout import MalformedOutboxError, OutboxCell, parse_outbox
 
 from .layout import OUTBOX_FAMILY, SEQ_QUALIFIER, STATE_FAMILY, UPDATE_FAMILY, VALUE_QUALIFIER
 

@@ -27,17 +27,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from connector.accumulo import ConditionalMutation, Connection
-from connector.queue import QueueConfig, check_config
+from connector.queue import QueueConfig
 from connector.queue.codec import EntryCodec
-from connector.transactions import (
-    Committer,
-    OutboxCell,
-    Relay,
-    parse_version,
-    relay_sources,
-)
-from connector.transactions.commit import ACCEPTED, REJECTED, UNKNOWN
-from connector.transactions.layout import export_cell
+from connector.queue.stored_config import check_config
+from connector.transactions.commit import ACCEPTED, REJECTED, UNKNOWN, Committer
+from connector.transactions.layout import OutboxCell, export_cell, parse_version
+from connector.transactions.relay import Relay, relay_sources
 from connector.transactions.targets import record_source
 
 from .config import CombineConfig

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from connector.accumulo import BatchWriter, Connection, Mutation, Range
-from connector.transactions import ensure_outbox_group
+from connector.transactions.rows import ensure_outbox_group
 
 from .config import CombineConfig, check_combine_config, store_combine_config
 from .layout import COMBINE_TX_LAYOUT, STATE_FAMILY, UPDATE_FAMILY, VALUE_QUALIFIER

@@ -27,7 +27,8 @@ from connector.combine import (
     combiner_from_name,
     observer_from_name,
 )
-from connector.queue import QueueConfig, QueueConfigError, check_config
+from connector.queue import QueueConfig, QueueConfigError
+from connector.queue.stored_config import check_config
 from connector.transactions.relay import DEFAULT_RELAY_SECONDS
 
 from .errors import CombineError

@@ -22,11 +22,12 @@ from connector.accumulo import AccumuloError, Connection
 from connector.accumulo.options import GatewayOptions
 from connector.export import AccumuloExporter, translator_from_name
 from connector.export.shared import shared_exporter
-from connector.queue import DrainStats, QueueConfig, QueueConfigError, check_config, drain_buckets, queue_status
+from connector.queue import DrainStats, QueueConfig, QueueConfigError, drain_buckets, queue_status
 from connector.queue.config import queue_options
 from connector.queue.marks import read_marks, settle_marks
 from connector.queue.planner import StreamPlanner
 from connector.queue.settings import DRAIN, EXPORT, PLAN, DrainSettings
+from connector.queue.stored_config import check_config
 
 from .drain_progress import watching
 from .drain_report import DrainReport, ProgressFn

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 from connector.accumulo.options import GatewayOptions
-from connector.transactions import PeriodicRelay, relay_sources
+from connector.transactions.relay import PeriodicRelay, relay_sources
 
 Groups = tuple[tuple[int, ...], ...]
 

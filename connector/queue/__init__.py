@@ -14,24 +14,20 @@ and read ahead), ``drain`` (exporting and deleting them), ``progress`` (a drain 
     stats = drain_queue(conn_a, config, exporter)
 """
 
-from connector.serializers import BytesSerializer, JsonSerializer, Serializer, serializer_from_name
-
 from .config import QueueConfig
 from .dead_letters import DeadLetter, dead_letters, requeue_dead_letters
 from .drain import DrainStats, drain_bucket, drain_buckets, drain_queue
-from .errors import EntryTranslationError, MalformedEntryError, QueueError
+from .errors import EntryTranslationError, MalformedEntryError, QueueConfigError, QueueError
 from .layout import QueueLayout, bucket_of
 from .producer import ExportQueue
 from .settings import DrainSettings
 from .status import BucketStatus, QueueLag, QueueStatus, count_entries, queue_lag, queue_status
-from .stored_config import QueueConfigError, check_config, read_stored_config, resolve_config, store_config
 
-# the public API; internals (readers, marks, progress rows, the codec, the row parser) are imported from
-# their modules
+# the public API; internals (the stored configuration, readers, marks, progress rows, the codec, the row
+# parser) are imported from their modules; serializers are connector.serializers'
 __all__ = [
-    "BucketStatus", "BytesSerializer", "DeadLetter", "DrainSettings", "DrainStats", "EntryTranslationError",
-    "ExportQueue", "JsonSerializer", "MalformedEntryError", "QueueConfig", "QueueConfigError", "QueueError",
-    "QueueLag", "QueueLayout", "QueueStatus", "Serializer", "bucket_of", "check_config", "count_entries",
-    "dead_letters", "drain_bucket", "drain_buckets", "drain_queue", "queue_lag", "queue_status",
-    "read_stored_config", "requeue_dead_letters", "resolve_config", "serializer_from_name", "store_config",
+    "BucketStatus", "DeadLetter", "DrainSettings", "DrainStats", "EntryTranslationError", "ExportQueue",
+    "MalformedEntryError", "QueueConfig", "QueueConfigError", "QueueError", "QueueLag", "QueueLayout", "QueueStatus",
+    "bucket_of", "count_entries", "dead_letters", "drain_bucket", "drain_buckets", "drain_queue", "queue_lag",
+    "queue_status", "requeue_dead_letters",
 ]

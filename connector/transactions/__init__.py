@@ -11,18 +11,16 @@ language), ``targets`` (exports and updates as outbox cells, and the queues' rec
     seq = txs.run("word", lambda tx: (tx.put(b"c", b"n", b"1"), tx.export(queue, "word", {"new": 1})))
 """
 
-from .commit import Committer
-from .errors import RelayError, TransactionConflictError, TransactionError
-from .layout import MalformedOutboxError, OutboxCell, TxLayout, next_seq, parse_outbox, parse_version
-from .relay import PeriodicRelay, Relay, RelayStats, pending_outbox, relay_sources, relay_table
-from .rows import RowTransactions, ensure_outbox_group
+from .errors import LayoutError, MalformedOutboxError, RelayError, TransactionConflictError, TransactionError
+from .layout import TxLayout
+from .relay import PeriodicRelay, RelayStats, relay_table
+from .rows import RowTransactions
 from .status import OutboxStatus, outbox_status
-from .targets import Targets, record_source, recorded_sources
 from .transaction import Transaction
 
+# the public API; the protocol's pieces (commits, outbox cells, relays, targets) are imported from their modules
 __all__ = [
-    "Committer", "MalformedOutboxError", "OutboxCell", "OutboxStatus", "PeriodicRelay", "Relay", "RelayError",
-    "RelayStats", "RowTransactions", "Targets", "Transaction", "TransactionConflictError", "TransactionError",
-    "TxLayout", "ensure_outbox_group", "next_seq", "outbox_status", "parse_outbox", "parse_version",
-    "pending_outbox", "record_source", "recorded_sources", "relay_sources", "relay_table",
+    "LayoutError", "MalformedOutboxError", "OutboxStatus", "PeriodicRelay", "RelayError", "RelayStats",
+    "RowTransactions", "Transaction", "TransactionConflictError", "TransactionError", "TxLayout", "outbox_status",
+    "relay_table",
 ]

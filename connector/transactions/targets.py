@@ -13,8 +13,10 @@ import os
 from typing import Any, Protocol
 
 from connector.accumulo import Connection, Mutation, Range
-from connector.queue import QueueConfig, Serializer, check_config
+from connector.queue import QueueConfig
 from connector.queue.codec import EntryCodec
+from connector.queue.stored_config import check_config
+from connector.serializers import Serializer
 
 from .layout import SOURCES_FAMILY, OutboxCell, TxLayout, export_cell, update_cell
 
