@@ -25,9 +25,9 @@ import itertools
 import random
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
-from connector import Connection, ExportQueue, QueueConfig, RowTransactions, Transaction
+from connector import Cell, Connection, ExportQueue, QueueConfig, RowTransactions, Transaction
 
 COUNTS_FAMILY, COUNT_QUALIFIER = b"c", b"n"
 #: transactions per run_all call
@@ -42,6 +42,15 @@ def index_cell(count: int, word: str) -> dict[str, str]:
 
 def count_update(word: str, old: int | None, new: int | None) -> dict:
     return {"old": [index_cell(old, word)] if old else [], "new": [index_cell(new, word)] if new else []}
+
+
+def snapshot(row: bytes, cells: Sequence[Cell]) -> list[tuple[str, dict]]:
+    """What a word's row implies on B, as the export ``tx.export`` queues for the change "nothing -> this
+    row": the index cell of its count (none for a count of 0). The bootstrap's snapshot function
+    (``--snapshot examples.inverted_count_index:snapshot``)."""
+    count = next((int(c.value) for c in cells if (c.cf, c.cq) == (COUNTS_FAMILY, COUNT_QUALIFIER)), 0)
+    word = row.decode()
+    return [(word, count_update(word, None, count))] if count else []
 
 
 class WordChooser:

@@ -16,7 +16,7 @@ LAYERS = {
     "connector.accumulo": 1,
     "connector.export": 2, "connector.clusters_config": 2,
     "connector.queue": 3, "connector.transactions": 3,
-    "connector.combine": 4,
+    "connector.combine": 4, "connector.snapshot": 4,
     "connector.jobs": 5,
     "connector.spark": 6,
     "connector.cli": 7, "connector.__main__": 7,

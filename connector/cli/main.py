@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from connector.errors import ConnectorError
 from connector.settings import check_environment
 
+from .bootstrap import cmd_bootstrap, cmd_verify, register_bootstrap_commands
 from .combine import cmd_combine, register_combine_commands
 from .common import EXIT_SIGTERM, Terminated, handle_sigterm
 from .drain import cmd_drain, register_drain_command
@@ -44,6 +45,10 @@ examples:
   accumulo-export queue status --cluster A --table exports --queue idx
   accumulo-export drain --source A --dest B --table exports --queue idx --dest-table index
   accumulo-export drain --source A --dest B --table exports --queue idx --dest-table index --stream
+  accumulo-export bootstrap --source A --table exports --queue idx --producer-table counts --dest B \
+      --dest-table index --snapshot app:snapshot      (B from A's rows; the stream above runs first)
+  accumulo-export verify --source A --table exports --queue idx --producer-table counts --dest B \
+      --dest-table index --snapshot app:snapshot [--repair]
   accumulo-export queue dead-letters --cluster A --table exports --queue idx [--requeue]
   accumulo-export tx status --cluster A --table counts      (outboxes of row-transaction producers)
   accumulo-export tx relay  --cluster A --table counts
@@ -74,9 +79,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true", help="show Spark's output, debug logs and tracebacks")
     p.add_argument("--version", action="version", version=version_text(),
                    help="print the connector's version, with Python's and PySpark's, and exit")
-    sub = p.add_subparsers(dest="command", required=True, metavar="{queue,drain,combine,tx}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{queue,drain,bootstrap,verify,combine,tx}")
     register_queue_commands(sub)
     register_drain_command(sub)
+    register_bootstrap_commands(sub)
     register_tx_commands(sub)
     register_combine_commands(sub)
     return p
@@ -89,7 +95,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     handle_sigterm()
     try:
         check_environment()  # a misspelt ACCUMULO_GATEWAY_SECRET_FILE must not quietly mean another secret
-        command = {"queue": cmd_queue, "drain": cmd_drain, "combine": cmd_combine, "tx": cmd_tx}[args.command]
+        command = {"queue": cmd_queue, "drain": cmd_drain, "bootstrap": cmd_bootstrap, "verify": cmd_verify,
+                   "combine": cmd_combine, "tx": cmd_tx}[args.command]
         return command(args)
     except ConnectorError as exc:  # ours, raised on purpose: one line; anything else is a bug, with its trace
         if args.verbose:

@@ -140,6 +140,21 @@ class AccumuloExporter:
         serializers deserialize and translate each export in Python (the slow path). Transport failures
         and rejections raise as in ``export()``, and then nothing of the batch counts as written.
         """
+        updates, failures = self.updates(exports, key_serializer=key_serializer, value_serializer=value_serializer)
+        updates = updates.drop_columns(["entry"])
+        self._calls.cells = 0
+        with self._turn():
+            if updates.num_rows:
+                self._write(lambda writer: writer.add_cells(updates), exports.num_rows)
+            self.exported += exports.num_rows - len(failures)
+        self._calls.cells = updates.num_rows
+        return failures
+
+    def updates(self, exports: pa.RecordBatch, *, key_serializer: str = "json",
+                value_serializer: str = "json") -> tuple[pa.RecordBatch, list[EntryFailure]]:
+        """What :meth:`export_batch` would write for ``exports``, without writing it: the updates (the
+        columns ``BatchWriter.add_cells`` takes, every cell at ts = its export's seq, in this exporter's
+        delete mode, plus ``entry``: the index of its export) and the exports that cannot be written."""
         for name, kind in (("key", pa.binary()), ("value", pa.binary()), ("seq", pa.int64())):
             if exports.schema.get_field_index(name) < 0 or exports.schema.field(name).type != kind:
                 raise TypeError(f"export_batch needs columns key (binary), value (binary), seq (int64); "
@@ -153,16 +168,18 @@ class AccumuloExporter:
             if failures:
                 dropped = pa.array(sorted(failures), pa.int32())
                 changes = changes.filter(pc.invert(pc.is_in(changes.column("entry"), value_set=dropped)))
-            updates = self._stamped(changes, exports.column("seq"))
+            updates = self._stamped(changes, exports.column("seq")).append_column("entry", changes.column("entry"))
         else:
             updates = self._updates_in_python(exports, failures, key_serializer, value_serializer)
-        self._calls.cells = 0
+        return updates, [failures[i] for i in sorted(failures)]
+
+    def write_updates(self, updates: pa.RecordBatch) -> None:
+        """Write cells :meth:`updates` gave (its extra columns are ignored) and return when they are
+        durable; transport failures and rejections as ``export()``."""
+        cells = updates.select(UPDATE_SCHEMA.names)
         with self._turn():
-            if updates.num_rows:
-                self._write(lambda writer: writer.add_cells(updates), exports.num_rows)
-            self.exported += exports.num_rows - len(failures)
-        self._calls.cells = updates.num_rows
-        return [failures[i] for i in sorted(failures)]
+            if cells.num_rows:
+                self._write(lambda writer: writer.add_cells(cells), cells.num_rows)
 
     def export_changes(self, changes: pa.RecordBatch, seqs: pa.Array) -> None:
         """Write changes already translated (``native_translate.CHANGE_SCHEMA``; ``entry`` indexes ``seqs``, one per
@@ -201,6 +218,7 @@ class AccumuloExporter:
         keys_serde, values_serde = serializer_from_name(key_serializer), serializer_from_name(value_serializer)
         columns: tuple[list[Any], ...] = ([], [], [], [], [], [], [])
         row_c, cf_c, cq_c, cv_c, ts_c, value_c, delete_c = columns
+        entries: list[int] = []
         triples = zip(exports.column("key").to_pylist(), exports.column("value").to_pylist(),
                       exports.column("seq").to_pylist(), strict=True)
         for i, (key_bytes, value_bytes, seq) in enumerate(triples):
@@ -230,8 +248,10 @@ class AccumuloExporter:
                     ts_c.append(ts)
                     value_c.append(None if delete else v)
                     delete_c.append(delete)
-        return pa.record_batch([pa.array(c, type=f.type) for c, f in zip(columns, UPDATE_SCHEMA, strict=True)],
-                               schema=UPDATE_SCHEMA)
+                    entries.append(i)
+        updates = pa.record_batch([pa.array(c, type=f.type) for c, f in zip(columns, UPDATE_SCHEMA, strict=True)],
+                                  schema=UPDATE_SCHEMA)
+        return updates.append_column("entry", pa.array(entries, pa.int32()))
 
     @contextlib.contextmanager
     def _turn(self) -> Iterator[None]:

@@ -7,6 +7,7 @@ Compatible with the Fluo Recipes export queue::
     config       <qid>#config                                                   column c:queue, value = JSON
     progress     <qid>#progress:<run id>:<task>                                 column p:stats, value = JSON
     mark         <qid>#mark:<bucketHex>                                         column m:t, value = a unique token
+    bootstrap    <qid>#bootstrap:<destination>                                  a bootstrap's lease, plan and progress
 
 Entry rows sort between the split points ``<qid>#`` and ``<qid>:~``; dead letters and the config row sort
 between ``<qid>#`` and ``<qid>:``, so they never fall into a bucket's range. The config row holds what every
@@ -204,6 +205,11 @@ class QueueLayout:
     def progress_row(self, run_id: str, task: int) -> bytes:
         """The row where task ``task`` of drain run ``run_id`` keeps its running counters."""
         return self.progress_prefix(run_id) + str(task).encode("ascii")
+
+    def bootstrap_row(self, destination: str) -> bytes:
+        """``<qid>#bootstrap:<destination>``: where a bootstrap of ``destination`` (``cluster/table``) keeps
+        its lease, plan and progress (:mod:`connector.snapshot.state`)."""
+        return self._qid_bytes + b"#bootstrap:" + destination.encode("utf-8")
 
     # --- dead letters -------------------------------------------------------------------------------
 

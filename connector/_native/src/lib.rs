@@ -5,12 +5,14 @@
 //! (built-in translators).
 //!
 //! One module per concern: [`wire`] (update frames), [`scan`] (nextK replies), [`queue_rows`] and
-//! [`murmur`] (queue rows and their bucket check), [`translate`] (built-in translators), [`arrow_ffi`]
+//! [`murmur`] (queue rows and their bucket check), [`translate`] (built-in translators), [`digest`]
+//! (order-independent digests of cells, for verify), [`arrow_ffi`]
 //! (Arrow exchange with pyarrow via the PyCapsule interface), [`pyrepr`] (Python-identical
 //! messages), [`error`] (the error enum and its Python exception classes). This file only binds
 //! them to Python.
 
 pub mod arrow_ffi;
+pub mod digest;
 pub mod error;
 pub mod murmur;
 pub mod pyrepr;
@@ -297,6 +299,73 @@ fn translate_values(
     Ok((batch(schema, columns)?, errors, fallback))
 }
 
+/// Per tablet range of `splits` (sorted; a tablet ends at its split row inclusive): the count and the
+/// wrapping sum of the content hashes of the cells of `cells` (columns row, cf, cq, cv, value) in it
+/// (`digest.rs`).
+#[pyfunction]
+fn range_digests(
+    py: Python<'_>,
+    cells: &Bound<'_, PyAny>,
+    splits: Vec<Vec<u8>>,
+) -> PyResult<(Vec<u64>, Vec<u64>)> {
+    let cols = import_batch(cells)?;
+    let bytes = |name: &str| -> Result<Bytes<'_>, Error> { Bytes::new(cols.require(name)?, name) };
+    let fields = [
+        bytes("row")?,
+        bytes("cf")?,
+        bytes("cq")?,
+        bytes("cv")?,
+        bytes("value")?,
+    ];
+    let len = cols.len;
+    Ok(py.detach(|| {
+        let parts = (0..len).map(|i| fields.each_ref().map(|f| f.get(i).unwrap_or_default()));
+        digest::digests(parts, &splits)
+    }))
+}
+
+/// The index of the tablet range of `splits` (sorted; a tablet ends at its split row inclusive) holding
+/// each row of `rows`.
+#[pyfunction]
+fn range_indices(
+    py: Python<'_>,
+    rows: &Bound<'_, PyAny>,
+    splits: Vec<Vec<u8>>,
+) -> PyResult<ArrowExport> {
+    let array = import_array(rows)?;
+    let rows = Bytes::new(&array, "rows")?;
+    let n = array.len();
+    let indices = py.detach(|| {
+        let mut b = Int32Builder::with_capacity(n);
+        for i in 0..n {
+            b.append_value(digest::range_of(&splits, rows.get(i).unwrap_or_default()) as i32);
+        }
+        b.finish()
+    });
+    Ok(ArrowExport::array(Arc::new(indices)))
+}
+
+/// The content hash of each cell of `cells` (columns row, cf, cq, cv, value), as `range_digests` adds
+/// them up.
+#[pyfunction]
+fn cell_hashes(py: Python<'_>, cells: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
+    let cols = import_batch(cells)?;
+    let bytes = |name: &str| -> Result<Bytes<'_>, Error> { Bytes::new(cols.require(name)?, name) };
+    let fields = [
+        bytes("row")?,
+        bytes("cf")?,
+        bytes("cq")?,
+        bytes("cv")?,
+        bytes("value")?,
+    ];
+    let len = cols.len;
+    Ok(py.detach(|| {
+        (0..len)
+            .map(|i| digest::cell_hash(fields.each_ref().map(|f| f.get(i).unwrap_or_default())))
+            .collect()
+    }))
+}
+
 /// The names of the translators that run natively (the crate's `translate::TRANSLATORS`).
 #[pyfunction]
 fn translator_names() -> Vec<&'static str> {
@@ -313,5 +382,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(entry_deletes, m)?)?;
     m.add_function(wrap_pyfunction!(translate_values, m)?)?;
     m.add_function(wrap_pyfunction!(translator_names, m)?)?;
+    m.add_function(wrap_pyfunction!(range_digests, m)?)?;
+    m.add_function(wrap_pyfunction!(cell_hashes, m)?)?;
+    m.add_function(wrap_pyfunction!(range_indices, m)?)?;
     Ok(())
 }

@@ -1,0 +1,176 @@
+"""``accumulo-export bootstrap`` and ``verify``: a destination built from A's committed rows, and checked (and
+repaired) against them, while producers commit and the stream drains into it (README: Building B from A)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import time
+from typing import Any
+
+from connector.accumulo import AccumuloError
+from connector.clusters_config import cluster
+from connector.jobs import LocalEngine
+from connector.jobs.bootstrap import BootstrapJob, BootstrapReport, preflight, run_bootstrap
+from connector.snapshot import BootstrapSettings, Destination, VerifyReport, snapshot_source, verify_destination
+from connector.snapshot.state import BootstrapState
+from connector.snapshot.verify import DEFAULT_EXAMPLES
+
+from .common import UsageError, spark_output
+from .options import Help, check_namespace, check_table_name, int_at_least, queue_args
+from .queue import stored_config
+
+#: exit status of a verify that found differences (and did not repair them)
+EXIT_DIFFERENCES = 1
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    queue_args(p, "--source")
+    p.add_argument("--producer-table", required=True,
+                   help="the table on A whose rows the destination derives from (row transactions' table, or a "
+                        "combine queue's)")
+    p.add_argument("--dest", required=True, help="destination cluster name from the config file")
+    p.add_argument("--dest-table", required=True, help="destination table")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+def register_bootstrap_commands(sub: Any) -> None:
+    """Add ``bootstrap`` and ``verify`` to the ``accumulo-export`` parser's subcommands."""
+    b = sub.add_parser("bootstrap", formatter_class=Help, help="build a destination table from A's committed rows",
+                       description="Write what every row of the producer table implies into the destination, "
+                                   "each cell at the row's version, resumably; then wait for the queue's older "
+                                   "entries to be drained and verify and repair the destination. Start the "
+                                   "stream into the destination first (README: Building B from A).")
+    _common(b)
+    BootstrapSettings.add_arguments(b)
+    b.add_argument("--no-final-check", action="store_true", help="write the snapshot only (verify later)")
+    b.add_argument("--engine", choices=["auto", "spark", "local"], default="auto",
+                   help="local: in this process on threads; spark: one Spark task per tablet of A; auto: local "
+                        "unless --master is given")
+    b.add_argument("--master", help="Spark master (with --engine spark or auto)")
+    b.add_argument("--forget", action="store_true",
+                   help="forget what an unfinished bootstrap of this destination recorded (then start afresh)")
+    v = sub.add_parser("verify", formatter_class=Help, help="compare a destination table with what A's rows imply",
+                       description="Compare the destination with what the rows of the producer table imply, per "
+                                   "tablet range (digests first, cell by cell where they differ), twice: a "
+                                   "difference still there after the queue drained is reported (exit status 1); "
+                                   "--repair writes the fixes so later exports still win.")
+    _common(v)
+    BootstrapSettings.add_arguments(v, skip={"ranges_per_task"})
+    v.add_argument("--repair", action="store_true", help="write the fixes of the differences found")
+    v.add_argument("--examples", type=int_at_least(0), default=DEFAULT_EXAMPLES,
+                   help="example differences shown per range and kind")
+
+
+def _job(args: argparse.Namespace) -> BootstrapJob:
+    source, dest = cluster(args.source), cluster(args.dest)
+    check_table_name(args.producer_table, "--producer-table", f"the source {source.describe()}")
+    check_table_name(args.dest_table, "--dest-table", f"the destination {dest.describe()}")
+    try:
+        with source.connect() as conn:
+            queue = stored_config(conn, args, f"the source {source.describe()}")
+        with dest.connect() as conn:
+            if not conn.table_exists(args.dest_table):
+                check_namespace(conn, args.dest_table, "--dest-table", f"the destination {dest.describe()}")
+    except AccumuloError as exc:
+        raise UsageError(f"{exc}") from None
+    try:
+        settings = BootstrapSettings.from_args(args)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if settings.snapshot is None:
+        raise UsageError("--snapshot is required: module:callable (what one row implies) or combine=<cid>")
+    return BootstrapJob(source=source, dest=dest, queue=queue, table=args.producer_table,
+                        dest_table=args.dest_table, settings=settings)
+
+
+def _say(line: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')} {line}", file=sys.stderr, flush=True)
+
+
+def cmd_bootstrap(args: argparse.Namespace) -> int:
+    job = _job(args)
+    if args.no_final_check:
+        job = dataclasses.replace(job, settings=dataclasses.replace(job.settings, final_check=False))
+    if args.forget:
+        with job.source.connect() as conn:
+            state = BootstrapState(conn, job.queue, job.destination)
+            state.acquire()
+            try:
+                state.clear()
+            finally:
+                state.release()
+        _say(f"forgot the unfinished bootstrap of {job.destination}")
+    if args.engine == "spark" or (args.engine == "auto" and (args.master or os.environ.get("SPARK_MASTER"))):
+        from connector.spark import spark_session
+        from connector.spark.engine import SparkEngine
+
+        with spark_output(verbose=args.verbose):
+            spark = spark_session(args.master, "accumulo-export bootstrap")
+            try:
+                report = run_bootstrap(SparkEngine(spark), job, _say)
+            finally:
+                spark.stop()
+    else:
+        report = run_bootstrap(LocalEngine(), job, _say)
+    _print_bootstrap(report, args.json)
+    return EXIT_DIFFERENCES if report.totals.failed else 0
+
+
+def _print_bootstrap(report: BootstrapReport, as_json: bool) -> None:
+    t = report.totals
+    summary: dict[str, Any] = {"ranges": report.ranges, "resumed_ranges": report.resumed, "rows": t.rows,
+                               "exports": t.exports, "cells": t.cells, "failed": t.failed,
+                               "outbox_relayed": report.relayed, "seconds": round(report.seconds, 2)}
+    if report.check is not None:
+        summary["final_check"] = {"differences": report.check.differences, "repaired": report.check.repaired,
+                                  "in_flight": report.check.in_flight}
+    if t.errors:
+        summary["errors"] = t.errors
+    if as_json:
+        print(json.dumps(summary))
+        return
+    print(f"bootstrap: {t.rows:,} rows, {t.cells:,} cells written in {report.seconds:.1f} s "
+          f"({report.resumed} of {report.ranges} ranges done by an earlier run)")
+    if report.check is not None:
+        print(f"final check: {report.check.differences} differences found and repaired, "
+              f"{report.check.in_flight} in flight")
+    for error in t.errors:
+        print(f"  failed: {error}", file=sys.stderr)
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    job = _job(args)
+    job, _ = preflight(job)
+    s = job.settings
+    assert s.snapshot is not None and s.translator is not None
+    with job.source.connect() as a, job.dest.connect() as b:
+        report = verify_destination(a, job.table, snapshot_source(a, job.table, s.snapshot), job.queue,
+                                    Destination(b, job.dest_table, s.translator, s.delete_mode),
+                                    repair=args.repair, settle_seconds=s.settle_seconds, progress=_say)
+    _print_verify(report, args)
+    return 0 if not report.differences or report.repaired else EXIT_DIFFERENCES
+
+
+def _print_verify(report: VerifyReport, args: argparse.Namespace) -> None:
+    if args.json:
+        print(json.dumps(report.to_json(args.examples)))
+        return
+    print(f"verify: {report.ranges} ranges, {report.matched} matched by digest; {report.expected:,} cells "
+          f"expected; {report.differences} differences ({report.count('missing')} missing, "
+          f"{report.count('unexpected')} unexpected, {report.count('different')} different); "
+          f"{report.in_flight} in flight" + (f"; repaired {report.repaired}" if args.repair else ""))
+    for r in report.results:
+        data = r.to_json(args.examples)
+        print(f"  range {r.index} [{data['start']!r}, {data['stop']!r}): {data['missing']} missing, "
+              f"{data['unexpected']} unexpected, {data['different']} different")
+        for kind, examples in data["examples"].items():
+            for e in examples:
+                print(f"    {kind}: row {e['row']!r} {e['cf']}:{e['cq']} expected {e['expected']!r} "
+                      f"(v{e['version']}), actual {e['actual']!r} (ts {e['ts']})")
+    if report.pending:
+        print(f"note: {report.pending:,} queue entries were still waiting; is a drain into the destination "
+              "running?", file=sys.stderr)

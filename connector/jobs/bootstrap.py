@@ -1,0 +1,190 @@
+"""The bootstrap job: a destination built from A's committed rows on any engine, resumable, then checked.
+
+1. Take the destination's lease (two bootstraps of one destination never run at once), and either resume the
+   plan a killed bootstrap recorded or start one: relay what outboxes hold into the queue, note the server's
+   time, and plan one task per tablet of the producer table (:mod:`connector.snapshot.state`).
+2. Rounds of tasks on the engine (threads of this process, or Spark tasks), each writing what its ranges
+   imply at each row's version and recording them as done (:func:`connector.snapshot.bootstrap_range`).
+3. The final check: wait until the queue no longer holds entries written before the bootstrap began (they
+   may be exports older than the snapshot whose successors the destination never got), then verify the
+   destination and repair what differs (:func:`connector.snapshot.verify_destination`).
+
+The stream into the destination must run before step 1 (README: Building B from A): every commit after a
+row's read reaches the destination through it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from connector.accumulo import AccumuloError
+from connector.accumulo.options import GatewayOptions
+from connector.export import translator_from_name
+from connector.export.shared import shared_exporter
+from connector.queue import QueueConfig, QueueConfigError
+from connector.queue.stored_config import check_config, read_translator
+from connector.settings import OptionError
+from connector.snapshot import (
+    BootstrapError,
+    BootstrapSettings,
+    Destination,
+    SnapshotStats,
+    VerifyReport,
+    bootstrap_range,
+    snapshot_source,
+    verify_destination,
+)
+from connector.snapshot.implied import source_bounds
+from connector.snapshot.state import BootstrapState, Plan, destination_id
+from connector.snapshot.verify import entries_written_before
+from connector.transactions.relay import relay_sources
+
+from .rounds import Engine, Round
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class BootstrapJob:
+    """Everything a bootstrap needs: the producer ``table`` on ``source`` (cluster A) and the queue that
+    carries its exports, the destination table on ``dest``, and how (:class:`BootstrapSettings`)."""
+
+    source: GatewayOptions
+    dest: GatewayOptions
+    queue: QueueConfig
+    table: str
+    dest_table: str
+    settings: BootstrapSettings = field(default_factory=BootstrapSettings)
+
+    @property
+    def destination(self) -> str:
+        return destination_id(self.dest.name or f"{self.dest.host}:{self.dest.port}", self.dest_table)
+
+
+@dataclass
+class BootstrapReport:
+    """A bootstrap: what its tasks did (this run's), the ranges done before it resumed, and the final check."""
+
+    totals: SnapshotStats = field(default_factory=SnapshotStats)
+    ranges: int = 0
+    resumed: int = 0  # ranges a killed bootstrap had finished
+    relayed: int = 0
+    check: VerifyReport | None = None
+    seconds: float = 0.0
+
+
+def preflight(job: BootstrapJob) -> tuple[BootstrapJob, str]:
+    """Check what would fail inside a task: the queue, its translator, the snapshot, both clusters; fill in
+    the translator the queue stored. Returns the job and its snapshot's name, or raises ``BootstrapError``."""
+    if job.settings.snapshot is None:
+        raise BootstrapError("a bootstrap needs a snapshot function (--snapshot module:callable or combine=<cid>)")
+    try:
+        with job.source.connect() as conn:
+            for table, what in ((job.queue.table, "queue table"), (job.table, "producer table")):
+                if not conn.table_exists(table):
+                    raise BootstrapError(f"{what} {table!r} does not exist on {job.source.describe()}")
+            check_config(conn, job.queue, required=True)
+            translator = job.settings.translator or read_translator(conn, job.queue) or "difference"
+            translator_from_name(translator)
+            snapshot_source(conn, job.table, job.settings.snapshot)
+        with job.dest.connect() as conn:
+            conn.list_tables()  # authenticates
+    except (AccumuloError, QueueConfigError, OptionError) as exc:
+        raise BootstrapError(str(exc)) from None
+    return replace(job, settings=replace(job.settings, translator=translator)), job.settings.snapshot
+
+
+@dataclass(frozen=True)
+class RangeWriter:
+    """The work of a bootstrap round's tasks (pickled to Spark executors): write one group of ranges of A and
+    record each as done, under the lease of ``token``."""
+
+    job: BootstrapJob
+    ranges: tuple[tuple[bytes | None, bytes | None], ...]
+    token: bytes
+
+    def __call__(self, group_id: int, buckets: tuple[int, ...]) -> SnapshotStats:
+        """Write the ranges of A numbered ``buckets`` (a round's groups are numbers, here ranges')."""
+        indices = buckets
+        job, s = self.job, self.job.settings
+        conn = job.source.shared()
+        source = snapshot_source(conn, job.table, s.snapshot or "")
+        assert s.translator is not None
+        exporter = shared_exporter(job.dest, job.dest_table, s.translator, s.delete_mode, True)
+        state = BootstrapState(conn, job.queue, job.destination, token=self.token)
+        total = SnapshotStats()
+        for i in indices:
+            started = time.monotonic()
+            stats = bootstrap_range(conn, job.table, self.ranges[i], source, job.queue, exporter)
+            stats.seconds = time.monotonic() - started
+            state.mark_done(i, {"rows": stats.rows, "exports": stats.exports, "cells": stats.cells})
+            total += stats
+        return total
+
+
+def run_bootstrap(engine: Engine, job: BootstrapJob, progress: Progress | None = None) -> BootstrapReport:
+    """Build the destination from A's rows, resuming what a killed bootstrap of it left, then (unless the
+    settings say not to) check and repair it. See the module's description."""
+    say = progress or (lambda line: None)
+    started = time.monotonic()
+    job, snapshot = preflight(job)
+    report = BootstrapReport()
+    with job.source.connect() as conn:
+        state = BootstrapState(conn, job.queue, job.destination)
+        state.acquire()
+        try:
+            plan = state.plan()
+            if plan is not None and (plan.table, plan.snapshot) != (job.table, snapshot):
+                raise BootstrapError(f"an unfinished bootstrap of {job.destination} read table {plan.table!r} with "
+                                     f"snapshot {plan.snapshot!r}; finish it with those, or forget it first "
+                                     "(accumulo-export bootstrap --forget)")
+            if plan is None:
+                report.relayed = relay_sources(conn, job.queue.table, job.queue.layout.config_row).relayed
+                source = snapshot_source(conn, job.table, snapshot)
+                plan = Plan(job.table, snapshot, tuple(source_bounds(conn, job.table, source)),
+                            state.server_time_ms())
+                state.start(plan)
+            done = state.done()
+            report.ranges, report.resumed = len(plan.ranges), len(done)
+            todo = [i for i in range(len(plan.ranges)) if i not in done]
+            say(f"{len(todo)} of {len(plan.ranges)} ranges of {job.table} to write into {job.dest_table}"
+                + (f" ({len(done)} done by an earlier run)" if done else ""))
+            per = job.settings.ranges_per_task
+            groups = tuple(tuple(todo[k:k + per]) for k in range(0, len(todo), per))
+            if groups:
+                report.totals = engine.run(Round(RangeWriter(job, plan.ranges, state.token), groups, SnapshotStats,
+                                                 BootstrapError))
+            state.check()
+            if job.settings.final_check:
+                report.check = final_check(job, plan, say)
+            state.clear()
+        finally:
+            state.release()
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def final_check(job: BootstrapJob, plan: Plan, say: Progress) -> VerifyReport:
+    """Wait until the queue no longer holds entries written before the bootstrap began (their exports may be
+    older than the snapshot, with successors the destination never got), then verify and repair."""
+    s = job.settings
+    deadline = time.monotonic() + s.settle_seconds
+    with job.source.connect() as a, job.dest.connect() as b:
+        left = entries_written_before(a, job.queue, plan.started_ms)
+        if left:
+            say(f"final check: waiting for the drain to export the {left:,} entries older than the bootstrap")
+        while left and time.monotonic() < deadline:
+            time.sleep(1.0)
+            left = entries_written_before(a, job.queue, plan.started_ms)
+        if left:
+            raise BootstrapError(
+                f"final check: {left:,} queue entries older than the bootstrap were not exported within "
+                f"{s.settle_seconds:.0f} s; is a drain into {job.dest_table} running (accumulo-export drain "
+                f"--stream)? The snapshot is written; rerun the bootstrap to do the final check")
+        assert s.translator is not None and s.snapshot is not None
+        say("final check: verifying the destination against A")
+        return verify_destination(a, job.table, snapshot_source(a, job.table, s.snapshot), job.queue,
+                                  Destination(b, job.dest_table, s.translator, s.delete_mode), repair=True,
+                                  settle_seconds=s.settle_seconds, progress=say)

@@ -1,0 +1,71 @@
+"""Building a destination from A's committed rows: the settings, and the work on one tablet range of A.
+
+A bootstrap reads each row of the producer table whole at one version, takes its snapshot, translates it with
+the queue's translator and writes the cells at timestamp = the row's version (the live path: the exporter's
+writer; :class:`BootstrapSettings`). It records each range of A it finished, so a killed bootstrap resumes; the
+job that runs the ranges and the final check is :mod:`connector.jobs.bootstrap`.
+
+Why the destination ends exact while producers commit and the stream drains into it (the README's "Building
+B from A" has the whole argument): every destination cell derives from one row of A, and that row's commits
+carry rising seqs (``max(clock, previous + 1)``, whatever the producer's clock says). The snapshot of a row
+read at version v writes its cells at v; a commit after that read has a seq above v and reaches the
+destination through the stream, so it wins on every cell it touches; an export older than v either changes a
+cell the snapshot also writes (and loses to it) or is hidden by a later export of the same row. What is left
+(an old export whose successor the destination never received, a delete a full compaction dropped before an
+older snapshot cell arrived) the final check finds and repairs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from connector.export import AccumuloExporter
+from connector.export.tombstones import DeleteMode
+from connector.export.translators import METAVAR, check_translator_name
+from connector.queue import QueueConfig
+from connector.settings import OptionError, Settings, boolean, integer, seconds, setting
+
+from .functions import SnapshotSource, check_snapshot_name
+from .implied import Bounds, SnapshotStats, implied_chunks
+from .verify import DEFAULT_SETTLE_SECONDS
+
+
+@dataclass(frozen=True)
+class BootstrapSettings(Settings):
+    """Every setting of a bootstrap (``accumulo-export bootstrap`` flags derive from these)."""
+
+    snapshot: str = setting(None, "module:callable: what one row implies (a function of (row, cells) returning "
+                                  "(key, value) exports); or combine=<cid>[:observer] for a combine queue's "
+                                  "table", parse=check_snapshot_name, metavar="{module:callable,combine=CID}")
+    translator: str | None = setting(None, "the queue's translator (default: the one 'queue init --translator' "
+                                           "stored, else difference)", parse=check_translator_name,
+                                     metavar=METAVAR)
+    delete_mode: str = setting(DeleteMode.DELETE.value, "the destination's delete mode, as its drain writes it",
+                               choices=[m.value for m in DeleteMode])
+    final_check: bool = setting(True, "after the snapshot, wait for the queue's older entries to be drained, "
+                                      "then verify the destination and repair what differs", parse=boolean,
+                                flag=None)
+    settle_seconds: float = setting(DEFAULT_SETTLE_SECONDS, "the final check's longest wait for the drain to "
+                                    "export what the queue held", parse=seconds, metavar="SECONDS")
+    ranges_per_task: int = setting(1, "tablets of A per task", parse=integer(1))
+
+    def __post_init__(self) -> None:
+        try:
+            if self.snapshot is not None:
+                check_snapshot_name(self.snapshot)
+            if self.translator is not None:
+                check_translator_name(self.translator)
+            DeleteMode(self.delete_mode)
+        except ValueError as exc:
+            raise OptionError(str(exc)) from None
+
+
+def bootstrap_range(conn: object, table: str, bounds: Bounds, source: SnapshotSource, queue: QueueConfig,
+                    exporter: AccumuloExporter) -> SnapshotStats:
+    """Write what one tablet range of the producer table implies into the exporter's table (live: through its
+    writer, flushed: durable when this returns)."""
+    total = SnapshotStats()
+    for _, updates, stats in implied_chunks(conn, table, bounds, source, queue, exporter):  # type: ignore[arg-type]
+        exporter.write_updates(updates)
+        total += stats
+    return total

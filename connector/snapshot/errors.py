@@ -1,0 +1,18 @@
+"""Errors of building and checking a destination from A's rows."""
+
+from __future__ import annotations
+
+from connector.errors import ConnectorError
+
+
+class SnapshotError(ConnectorError):
+    """Base class: a bootstrap or a verify could not do its work (the message says why and what to do)."""
+
+
+class BootstrapError(SnapshotError, RuntimeError):
+    """A bootstrap could not start or go on: another one holds the destination, its lease was lost, the
+    plan it would resume disagrees with what was asked, or the final check could not settle."""
+
+
+class VerifyError(SnapshotError, RuntimeError):
+    """A verify could not compare (not a difference: differences are its result)."""

@@ -1,0 +1,102 @@
+"""Snapshot functions: what one row's committed state implies, as the exports ``tx.export`` would have queued
+for the change "nothing -> this row".
+
+A snapshot function is ``snapshot(row, cells) -> iterable of (key, value)``: ``row`` the row's bytes,
+``cells`` its own cells (:class:`~connector.accumulo.Cell`, key order; the version and outbox cells of row
+transactions left out). The keys and values are what the producer's ``tx.export(queue, key, value)`` passes:
+the queue's serializers turn them into bytes, and the queue's translator into cells, written at timestamp =
+the row's version. A row that implies nothing returns nothing. Like translators it is named
+``package.module:callable`` so that Spark executors can load it; it must be a pure function of the row (it may
+run more than once for one row).
+
+Built in: ``combine=<cid>`` for a combine queue's table (each key's current value, observed as the change
+``None -> value`` by the ``changes`` observer or the one named by ``combine=<cid>:<module:callable>``): its
+rows bootstrap like any producer's.
+
+Each destination cell must derive from one row of A: the snapshot of a row says everything on B that row
+implies (a cross-row aggregate goes through the combine queue, whose rows then bootstrap like any other).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from connector.accumulo import Cell, Connection, Range
+from connector.combine import CombineConfig, CombineLayout, observer_from_name
+from connector.combine.config import read_combine_config
+from connector.combine.functions import Change
+from connector.combine.layout import COMBINE_TX_LAYOUT, STATE_FAMILY, VALUE_QUALIFIER
+from connector.plugins import callable_from_name
+from connector.settings import OptionError
+from connector.transactions import TxLayout
+
+Snapshot = Callable[[bytes, Sequence[Cell]], Iterable[tuple[Any, Any]]]
+
+COMBINE = "combine"
+
+
+@dataclass(frozen=True)
+class SnapshotSource:
+    """How to read a producer table and what its rows imply: the snapshot function, the row-transaction layout
+    whose version and outbox cells are not the row's own, and the rows that hold producer rows (None: all)."""
+
+    snapshot: Snapshot
+    layout: TxLayout
+    rows: Range | None = None
+
+
+@dataclass(frozen=True)
+class CombineSnapshot:
+    """The built-in snapshot of a combine queue's table: each key's current value as the change ``None ->
+    value``, observed by the combine's observer (pickles to Spark executors by its names)."""
+
+    config: CombineConfig
+    observer: str = "changes"
+
+    def __call__(self, row: bytes, cells: Sequence[Cell]) -> Iterable[tuple[Any, Any]]:
+        value = next((c.value for c in cells if c.cf == STATE_FAMILY and c.cq == VALUE_QUALIFIER), None)
+        if value is None:
+            return []
+        key_serde, value_serde = self.config.serializers()
+        key = key_serde.loads(CombineLayout(self.config.cid, self.config.num_buckets).key_of(row))
+        seq = max(c.ts for c in cells)
+        change = Change(key, None, value_serde.loads(value), seq)
+        return [(export_key, export_value) for _, export_key, export_value in
+                observer_from_name(self.observer)([change])]
+
+
+def snapshot_source(conn: Connection, table: str, name: str) -> SnapshotSource:
+    """The snapshot named ``name`` for the producer table ``table`` on ``conn``: ``combine=<cid>[:observer]``
+    or ``package.module:callable`` (row transactions' default layout); ``OptionError`` naming what is wrong."""
+    if name == COMBINE or name.startswith(COMBINE + "="):
+        cid, _, observer = name.removeprefix(COMBINE).removeprefix("=").partition(":")
+        if not cid:
+            raise OptionError(f"snapshot {name!r}: name the combine queue, as in combine=wc")
+        stored = read_combine_config(conn, table, cid)
+        if stored is None:
+            raise OptionError(f"snapshot {name!r}: table {table!r} holds no combine queue {cid!r}")
+        config = CombineConfig(table=table, cid=cid, num_buckets=stored["num_buckets"],
+                               key_serializer=stored.get("key_serializer", "json"),
+                               value_serializer=stored.get("value_serializer", "json"))
+        observer_from_name(observer or "changes")
+        return SnapshotSource(CombineSnapshot(config, observer or "changes"), COMBINE_TX_LAYOUT,
+                              CombineLayout(cid, config.num_buckets).queue_range())
+    return SnapshotSource(snapshot_from_name(name), TxLayout())
+
+
+def snapshot_from_name(name: str) -> Snapshot:
+    """The snapshot function at ``package.module:callable``."""
+    return callable_from_name("snapshot", name, {})  # type: ignore[no-any-return]
+
+
+def check_snapshot_name(name: str) -> str:
+    """``name`` if it has the form of a snapshot name (``combine=<cid>[:observer]`` or ``module:callable``;
+    nothing is imported here); ``ValueError`` otherwise."""
+    if name.startswith(COMBINE + "=") and len(name) > len(COMBINE) + 1:
+        return name
+    module, colon, attr = name.partition(":")
+    if colon and module and attr and not name.startswith(COMBINE):
+        return name
+    raise ValueError(f"snapshot {name!r}: use module:callable (a function of (row, cells)) or combine=<cid>")

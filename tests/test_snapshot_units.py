@@ -1,0 +1,104 @@
+"""B from A, the pure parts: tablet bounds, snapshot exports, what a set of implied updates leaves visible,
+digests and the cell-by-cell comparison, the plan's record. No cluster: the end-to-end proofs are in
+tests/test_bootstrap.py."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from connector.accumulo import Cell
+from connector.serializers import JsonSerializer
+from connector.snapshot.compare import ACTUAL_SCHEMA, compare, digests, expected_cells, split_by_range
+from connector.snapshot.functions import check_snapshot_name
+from connector.snapshot.implied import tablet_bounds
+from connector.snapshot.rows import SnapRow, snapshot_exports
+from connector.snapshot.state import Plan
+
+UPDATE_COLUMNS = ["row", "cf", "cq", "cv", "ts", "value", "delete", "source"]
+
+
+def updates(*cells: tuple[bytes, bytes, int, bytes | None]) -> pa.RecordBatch:
+    """(row, cq, ts, value or None for a delete) as implied updates of family f."""
+    rows = [(r, b"f", q, b"", ts, v, v is None, b"src") for r, q, ts, v in cells]
+    columns = list(zip(*rows, strict=True)) if rows else [[]] * 8
+    types = [pa.binary()] * 4 + [pa.int64(), pa.binary(), pa.bool_(), pa.binary()]
+    return pa.record_batch([pa.array(c, t) for c, t in zip(columns, types, strict=True)], names=UPDATE_COLUMNS)
+
+
+def actual(*cells: tuple[bytes, bytes, int, bytes]) -> pa.Table:
+    return pa.Table.from_pylist([{"row": r, "cf": b"f", "cq": q, "cv": b"", "ts": ts, "value": v}
+                                 for r, q, ts, v in cells], schema=ACTUAL_SCHEMA)
+
+
+def test_tablet_bounds_cover_every_row_once_and_clip():
+    assert tablet_bounds([]) == [(None, None)]
+    assert tablet_bounds([b"m"]) == [(None, b"m\x00"), (b"m\x00", None)]
+    assert tablet_bounds([b"m", b"t"], b"n", b"u") == [(b"n", b"t\x00"), (b"t\x00", b"u")]
+    assert tablet_bounds([b"m"], b"x", b"y") == [(b"x", b"y")]
+
+
+@given(st.lists(st.binary(min_size=1, max_size=3), unique=True, max_size=6),
+       st.lists(st.binary(min_size=1, max_size=4), max_size=20))
+def test_every_row_falls_in_exactly_one_bound(splits, rows):
+    bounds = tablet_bounds(splits)
+    for row in rows:
+        holding = [b for b in bounds if (b[0] is None or b[0] <= row) and (b[1] is None or row < b[1])]
+        assert len(holding) == 1, (row, bounds)
+
+
+def test_snapshot_exports_carry_the_row_version_and_name_failures():
+    rows = [SnapRow(b"a", 7, [Cell(b"a", b"c", b"n", b"", 7, b"3")]), SnapRow(b"gone", 9, []),
+            SnapRow(b"bad", 5, [Cell(b"bad", b"c", b"n", b"", 5, b"x")])]
+
+    def snap(row, cells):
+        if row == b"bad":
+            raise ValueError("no count")
+        return [(row.decode(), {"n": int(cells[0].value)})]
+
+    batch, failures = snapshot_exports(rows, snap, JsonSerializer(), JsonSerializer())
+    assert batch.to_pylist() == [{"key": b'"a"', "value": b'{"n":3}', "seq": 7, "row": 0}]
+    assert [(f.row, f.reason) for f in failures] == [(b"bad", "ValueError: no count")]
+
+
+def test_expected_cells_keep_the_newest_put_and_drop_what_a_delete_hides():
+    table = expected_cells([updates((b"r", b"a", 5, b"old"), (b"r", b"a", 9, b"new"),  # newest put wins
+                                    (b"r", b"b", 5, b"x"), (b"r", b"b", 5, None),      # delete wins at equal ts
+                                    (b"r", b"c", 5, b"y"), (b"r", b"c", 3, None))])    # an older delete does not
+    assert sorted((r["cq"], r["value"], r["ts"]) for r in table.to_pylist()) == [(b"a", b"new", 9), (b"c", b"y", 5)]
+    assert expected_cells([]).num_rows == 0
+
+
+def test_compare_names_missing_unexpected_and_different_cells_and_ignores_timestamps():
+    expected = expected_cells([updates((b"r", b"a", 5, b"1"), (b"r", b"b", 5, b"2"), (b"r", b"c", 5, b"3"))])
+    diffs = compare(expected, actual((b"r", b"a", 99, b"1"), (b"r", b"c", 4, b"X"), (b"r", b"d", 2, b"4")))
+    assert [(d.kind, d.cq, d.expected, d.actual, d.version, d.ts) for d in diffs] == [
+        ("missing", b"b", b"2", None, 5, None), ("different", b"c", b"3", b"X", 5, 4),
+        ("unexpected", b"d", None, b"4", None, 2)]
+    assert json.loads(json.dumps(diffs[0].to_json()))["kind"] == "missing"
+
+
+def test_digests_match_exactly_when_the_content_does():
+    splits = [b"m"]
+    e = expected_cells([updates((b"a", b"q", 1, b"1"), (b"z", b"q", 1, b"2"))])
+    same = actual((b"z", b"q", 50, b"2"), (b"a", b"q", 70, b"1"))  # other order, other timestamps
+    changed = actual((b"a", b"q", 1, b"1"), (b"z", b"q", 1, b"3"))
+    assert digests(e, splits) == digests(same, splits)
+    ec, es = digests(e, splits)
+    cc, cs = digests(changed, splits)
+    assert (ec[0], es[0]) == (cc[0], cs[0]) and es[1] != cs[1]
+    assert set(split_by_range(e, splits)) == {0, 1}
+
+
+def test_plan_round_trips_and_snapshot_names_are_checked():
+    plan = Plan("counts", "app:snap", ((None, b"m\x00"), (b"m\x00", None)), 123)
+    assert Plan.from_json(plan.to_json()) == plan
+    assert check_snapshot_name("app.mod:fn") == "app.mod:fn"
+    assert check_snapshot_name("combine=wc") == "combine=wc"
+    for bad in ("app", "combine=", ":fn", "combine"):
+        with pytest.raises(ValueError):
+            check_snapshot_name(bad)
