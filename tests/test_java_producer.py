@@ -1,5 +1,5 @@
-"""Java producers on a real Accumulo: ``RowTransactionExample`` (integration/gateway, package
-``exportconnector.examples``) commits row transactions with Accumulo's own ConditionalWriter, following the
+"""Java producers on a real Accumulo: ``RowTransactionExample`` (the harness module of integration/gateway,
+package ``exportconnector.examples``) commits row transactions with Accumulo's own ConditionalWriter, following the
 protocol of ``connector/transactions/layout.py``; its exports drain to B like a Python producer's.
 
 Two Java processes increment the same few words at once (so their commits collide and retry); then every
@@ -24,12 +24,12 @@ from connector.queue import ExportQueue, QueueConfig, drain_queue, queue_status
 from connector.queue.codec import EntryCodec
 from connector.queue.marks import read_marks
 from examples.inverted_count_index import actual_index, count_update
-from integration.harness import java_command
+from integration.harness import ROW_TRANSACTION_EXAMPLE, java_command
 from tests.conftest import unique_table
 
 pytestmark = pytest.mark.cluster
 
-EXAMPLE = "exportconnector.examples.RowTransactionExample"
+EXAMPLE = ROW_TRANSACTION_EXAMPLE
 RELAY_MODULE = Path(__file__).resolve().parent.parent / "connector" / "transactions" / "relay.py"
 VERSION, OUTBOX, COUNTS = b"!tx", b"!txo", b"c"
 SOURCE_RECORD = {"outbox": "!txo", "version": ["!tx", "v"]}
@@ -37,7 +37,7 @@ SOURCE_RECORD = {"outbox": "!txo", "version": ["!tx", "v"]}
 
 @pytest.fixture(scope="module")
 def classpath(gateway_classpath: str) -> str:
-    """The gateway module's classpath (built with the example, if the sources changed)."""
+    """The harness module's classpath (built with the example, if the sources changed)."""
     return gateway_classpath
 
 

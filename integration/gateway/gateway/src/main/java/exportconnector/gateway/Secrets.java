@@ -15,7 +15,7 @@ import org.slf4j.LoggerFactory;
  * Reads passwords and the gateway secret from the environment or from a file, never from a flag
  * value (flags show up in `ps`). Values are never logged.
  */
-final class Secrets {
+public final class Secrets {
   private static final Logger LOG = LoggerFactory.getLogger(Secrets.class);
 
   private Secrets() {}
@@ -24,7 +24,7 @@ final class Secrets {
    * The file's content (one trailing newline stripped) when a path is given, else the environment
    * variable; fails with a message naming both sources when neither yields a non-empty value.
    */
-  static String read(String what, String envVar, String filePath, String fileFlag) {
+  public static String read(String what, String envVar, String filePath, String fileFlag) {
     String value;
     if (filePath != null) {
       value = readFile(what, Path.of(filePath));

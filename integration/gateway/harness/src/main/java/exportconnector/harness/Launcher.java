@@ -1,4 +1,10 @@
-package exportconnector.gateway;
+package exportconnector.harness;
+
+import exportconnector.gateway.Args;
+import exportconnector.gateway.GatewayConfig;
+import exportconnector.gateway.Json;
+import exportconnector.gateway.Secrets;
+import exportconnector.gateway.Signals;
 
 import java.io.BufferedReader;
 import java.io.File;
@@ -78,7 +84,7 @@ public final class Launcher {
     try {
       EmbeddedCluster.prepareJvm();
     } catch (Exception e) {
-      System.err.println("launcher: start-up failed: " + Errors.describe(e));
+      System.err.println("launcher: start-up failed: " + describe(e));
       System.exit(1);
     }
     Launcher launcher;
@@ -98,13 +104,16 @@ public final class Launcher {
       }
       settings.setProperty(GatewayConfig.SECRET_FILE,
           Path.of(a.require("secret-file")).toAbsolutePath().toString());
-      long idle = a.getLong("idle-timeout-ms", GatewayMain.DEFAULT_IDLE_TIMEOUT_MS);
+      long idle = a.getLong("idle-timeout-ms", GatewayConfig.DEFAULT_IDLE_TIMEOUT_MS);
       if (idle <= 0) {
         throw new IllegalArgumentException("--idle-timeout-ms must be positive");
       }
       settings.setProperty(GatewayConfig.IDLE_TIMEOUT_MS, Long.toString(idle));
-      int maxFrame = GatewayServer.checkMaxFrameBytes(
-          a.getInt("max-frame-bytes", GatewayServer.DEFAULT_MAX_FRAME_BYTES));
+      int maxFrame = a.getInt("max-frame-bytes", GatewayConfig.DEFAULT_MAX_FRAME_BYTES);
+      if (maxFrame < GatewayConfig.MIN_MAX_FRAME_BYTES) {
+        throw new IllegalArgumentException("--max-frame-bytes must be at least "
+            + GatewayConfig.MIN_MAX_FRAME_BYTES + ", got " + maxFrame);
+      }
       settings.setProperty(GatewayConfig.MAX_FRAME_BYTES, Integer.toString(maxFrame));
       ignoreStdin = a.flag("ignore-stdin");
       int tservers = a.getInt("tservers", 1);
@@ -200,7 +209,7 @@ public final class Launcher {
           started.get(i).get();
         } catch (ExecutionException e) {
           Throwable cause = e.getCause();
-          throw new Exception("cluster " + clusters.get(i).name + ": " + Errors.describe(cause)
+          throw new Exception("cluster " + clusters.get(i).name + ": " + describe(cause)
               + " (logs in " + new File(clusters.get(i).dir, "logs") + ")", cause);
         }
       }
@@ -324,7 +333,7 @@ public final class Launcher {
           reply = "OK " + command + " " + run(command.split("\\s+"));
         } catch (Exception e) {
           LOG.warn("command '{}' failed", command, e);
-          reply = "ERR " + command + ": " + Errors.describe(e).replace('\n', ' ');
+          reply = "ERR " + command + ": " + describe(e).replace('\n', ' ');
         }
         out.println(reply);
         out.flush();
@@ -350,6 +359,10 @@ public final class Launcher {
       }
     }
     throw new IllegalArgumentException("unknown command (known: tserver stop NAME, tserver start NAME, tserver kill-one NAME)");
+  }
+
+  static String describe(Throwable e) {
+    return e.getClass().getName() + ": " + e.getMessage();
   }
 
   private EmbeddedCluster cluster(String name) {

@@ -7,11 +7,11 @@ import java.util.Map;
  * Writes the few JSON lines this module prints (READY lines, benchmark results) in the same
  * layout as Python's json.dumps: ", " between items and ": " after keys.
  */
-final class Json {
+public final class Json {
   private Json() {}
 
   /** Renders String, Number, Boolean, null, Map (insertion order kept) and List values. */
-  static String write(Object value) {
+  public static String write(Object value) {
     StringBuilder sb = new StringBuilder();
     append(sb, value);
     return sb.toString();

@@ -4,7 +4,7 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /** Turns SIGTERM and SIGINT into an orderly stop and exit status 0 instead of 143 / 130. */
-final class Signals {
+public final class Signals {
   private static final Logger LOG = LoggerFactory.getLogger(Signals.class);
 
   private Signals() {}
@@ -14,7 +14,7 @@ final class Signals {
    * JVM itself). Stopping before the JVM's shutdown starts matters: Accumulo code run while
    * stopping a MiniAccumuloCluster may register shutdown hooks, which fails during shutdown.
    */
-  static void onTermination(Runnable stop) {
+  public static void onTermination(Runnable stop) {
     for (String name : new String[] {"TERM", "INT"}) {
       try {
         sun.misc.Signal.handle(new sun.misc.Signal(name), sig -> {

@@ -15,23 +15,31 @@ import java.util.TreeSet;
  * The settings of one gateway, read from a {@code gateway.properties} file. Relative paths in it
  * are resolved against the file's own folder. Unknown keys are errors, so a typo fails loudly.
  * integration/gateway/README.md documents every key; {@link #KEYS} lists them with defaults.
+ *
+ * <p>The keys and defaults are public for programs that write such a file for a gateway they start
+ * in their own JVM ({@link GatewayMain.Running#start(Path, String)}; the harness's launcher does).
  */
-final class GatewayConfig {
-  static final String CLIENT_PROPERTIES = "accumulo.client.properties";
-  static final String HOST = "gateway.host";
-  static final String PORT = "gateway.port";
-  static final String SECRET_FILE = "gateway.secret.file";
-  static final String IDLE_TIMEOUT_MS = "gateway.idle.timeout.ms";
-  static final String MAX_FRAME_BYTES = "gateway.max.frame.bytes";
-  static final String TLS_ENABLED = "gateway.tls.enabled";
-  static final String TLS_CERT_FILE = "gateway.tls.cert.file";
-  static final String TLS_KEY_FILE = "gateway.tls.key.file";
-  static final String TLS_KEYSTORE_FILE = "gateway.tls.keystore.file";
-  static final String TLS_KEYSTORE_PASSWORD_FILE = "gateway.tls.keystore.password.file";
-  static final String TLS_CLIENT_CA_FILE = "gateway.tls.client.ca.file";
-  static final String TLS_PROTOCOLS = "gateway.tls.protocols";
+public final class GatewayConfig {
+  public static final String CLIENT_PROPERTIES = "accumulo.client.properties";
+  public static final String HOST = "gateway.host";
+  public static final String PORT = "gateway.port";
+  public static final String SECRET_FILE = "gateway.secret.file";
+  public static final String IDLE_TIMEOUT_MS = "gateway.idle.timeout.ms";
+  public static final String MAX_FRAME_BYTES = "gateway.max.frame.bytes";
+  public static final String TLS_ENABLED = "gateway.tls.enabled";
+  public static final String TLS_CERT_FILE = "gateway.tls.cert.file";
+  public static final String TLS_KEY_FILE = "gateway.tls.key.file";
+  public static final String TLS_KEYSTORE_FILE = "gateway.tls.keystore.file";
+  public static final String TLS_KEYSTORE_PASSWORD_FILE = "gateway.tls.keystore.password.file";
+  public static final String TLS_CLIENT_CA_FILE = "gateway.tls.client.ca.file";
+  public static final String TLS_PROTOCOLS = "gateway.tls.protocols";
 
-  static final int DEFAULT_PORT = 42424;
+  public static final int DEFAULT_PORT = 42424;
+  public static final long DEFAULT_IDLE_TIMEOUT_MS = 10 * 60 * 1000L;
+  /** Largest frame accepted unless gateway.max.frame.bytes says otherwise (upstream's proxy: 16M). */
+  public static final int DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024;
+  /** A frame limit below 1 KiB could not even carry a createWriter call. */
+  public static final int MIN_MAX_FRAME_BYTES = 1024;
   static final String DEFAULT_TLS_PROTOCOLS = "TLSv1.3,TLSv1.2";
 
   /** Every key with its default ("" = none; required keys say so in the README). */
@@ -42,8 +50,8 @@ final class GatewayConfig {
     KEYS.put(HOST, "127.0.0.1");
     KEYS.put(PORT, Integer.toString(DEFAULT_PORT));
     KEYS.put(SECRET_FILE, "");
-    KEYS.put(IDLE_TIMEOUT_MS, Long.toString(GatewayMain.DEFAULT_IDLE_TIMEOUT_MS));
-    KEYS.put(MAX_FRAME_BYTES, Integer.toString(GatewayServer.DEFAULT_MAX_FRAME_BYTES));
+    KEYS.put(IDLE_TIMEOUT_MS, Long.toString(DEFAULT_IDLE_TIMEOUT_MS));
+    KEYS.put(MAX_FRAME_BYTES, Integer.toString(DEFAULT_MAX_FRAME_BYTES));
     KEYS.put(TLS_ENABLED, "false");
     KEYS.put(TLS_CERT_FILE, "");
     KEYS.put(TLS_KEY_FILE, "");
@@ -74,7 +82,7 @@ final class GatewayConfig {
     this.port = (int) number(p, PORT, 0, 65535);
     this.secretFile = path(base, require(p, SECRET_FILE));
     this.idleTimeoutMs = number(p, IDLE_TIMEOUT_MS, 1, Long.MAX_VALUE);
-    this.maxFrameBytes = (int) number(p, MAX_FRAME_BYTES, 1024, Integer.MAX_VALUE);
+    this.maxFrameBytes = (int) number(p, MAX_FRAME_BYTES, MIN_MAX_FRAME_BYTES, Integer.MAX_VALUE);
     String enabled = get(p, TLS_ENABLED).trim().toLowerCase();
     if (!enabled.equals("true") && !enabled.equals("false")) {
       throw bad(TLS_ENABLED + " must be true or false, got '" + enabled + "'");

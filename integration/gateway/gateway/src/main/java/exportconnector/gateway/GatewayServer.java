@@ -31,9 +31,6 @@ import org.apache.thrift.transport.layered.TFramedTransport;
  * configured, the same framed/compact stream runs inside TLS (upstream's {@code thriftServerType=ssl}).
  */
 final class GatewayServer implements AutoCloseable {
-  /** Largest frame accepted unless --max-frame-bytes says otherwise (upstream's proxy: 16M). */
-  static final int DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024;
-
   private final TThreadPoolServer server;
   private final ServerSocket socket;
   private final String host;
@@ -126,11 +123,11 @@ final class GatewayServer implements AutoCloseable {
     }
   }
 
-  /** For argument parsing: a limit below 1 KiB could not even carry a createWriter call. */
+  /** A limit below 1 KiB could not even carry a createWriter call. */
   static int checkMaxFrameBytes(int maxFrameBytes) {
-    if (maxFrameBytes < 1024) {
-      throw new IllegalArgumentException(
-          "--max-frame-bytes must be at least 1024, got " + maxFrameBytes);
+    if (maxFrameBytes < GatewayConfig.MIN_MAX_FRAME_BYTES) {
+      throw new IllegalArgumentException("the frame limit must be at least "
+          + GatewayConfig.MIN_MAX_FRAME_BYTES + ", got " + maxFrameBytes);
     }
     return maxFrameBytes;
   }

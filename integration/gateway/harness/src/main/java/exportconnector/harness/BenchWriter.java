@@ -1,4 +1,8 @@
-package exportconnector.gateway;
+package exportconnector.harness;
+
+import exportconnector.gateway.Args;
+import exportconnector.gateway.Json;
+import exportconnector.gateway.Secrets;
 
 import java.nio.charset.StandardCharsets;
 import java.util.LinkedHashMap;
@@ -38,7 +42,7 @@ public final class BenchWriter {
       System.err.println("bench: " + e.getMessage());
       System.exit(2);
     } catch (Exception e) {
-      System.err.println("bench: failed: " + Errors.describe(e));
+      System.err.println("bench: failed: " + Launcher.describe(e));
       System.exit(1);
     }
   }

@@ -1,4 +1,4 @@
-package exportconnector.gateway;
+package exportconnector.harness;
 
 import java.io.File;
 

@@ -22,11 +22,10 @@ import org.slf4j.LoggerFactory;
  * and SSL setting it supports (password, Kerberos/SASL, ...) works unchanged, plus the gateway's
  * bind address and port, shared secret file, TLS, idle timeout and frame limit. No secret is ever
  * taken from the command line. Once listening it prints one line to stdout,
- * {@code READY {"host": ..., "port": ..., "tls": ...}}.
+ * {@code READY {"host": ..., "port": ..., "tls": ..., "accumulo_client": "2.1.6"}}.
  */
 public final class GatewayMain {
   private static final Logger LOG = LoggerFactory.getLogger(GatewayMain.class);
-  static final long DEFAULT_IDLE_TIMEOUT_MS = 10 * 60 * 1000L;
 
   private GatewayMain() {}
 
@@ -77,8 +76,11 @@ public final class GatewayMain {
     new CountDownLatch(1).await(); // serve until the process is told to stop
   }
 
-  /** A serving gateway: its Accumulo client, the handler and the Thrift server. */
-  static final class Running implements AutoCloseable {
+  /**
+   * A serving gateway: its Accumulo client, the handler and the Thrift server. Public for programs
+   * that run a gateway in their own JVM (the harness's launcher): {@link #start(Path, String)}.
+   */
+  public static final class Running implements AutoCloseable {
     final AccumuloClient client;
     final Gateway gateway;
     final GatewayServer server;
@@ -88,6 +90,14 @@ public final class GatewayMain {
       this.client = client;
       this.gateway = gateway;
       this.server = server;
+    }
+
+    /**
+     * Starts a gateway from a {@code gateway.properties} file, as {@code java -jar} does; {@code name}
+     * goes into its thread names and log lines.
+     */
+    public static Running start(Path configFile, String name) throws Exception {
+      return start(GatewayConfig.load(configFile), name);
     }
 
     /**
@@ -117,11 +127,25 @@ public final class GatewayMain {
       }
     }
 
-    Map<String,Object> describe() {
+    public String host() {
+      return server.host();
+    }
+
+    public int port() {
+      return server.port();
+    }
+
+    public boolean tls() {
+      return server.tls();
+    }
+
+    /** What the READY line says: where it listens, and the release of the Accumulo client it runs. */
+    public Map<String,Object> describe() {
       Map<String,Object> m = new LinkedHashMap<>();
       m.put("host", server.host());
       m.put("port", server.port());
       m.put("tls", server.tls());
+      m.put("accumulo_client", accumuloClientVersion());
       return m;
     }
 
@@ -135,6 +159,20 @@ public final class GatewayMain {
       server.close();
       gateway.close();
       client.close();
+    }
+  }
+
+  /**
+   * The release of the Accumulo client classes this JVM loaded (the deployable jar's: 2.1.6). Read
+   * from the loaded class, not compiled in: {@code Constants.VERSION} is a constant that javac would
+   * copy from the release this was compiled against.
+   */
+  public static String accumuloClientVersion() {
+    try {
+      return String.valueOf(Class.forName("org.apache.accumulo.core.Constants").getField("VERSION")
+          .get(null));
+    } catch (ReflectiveOperationException e) {
+      return "unknown";
     }
   }
 }
