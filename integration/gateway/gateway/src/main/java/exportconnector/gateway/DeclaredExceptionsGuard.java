@@ -33,7 +33,7 @@ final class DeclaredExceptionsGuard {
             }
             LOG.debug("{} failed with undeclared {}", method.getName(), te.getClass().getSimpleName());
             throw new TApplicationException(TApplicationException.INTERNAL_ERROR,
-                te.getClass().getSimpleName() + ": " + Errors.messageOf(te));
+                ErrorNames.undeclared(te));
           }
         });
   }

@@ -156,8 +156,7 @@ final class DirectCalls {
         // as DeclaredExceptionsGuard does for the generic path: never a message-less internal error
         TException te = Errors.translate(e);
         throw te instanceof TApplicationException ? (TApplicationException) te
-            : new TApplicationException(TApplicationException.INTERNAL_ERROR,
-                te.getClass().getSimpleName() + ": " + Errors.messageOf(te));
+            : new TApplicationException(TApplicationException.INTERNAL_ERROR, ErrorNames.undeclared(te));
       }
       return result;
     }

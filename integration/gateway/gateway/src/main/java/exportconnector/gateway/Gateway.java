@@ -348,9 +348,10 @@ final class Gateway implements AccumuloProxy.Iface, AutoCloseable {
       return auths.get(timeoutMs, TimeUnit.MILLISECONDS);
     } catch (TimeoutException e) {
       auths.cancel(true);
-      throw new TApplicationException(TApplicationException.INTERNAL_ERROR, "TimedOutException: the scan"
-          + " of table " + table + " found no tablet server to look up the user's authorizations within"
-          + " its timeout of " + timeoutMs + " ms");
+      throw new TApplicationException(TApplicationException.INTERNAL_ERROR,
+          ErrorNames.message(ErrorNames.TIMED_OUT, "the scan of table " + table + " found no tablet"
+              + " server to look up the user's authorizations within its timeout of " + timeoutMs
+              + " ms"));
     } catch (ExecutionException e) {
       throw e.getCause() instanceof Exception cause ? cause : e;
     }
@@ -379,7 +380,7 @@ final class Gateway implements AccumuloProxy.Iface, AutoCloseable {
 
   /**
    * A failure while reading (e.g. an iterator class the tablet server cannot load) is not a
-   * permission problem: it goes out as a TApplicationException naming AccumuloServerException,
+   * permission problem: it goes out as a TApplicationException named {@link ErrorNames#SERVER},
    * which the client maps to its server error. A real security failure (e.g. authorizations the
    * user lacks) stays an AccumuloSecurityException. Upstream's proxy reports both as the latter.
    */
@@ -411,7 +412,7 @@ final class Gateway implements AccumuloProxy.Iface, AutoCloseable {
       throw e;
     } catch (TException e) {
       throw new TApplicationException(TApplicationException.INTERNAL_ERROR,
-          "AccumuloServerException: scan failed on the server: " + Errors.messageOf(e));
+          ErrorNames.message(ErrorNames.SERVER, "scan failed on the server: " + Errors.messageOf(e)));
     } finally {
       s.exit();
     }

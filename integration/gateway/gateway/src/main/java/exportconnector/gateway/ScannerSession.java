@@ -20,7 +20,7 @@ final class ScannerSession extends Session {
 
   /**
    * The scan waited longer than its timeout for a tablet server. The message starts with
-   * "TimedOutException: ", which the client maps to its timeout error.
+   * {@link ErrorNames#TIMED_OUT}, which the client maps to its timeout error.
    */
   static final class TimedOut extends Exception {
     private static final long serialVersionUID = 1L;
@@ -61,8 +61,8 @@ final class ScannerSession extends Session {
       return new Page(page, entries.hasNext());
     } catch (RuntimeException e) {
       if (timeoutMs > 0 && Errors.isTimeout(e)) {
-        throw new TimedOut("TimedOutException: the scan of table " + table + " found no tablet server"
-            + " to serve it within its timeout of " + timeoutMs + " ms", e);
+        throw new TimedOut(ErrorNames.message(ErrorNames.TIMED_OUT, "the scan of table " + table
+            + " found no tablet server to serve it within its timeout of " + timeoutMs + " ms"), e);
       }
       throw e;
     }

@@ -28,7 +28,7 @@ import org.slf4j.LoggerFactory;
  * than that (plus {@link #GRACE_MS}) for tablet servers: Accumulo's BatchWriter enforces the timeout
  * for servers that do not answer, and this session enforces it as well for the case where no server
  * hosts the tablets at all (a crashed, only tablet server). Either way the failure is reported as a
- * rejection whose text starts with "TimedOutException: ", and the BatchWriter is abandoned: it is
+ * rejection whose text starts with {@link ErrorNames#TIMED_OUT}, and the BatchWriter is abandoned: it is
  * closed in the background, where it may still write what it holds once a server is back (harmless
  * for versioned cells and for deletes of exported entries; the client resends what it needs).
  */
@@ -229,14 +229,18 @@ final class WriterSession extends Session {
 
   /** The BatchWriter is stuck waiting for tablet servers: report it, and let it go in the background. */
   private void late(String what) {
-    rejections.record("TimedOutException: no tablet server took the writes to table " + table
-        + " within the writer's timeout of " + timeoutMs + " ms (" + what + " gave up)" + pendingNote());
+    rejections.record(ErrorNames.message(ErrorNames.TIMED_OUT, noServerWithin()) + " (" + what
+        + " gave up)" + pendingNote());
     discardWriter();
   }
 
   private String timeoutNote(MutationsRejectedException e) {
-    return Errors.isTimeout(e) ? "TimedOutException: no tablet server took the writes to table " + table
-        + " within the writer's timeout of " + timeoutMs + " ms; " : "";
+    return Errors.isTimeout(e) ? ErrorNames.message(ErrorNames.TIMED_OUT, noServerWithin()) + "; " : "";
+  }
+
+  private String noServerWithin() {
+    return "no tablet server took the writes to table " + table + " within the writer's timeout of "
+        + timeoutMs + " ms";
   }
 
   private String pendingNote() {
