@@ -1,7 +1,7 @@
 """The deployable gateway (``java -jar <jar> --config gateway.properties``) against a real cluster: what the
 jar holds (the gateway and its Accumulo 2.1.6 client, nothing of the harness) and that it serves the embedded
 Accumulo 2.1.4 clusters (calls and a whole drain); TLS on the Thrift port, client certificates, the secret on
-the wire, refused secrets in the log, config errors.
+the wire, refused secrets in the log, one log line for a client that goes away, config errors.
 
 Certificates are made at run time (openssl CLI) in a throwaway folder."""
 
@@ -11,6 +11,7 @@ import contextlib
 import json
 import re
 import socket
+import struct
 import subprocess
 import threading
 import time
@@ -121,6 +122,51 @@ def test_the_jar_on_the_2_1_6_client_serves_the_2_1_4_clusters(accumulo):
     finally:
         for gw in gateways:
             gw.stop()
+
+
+# --- a client that goes away ----------------------------------------------------------------------------------
+
+def _vanish(port: int, reset: bool) -> int:
+    """Connect to ``port`` and go away without a word: with a TCP reset (``reset``: a killed client) or an
+    orderly close before sending anything (a load balancer's health check). Returns the local port."""
+    s = socket.create_connection(("127.0.0.1", port))
+    local = s.getsockname()[1]
+    if reset:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    time.sleep(0.2)  # accepted and reading
+    s.close()
+    return local
+
+
+def _log_after(log: Path, offset: int, needle: str, timeout: float = 10.0) -> str:
+    """The log's text after ``offset``, once it mentions ``needle`` (and a moment longer, for stragglers)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = log.read_bytes()[offset:].decode(errors="replace")
+        if needle in text:
+            time.sleep(0.5)
+            return log.read_bytes()[offset:].decode(errors="replace")
+        time.sleep(0.1)
+    return log.read_bytes()[offset:].decode(errors="replace")
+
+
+def test_a_client_that_goes_away_costs_one_log_line_not_a_stack_trace(accumulo, tls_gateway):
+    plain = StandaloneGateway(accumulo["a"])
+    plain.start()
+    try:
+        for gw, reset in ((plain, True), (tls_gateway, True), (tls_gateway, False)):
+            offset = gw.log_file.stat().st_size
+            peer = f"127.0.0.1:{_vanish(gw.port, reset)}"
+            text = _log_after(gw.log_file, offset, peer)
+            lines = [line for line in text.splitlines() if peer in line]
+            assert len(lines) == 1 and " INFO " in lines[0] and "disconnected" in lines[0], (gw.tls, reset, text)
+            assert "\tat " not in text and "Exception occurred during processing" not in text, text
+            assert "Error occurred during processing" not in text, text
+        # and the gateway serves on as before
+        with plain.connect() as conn:
+            assert "accumulo.metadata" in conn.list_tables()
+    finally:
+        plain.stop()
 
 
 def test_tls_round_trip(tls_gateway, pki):

@@ -1,15 +1,19 @@
 package exportconnector.gateway;
 
+import java.io.EOFException;
 import java.io.IOException;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
 import java.net.SocketAddress;
+import java.net.SocketException;
 import java.security.GeneralSecurityException;
 import java.util.concurrent.SynchronousQueue;
 import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+
+import javax.net.ssl.SSLException;
 
 import org.apache.accumulo.proxy.thrift.AccumuloProxy;
 import org.apache.thrift.TException;
@@ -23,6 +27,8 @@ import org.apache.thrift.transport.TSocket;
 import org.apache.thrift.transport.TTransport;
 import org.apache.thrift.transport.TTransportException;
 import org.apache.thrift.transport.layered.TFramedTransport;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * The Thrift server: framed transport, compact protocol, one thread per connection. One thread
@@ -31,6 +37,7 @@ import org.apache.thrift.transport.layered.TFramedTransport;
  * configured, the same framed/compact stream runs inside TLS (upstream's {@code thriftServerType=ssl}).
  */
 final class GatewayServer implements AutoCloseable {
+  private static final Logger LOG = LoggerFactory.getLogger(GatewayServer.class);
   private final TThreadPoolServer server;
   private final ServerSocket socket;
   private final String host;
@@ -95,7 +102,10 @@ final class GatewayServer implements AutoCloseable {
 
   /**
    * Remembers each connection's peer address for the worker thread that serves it (one thread per
-   * connection), so a refused shared secret can be logged with the address it came from.
+   * connection), so a refused shared secret can be logged with the address it came from. A client
+   * that goes away abruptly (a reset, a TLS peer that closes mid-handshake, a TCP health check)
+   * costs one log line here ({@link #connectionEnded}); Thrift's server would log a stack trace at
+   * WARN or ERROR for each.
    */
   private static final class PeerRecordingFactory extends TProcessorFactory {
     private final TProcessor processor;
@@ -115,12 +125,49 @@ final class GatewayServer implements AutoCloseable {
           PEER.set(peer);
           try {
             processor.process(in, out);
+          } catch (TTransportException e) {
+            throw connectionEnded(e, peer);
           } finally {
             PEER.remove();
           }
         }
       };
     }
+  }
+
+  /**
+   * What to hand Thrift's server for a transport failure on a connection. A peer that went away
+   * (reset, broken pipe, end of stream inside TLS) or whose TLS handshake failed gets one log line
+   * and an END_OF_FILE, which the server ends the connection on without logging; anything else
+   * (a frame over the limit, say) goes on as it was, and the server logs it with its trace.
+   */
+  static TTransportException connectionEnded(TTransportException e, SocketAddress peer) {
+    if (e.getType() == TTransportException.END_OF_FILE
+        || e.getType() == TTransportException.TIMED_OUT) {
+      return e; // an orderly close: the server ends the connection quietly
+    }
+    String who = peer == null ? "unknown peer" : peer.toString();
+    Throwable gone = cause(e, SocketException.class, EOFException.class);
+    if (gone != null) {
+      LOG.info("client {} disconnected: {}", who, gone.getMessage());
+    } else if (cause(e, SSLException.class) instanceof SSLException tls) {
+      LOG.warn("TLS with client {} failed: {}", who, tls.getMessage());
+    } else {
+      return e;
+    }
+    return new TTransportException(TTransportException.END_OF_FILE, e.getMessage());
+  }
+
+  /** The first cause of {@code e} (itself included) of one of the types, or null. */
+  private static Throwable cause(Throwable e, Class<?>... types) {
+    for (Throwable c = e; c != null; c = c.getCause() == c ? null : c.getCause()) {
+      for (Class<?> t : types) {
+        if (t.isInstance(c)) {
+          return c;
+        }
+      }
+    }
+    return null;
   }
 
   /** A limit below 1 KiB could not even carry a createWriter call. */
