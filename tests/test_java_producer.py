@@ -141,6 +141,25 @@ def test_java_hash_matches_the_documented_test_vectors(classpath):
     assert json.loads(out.stdout) == {"test_vectors": "ok"}
 
 
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_help_prints_the_usage_and_exits_0(classpath, flag):
+    out = subprocess.run(java_command(classpath, EXAMPLE, flag, heap="64m"), capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("usage: RowTransactionExample --instance NAME")
+    for option in ("--zookeepers", "--queue-table", "--qid", "--buckets", "--words", "--transactions", "--seed",
+                   "--max-attempts", "--no-relay", "--check", "ACCUMULO_PASSWORD"):
+        assert option in out.stdout, option
+    assert out.stderr == ""
+
+
+def test_an_unknown_argument_exits_2_and_points_to_help(classpath):
+    out = subprocess.run(java_command(classpath, EXAMPLE, "--colour", "blue", heap="64m"), capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 2 and out.stdout == ""
+    assert "unknown argument: --colour (--help prints the usage)" in out.stderr
+
+
 def test_two_java_producers_collide_and_drain_exactly(setup):
     per_process, words = 60, 4
     started = time.monotonic()

@@ -82,6 +82,7 @@ import com.google.gson.JsonParser;
  *     --queue-table Q --qid ID [--buckets N] [--words 5] [--transactions 100] [--seed 0]
  *     [--max-attempts 100] [--no-relay]
  * RowTransactionExample --check      (hash test vectors only; no cluster)
+ * RowTransactionExample --help       (or -h: the usage, exit status 0)
  * </pre>
  *
  * The password comes from $ACCUMULO_PASSWORD, never from a flag. The queue must exist
@@ -630,6 +631,35 @@ public final class RowTransactionExample {
   // The command
   // =====================================================================================================
 
+  /** What --help prints. */
+  static final String USAGE = String.join("\n",
+      "usage: RowTransactionExample --instance NAME --zookeepers HOST:PORT --user USER --table T",
+      "           --queue-table Q --qid ID [--buckets N] [--words 5] [--transactions 100] [--seed 0]",
+      "           [--max-attempts 100] [--no-relay]",
+      "       RowTransactionExample --check",
+      "       RowTransactionExample --help | -h",
+      "",
+      "Commits row transactions (a word's counter and its export, in one conditional mutation) into",
+      "table T, then relays each transaction's exports into the export queue ID in table Q.",
+      "",
+      "  --instance, --zookeepers, --user  the Accumulo instance and user; the password comes from",
+      "                                    $ACCUMULO_PASSWORD, never from a flag",
+      "  --table T          the producer table (created when missing)",
+      "  --queue-table Q    the export queue's table, made by 'accumulo-export queue init'",
+      "  --qid ID           the queue's id in it",
+      "  --buckets N        the queue's bucket count; read from its stored configuration, and when",
+      "                     given it must agree",
+      "  --words N          transactions pick among N words w0..w<N-1> (default 5)",
+      "  --transactions N   how many transactions to commit (default 100)",
+      "  --seed N           seed of the word picks (default 0)",
+      "  --max-attempts N   commits of one transaction before giving up on conflicts (default 100)",
+      "  --no-relay         commit, but leave every outbox for a later relay",
+      "  --check            only check the bucket hash against the documented test vectors",
+      "",
+      "Prints one JSON line: {\"commits\": ..., \"conflicts_retried\": ..., \"unknown\": ..., "
+          + "\"relayed\": ..., \"seconds\": ...}.",
+      "");
+
   public static void main(String[] argv) {
     try {
       System.exit(run(argv));
@@ -643,10 +673,19 @@ public final class RowTransactionExample {
   }
 
   static int run(String[] argv) throws Exception {
-    Args a = new Args(argv,
-        Set.of("instance", "zookeepers", "user", "table", "queue-table", "qid", "buckets", "words",
-            "transactions", "seed", "max-attempts"),
-        Set.of("no-relay", "check"));
+    if (Arrays.asList(argv).contains("--help") || Arrays.asList(argv).contains("-h")) {
+      System.out.print(USAGE);
+      return 0;
+    }
+    Args a;
+    try {
+      a = new Args(argv,
+          Set.of("instance", "zookeepers", "user", "table", "queue-table", "qid", "buckets", "words",
+              "transactions", "seed", "max-attempts"),
+          Set.of("no-relay", "check"));
+    } catch (IllegalArgumentException e) {
+      throw new IllegalArgumentException(e.getMessage() + " (--help prints the usage)");
+    }
     if (!checkTestVectors()) {
       System.err.println("row-transaction-example: this Guava's murmur3_32 disagrees with the "
           + "documented test vectors: refusing to write rows no drain could place");
@@ -736,6 +775,4 @@ public final class RowTransactionExample {
     }
     return buckets;
   }
-
-  /** "--name value", "--name=value" and "--flag"; unknown names are errors, so typos fail loudly. */
 }
