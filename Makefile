@@ -78,5 +78,5 @@ soak: build
 	$(VPY) integration/bench/bench_soak.py
 
 clean:
-	rm -rf $(VENV) integration/gateway/target $(CRATE)/target connector/_native*.so .pytest_cache .mypy_cache .ruff_cache .hypothesis \
+	rm -rf $(VENV) integration/gateway/target integration/gateway/*/target $(CRATE)/target connector/_native*.so .pytest_cache .mypy_cache .ruff_cache .hypothesis \
 	  .smoke docs

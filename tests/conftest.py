@@ -55,7 +55,9 @@ def accumulo():
 
 @pytest.fixture(scope="session")
 def gateway_classpath() -> str:
-    """The gateway module's classpath, built with Maven when its sources changed (no cluster started)."""
+    """The harness module's classpath (the launcher, the Java example; the gateway module's jar and the
+    minicluster on it), built with Maven when a source changed (no cluster started). The deployable jar of the
+    same build: ``integration.harness.gateway_jar()``."""
     from integration.harness import build_gateway
 
     return build_gateway()

@@ -1,27 +1,42 @@
-"""The deployable gateway (``java -jar <jar> --config gateway.properties``) against a real cluster: TLS on the
-Thrift port, client certificates, the secret on the wire, refused secrets in the log, config errors.
+"""The deployable gateway (``java -jar <jar> --config gateway.properties``) against a real cluster: what the
+jar holds (the gateway and its Accumulo 2.1.6 client, nothing of the harness) and that it serves the embedded
+Accumulo 2.1.4 clusters (calls and a whole drain); TLS on the Thrift port, client certificates, the secret on
+the wire, refused secrets in the log, one log line for a client that goes away, config errors.
 
 Certificates are made at run time (openssl CLI) in a throwaway folder."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import socket
+import struct
 import subprocess
 import threading
 import time
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from connector.accumulo import AccumuloSecurityError, Connection, Mutation, RetryPolicy, TlsError
+from connector.accumulo import AccumuloSecurityError, Connection, Mutation, Range, RetryPolicy, TlsError
 from connector.clusters_config import load_clusters, write_clusters
+from connector.spark import run_batch
 from connector.spark.options import GatewayOptions
-from integration.harness import GatewayTls, StandaloneGateway, gateway_jar, make_test_pki, write_properties
+from integration.harness import (
+    ROOT,
+    GatewayTls,
+    StandaloneGateway,
+    gateway_jar,
+    make_test_pki,
+    pom_property,
+    pool_options,
+    write_properties,
+)
 
-from .conftest import unique_table
+from .conftest import Scenario, unique_table
 
 FAST = RetryPolicy(attempts=2, max_seconds=5, max_wait=0.2)
 
@@ -42,6 +57,116 @@ def tls_gateway(accumulo, pki) -> Iterator[StandaloneGateway]:
 
 def secret_of(accumulo) -> str:
     return Path(accumulo["a"].secret_file).read_text().strip()
+
+
+# --- the jar: only the gateway, on its own Accumulo client ---------------------------------------------------
+
+#: what only the test harness runs (MiniAccumuloCluster, the launcher, the benchmark writer, the Java example)
+#: and Accumulo's server side: none of it may be in the deployable jar
+HARNESS_ONLY = ("exportconnector/harness/", "exportconnector/examples/", "org/apache/accumulo/minicluster/",
+                "org/apache/accumulo/miniclusterImpl/", "org/apache/accumulo/server/",
+                "org/apache/accumulo/tserver/", "org/apache/accumulo/manager/", "org/apache/accumulo/gc/")
+
+
+def test_the_jar_holds_the_gateway_and_no_harness_class(gateway_classpath):
+    jar = gateway_jar()
+    with zipfile.ZipFile(jar) as z:
+        names = z.namelist()
+        core = z.read("META-INF/maven/org.apache.accumulo/accumulo-core/pom.properties").decode()
+    ours = sorted(n for n in names if n.startswith("exportconnector/") and n.endswith(".class"))
+    assert "exportconnector/gateway/GatewayMain.class" in ours
+    assert all(n.startswith("exportconnector/gateway/") for n in ours), [n for n in ours if "/gateway/" not in n]
+    stray = [n for n in names if n.startswith(HARNESS_ONLY)]
+    assert not stray, f"harness or server classes in the deployable jar: {stray[:10]}"
+    assert f"version={pom_property('accumulo.client.version')}" in core.splitlines()
+    # every class of ours loads from the jar alone, with every type its fields and methods name
+    out = subprocess.run(["java", "-Xmx256m", "-cp", str(jar), str(ROOT / "tests" / "java" / "JarClassesLoad.java"),
+                          str(jar), "exportconnector.", "org.apache.accumulo.proxy."],
+                         capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["failed"] == [] and result["checked"] >= len(ours), result
+
+
+def test_the_jar_on_the_2_1_6_client_serves_the_2_1_4_clusters(accumulo):
+    client, server = pom_property("accumulo.client.version"), pom_property("accumulo.server.version")
+    assert client != server and client.startswith("2.1.") and server.startswith("2.1."), (client, server)
+    assert {c.accumulo_server for c in accumulo} == {server}
+    gateways = [StandaloneGateway(accumulo[name]) for name in ("a", "b")]
+    try:
+        for gw in gateways:
+            gw.start()
+            assert gw.ready["accumulo_client"] == client, gw.ready  # the Accumulo classes the jar loaded
+        gw_a, gw_b = gateways
+        # calls: tables, a batch writer, scans (nextK's direct path), a conditional write, a delete
+        table = unique_table("v216")
+        with gw_a.connect() as conn:
+            conn.create_table(table)
+            with conn.batch_writer(table) as w:
+                for i in range(500):
+                    w.add_mutation(Mutation(b"r%04d" % i).put("f", "q", b"v%d" % i, timestamp=11))
+            cells = list(conn.scan(table, batch_size=128))
+            assert len(cells) == 500 and cells[7].value == b"v7" and cells[7].ts == 11
+            assert [c.value for c in conn.scan(table, Range.exact_row(b"r0042"))] == [b"v42"]
+            conn.delete_table(table)
+            assert not conn.table_exists(table)
+        # a whole drain: A's queue read and its entries deleted, B's index written, all through the 2.1.6 jar
+        s = Scenario(accumulo)
+        try:
+            produced = s.produce(400, seed=61)
+            report = run_batch(None, s.job(source=pool_options([gw_a]), dest=pool_options([gw_b])))
+            assert report.exported >= produced
+            s.verify()  # B exact, the queue empty
+        finally:
+            s.close()
+    finally:
+        for gw in gateways:
+            gw.stop()
+
+
+# --- a client that goes away ----------------------------------------------------------------------------------
+
+def _vanish(port: int, reset: bool) -> int:
+    """Connect to ``port`` and go away without a word: with a TCP reset (``reset``: a killed client) or an
+    orderly close before sending anything (a load balancer's health check). Returns the local port."""
+    s = socket.create_connection(("127.0.0.1", port))
+    local = s.getsockname()[1]
+    if reset:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    time.sleep(0.2)  # accepted and reading
+    s.close()
+    return local
+
+
+def _log_after(log: Path, offset: int, needle: str, timeout: float = 10.0) -> str:
+    """The log's text after ``offset``, once it mentions ``needle`` (and a moment longer, for stragglers)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = log.read_bytes()[offset:].decode(errors="replace")
+        if needle in text:
+            time.sleep(0.5)
+            return log.read_bytes()[offset:].decode(errors="replace")
+        time.sleep(0.1)
+    return log.read_bytes()[offset:].decode(errors="replace")
+
+
+def test_a_client_that_goes_away_costs_one_log_line_not_a_stack_trace(accumulo, tls_gateway):
+    plain = StandaloneGateway(accumulo["a"])
+    plain.start()
+    try:
+        for gw, reset in ((plain, True), (tls_gateway, True), (tls_gateway, False)):
+            offset = gw.log_file.stat().st_size
+            peer = f"127.0.0.1:{_vanish(gw.port, reset)}"
+            text = _log_after(gw.log_file, offset, peer)
+            lines = [line for line in text.splitlines() if peer in line]
+            assert len(lines) == 1 and " INFO " in lines[0] and "disconnected" in lines[0], (gw.tls, reset, text)
+            assert "\tat " not in text and "Exception occurred during processing" not in text, text
+            assert "Error occurred during processing" not in text, text
+        # and the gateway serves on as before
+        with plain.connect() as conn:
+            assert "accumulo.metadata" in conn.list_tables()
+    finally:
+        plain.stop()
 
 
 def test_tls_round_trip(tls_gateway, pki):

@@ -1,5 +1,5 @@
-"""Java producers on a real Accumulo: ``RowTransactionExample`` (integration/gateway, package
-``exportconnector.examples``) commits row transactions with Accumulo's own ConditionalWriter, following the
+"""Java producers on a real Accumulo: ``RowTransactionExample`` (the harness module of integration/gateway,
+package ``exportconnector.examples``) commits row transactions with Accumulo's own ConditionalWriter, following the
 protocol of ``connector/transactions/layout.py``; its exports drain to B like a Python producer's.
 
 Two Java processes increment the same few words at once (so their commits collide and retry); then every
@@ -24,12 +24,12 @@ from connector.queue import ExportQueue, QueueConfig, drain_queue, queue_status
 from connector.queue.codec import EntryCodec
 from connector.queue.marks import read_marks
 from examples.inverted_count_index import actual_index, count_update
-from integration.harness import java_command
+from integration.harness import ROW_TRANSACTION_EXAMPLE, java_command
 from tests.conftest import unique_table
 
 pytestmark = pytest.mark.cluster
 
-EXAMPLE = "exportconnector.examples.RowTransactionExample"
+EXAMPLE = ROW_TRANSACTION_EXAMPLE
 RELAY_MODULE = Path(__file__).resolve().parent.parent / "connector" / "transactions" / "relay.py"
 VERSION, OUTBOX, COUNTS = b"!tx", b"!txo", b"c"
 SOURCE_RECORD = {"outbox": "!txo", "version": ["!tx", "v"]}
@@ -37,7 +37,7 @@ SOURCE_RECORD = {"outbox": "!txo", "version": ["!tx", "v"]}
 
 @pytest.fixture(scope="module")
 def classpath(gateway_classpath: str) -> str:
-    """The gateway module's classpath (built with the example, if the sources changed)."""
+    """The harness module's classpath (built with the example, if the sources changed)."""
     return gateway_classpath
 
 
@@ -140,6 +140,25 @@ def test_java_hash_matches_the_documented_test_vectors(classpath):
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == {"test_vectors": "ok"}
+
+
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_help_prints_the_usage_and_exits_0(classpath, flag):
+    out = subprocess.run(java_command(classpath, EXAMPLE, flag, heap="64m"), capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("usage: RowTransactionExample --instance NAME")
+    for option in ("--zookeepers", "--queue-table", "--qid", "--buckets", "--words", "--transactions", "--seed",
+                   "--max-attempts", "--no-relay", "--check", "ACCUMULO_PASSWORD"):
+        assert option in out.stdout, option
+    assert out.stderr == ""
+
+
+def test_an_unknown_argument_exits_2_and_points_to_help(classpath):
+    out = subprocess.run(java_command(classpath, EXAMPLE, "--colour", "blue", heap="64m"), capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 2 and out.stdout == ""
+    assert "unknown argument: --colour (--help prints the usage)" in out.stderr
 
 
 def test_two_java_producers_collide_and_drain_exactly(setup):

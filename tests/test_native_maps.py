@@ -51,14 +51,18 @@ def test_without_the_library_clusters_run_java_maps_and_say_so(tmp_path):
 
 @pytest.fixture
 def native_tree(tmp_path, monkeypatch):
-    """build.py pointed at a gateway folder of its own, with a stand-in accumulo-native source tree."""
+    """build.py pointed at a Maven build of its own, with a stand-in accumulo-native source tree in its harness
+    module."""
     gateway = tmp_path / "gateway"
-    src = gateway / "target" / "accumulo-native" / "accumulo-native-9.9"
+    harness = gateway / "harness"
+    src = harness / "target" / "accumulo-native" / "accumulo-native-9.9"
     src.mkdir(parents=True)
     (gateway / "pom.xml").write_text("<project/>")
+    (harness / "pom.xml").write_text("<project/>")
     monkeypatch.setattr(build, "GATEWAY_DIR", gateway)
-    monkeypatch.setattr(build, "NATIVE_DIR", gateway / "target" / "native")
-    monkeypatch.setattr(build, "NATIVE_LIB", gateway / "target" / "native" / "libaccumulo.so")
+    monkeypatch.setattr(build, "HARNESS_MODULE", harness)
+    monkeypatch.setattr(build, "NATIVE_DIR", harness / "target" / "native")
+    monkeypatch.setattr(build, "NATIVE_LIB", harness / "target" / "native" / "libaccumulo.so")
     return src
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from connector.errors import ConnectorError
 
+from . import error_names
+
 
 class AccumuloError(ConnectorError):
     """Base class: something Accumulo or the gateway refused or could not do."""
@@ -86,12 +88,12 @@ def translate(exc: BaseException) -> BaseException:
     if isinstance(exc, TApplicationException):
         # calls whose IDL declares no exception (tableExists, listTables) carry the type in the message
         message = exc.message or str(exc)
-        by_name = {"TimedOutException": TimedOutError,
-                   "AccumuloSecurityException": AccumuloSecurityError,
-                   "TableNotFoundException": TableNotFoundError,
-                   "AccumuloServerException": AccumuloServerError}
+        by_name = {error_names.TIMED_OUT: TimedOutError,
+                   error_names.SECURITY: AccumuloSecurityError,
+                   error_names.TABLE_NOT_FOUND: TableNotFoundError,
+                   error_names.SERVER: AccumuloServerError}
         for name, ours in by_name.items():
             if message.startswith(name):
-                return ours(message.split(": ", 1)[-1])
+                return ours(message.split(error_names.SEPARATOR, 1)[-1])
         return AccumuloError(f"gateway error: {message}")
     return exc

@@ -11,6 +11,7 @@ import pyarrow as pa
 
 from ._idl import proxy
 from .cell_batches import CellBatch
+from .error_names import TIMED_OUT
 from .errors import ConnectionLostError, InvalidMutationError, MutationsRejectedError, translate
 from .frames import (
     DEFAULT_MAX_MUTATION_BYTES,
@@ -338,7 +339,7 @@ class BatchWriter:
             self._unacked_bytes = 0
             self._largest_frame = 0
             self._replace_writer()
-            if "TimedOutException" in (exc.msg or ""):  # no tablet server within the writer's timeout
+            if TIMED_OUT in (exc.msg or ""):  # no tablet server within the writer's timeout
                 raise self.connection.timed_out(self.table, "took the writes") from exc
             raise MutationsRejectedError(f"table {self.table}: {exc.msg}") from exc
         except Exception as exc:

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import pyarrow as pa
 from pyspark.sql import SparkSession
 
+from connector.accumulo import TimedOutError
 from connector.errors import error_names
 from connector.jobs import DrainError
 from connector.jobs.rounds import Counters, Groups, GroupWork, Round, timed_out_message
@@ -23,19 +24,22 @@ from connector.jobs.stats import stats_batch, stats_ddl, stats_from_row
 
 S = TypeVar("S", bound=Counters)
 
-#: an error a Spark task raised, as its trace shows it; ours (a ``ConnectorError``) carry the one-line message
-#: the user needs, not the trace
-_TASK_ERROR = re.compile(r"^(?:connector\.[\w.]+\.)?(\w+(?:Error|Exception)): (.+)$", re.MULTILINE)
+
+def _task_errors(names: set[str]) -> re.Pattern[str]:
+    """An error of ours as a Spark task's trace shows it (``[connector.module.]ClassName: message`` on a line of
+    its own), for the class names given: ours (``ConnectorError``s) carry the one-line message the user
+    needs, not the trace."""
+    alternatives = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+    return re.compile(rf"^(?:connector\.[\w.]+\.)?({alternatives}): (.+)$", re.MULTILINE)
 
 
 def task_message(exc: BaseException) -> str | None:
     """The one-line message of the error of ours that failed a Spark job (None if it is not ours); a timeout
-    says what to do."""
-    ours = error_names()
-    found = [m for m in _TASK_ERROR.finditer(str(exc)) if m.group(1) in ours]
+    says what to do. Ours are known by the names of the error classes themselves (``error_names()``)."""
+    found = list(_task_errors(error_names()).finditer(str(exc)))
     if not found:
         return None
-    if found[-1].group(1) == "TimedOutError":
+    if found[-1].group(1) == TimedOutError.__name__:
         return timed_out_message(found[-1].group(2).strip())
     return found[-1].group(2).strip()
 

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from connector.queue import ExportQueue, QueueConfig, queue_status  # noqa: E402
 from connector.spark import DrainJob, run_batch, spark_session  # noqa: E402
-from integration.harness import clusters  # noqa: E402
+from integration.harness import LAUNCHER, clusters  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
 #: issue 8's budget per drained entry: Python workers 5 us plus Spark JVM 3 us
@@ -40,7 +40,7 @@ def kind_of(pid: int, cmdline: str) -> str | None:
         return None
     if "org.apache.spark.deploy.SparkSubmit" in cmdline:
         return "spark jvm"
-    if "exportconnector.gateway" in cmdline:
+    if LAUNCHER in cmdline or "accumulo-gateway-" in cmdline:  # the launcher's gateways, standalone ones
         return "gateways"
     if "TabletServer" in cmdline or " tserver" in cmdline:
         return "tablet servers"

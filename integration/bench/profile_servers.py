@@ -29,6 +29,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from integration.bench.bench_cpu_per_entry import own_processes, run  # noqa: E402
+from integration.harness import LAUNCHER  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 
@@ -81,7 +82,7 @@ def _servers() -> dict[str, int]:
     """role -> pid of this run's gateway JVM and tablet servers (children of this process only)."""
     found: dict[str, int] = {}
     for pid, (cmdline, _) in own_processes().items():
-        if "exportconnector.gateway.Launcher" in cmdline:
+        if LAUNCHER in cmdline:
             found["gateways"] = pid
         elif "-Dproc=TabletServer" in cmdline or "TabletServer" in cmdline.split(" -cp ")[-1][-200:]:
             side = "a" if "/a-tmp" in cmdline else "b" if "/b-tmp" in cmdline else str(pid)

@@ -5,7 +5,8 @@ Use ``clusters(["a", "b"])`` as a context manager (tests use the session fixture
 Ctrl-C. Secrets are generated per run, passed to the launcher through its environment and a 0600 file,
 and never printed.
 
-Modules: ``build`` (Maven, java command lines, the native map library), ``pki`` (test certificates),
+Modules: ``build`` (Maven: the gateway and harness modules of ``integration/gateway``, java command lines,
+the native map library), ``pki`` (test certificates),
 ``processes`` (child JVMs), ``cluster`` (the launcher and its clusters), ``standalone`` (a gateway from the
 deployable jar), ``common``.
 """
@@ -14,15 +15,19 @@ from .build import (
     BENCH_WRITER,
     GATEWAY_DIR,
     GATEWAY_MAIN,
+    GATEWAY_MODULE,
+    HARNESS_MODULE,
     IDL,
     LAUNCHER,
     NATIVE_DIR,
     NATIVE_LIB,
     ROOT,
+    ROW_TRANSACTION_EXAMPLE,
     build_gateway,
     build_native_maps,
     gateway_jar,
     java_command,
+    pom_property,
 )
 from .cluster import Cluster, Clusters, clusters
 from .common import HarnessError, write_properties
@@ -31,8 +36,9 @@ from .processes import stop_process, wait_for_ready
 from .standalone import StandaloneGateway, gateway_pool, pool_options
 
 __all__ = [
-    "BENCH_WRITER", "GATEWAY_DIR", "GATEWAY_MAIN", "IDL", "LAUNCHER", "NATIVE_DIR", "NATIVE_LIB", "ROOT",
-    "Cluster", "Clusters", "GatewayTls", "HarnessError", "StandaloneGateway", "build_gateway", "build_native_maps",
-    "clusters", "gateway_jar", "java_command", "gateway_pool", "make_test_pki", "pool_options", "stop_process",
-    "wait_for_ready", "write_properties",
+    "BENCH_WRITER", "GATEWAY_DIR", "GATEWAY_MAIN", "GATEWAY_MODULE", "HARNESS_MODULE", "IDL", "LAUNCHER", "NATIVE_DIR",
+    "NATIVE_LIB", "ROOT", "ROW_TRANSACTION_EXAMPLE", "Cluster", "Clusters", "GatewayTls", "HarnessError",
+    "StandaloneGateway", "build_gateway", "build_native_maps", "clusters", "gateway_jar", "gateway_pool",
+    "java_command", "make_test_pki", "pom_property", "pool_options", "stop_process", "wait_for_ready",
+    "write_properties",
 ]

@@ -4,14 +4,47 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import shlex
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
 
-from .cluster import clusters
+from .cluster import Clusters, clusters
 from .common import HarnessError
-from .standalone import gateway_pool, pool_options
+from .standalone import StandaloneGateway, gateway_pool, pool_options
+
+
+def ready_lines(running: Clusters, options: Mapping[str, Any], config: Path, seconds: float,
+                pools: Mapping[str, Sequence[StandaloneGateway]] | None = None) -> list[str]:
+    """What ``make cluster`` prints once the clusters serve: each cluster's gateways, where every credential
+    is (files only: no secret is ever printed), how the Java programs get the password, and the line that
+    points the CLI at the clusters. ``options``: each cluster's GatewayOptions, by upper-case name;
+    ``pools``: the extra standalone gateways (``--gateways``), by the same names."""
+    from connector.clusters_config import CONFIG_ENV
+
+    names = [c.name.upper() for c in running]
+    lines = [f"clusters ready in {seconds:.0f}s; Ctrl-C stops them"]
+    for c in running:
+        where = ", ".join(options[c.name.upper()].hosts) or f"{c.gateway_host}:{c.gateway_port}"
+        lines.append(f"  {c.name.upper()}: gateway {where}  instance {c.instance}  zookeepers {c.zookeepers}  "
+                     f"secret file {c.secret_file}")
+    first = next(iter(running))
+    lines.append("credentials (in files of mode 0600, removed when the clusters stop; never printed):")
+    lines.append(f"  Accumulo user {first.user}: its password is in {first.password_file} (every cluster)")
+    lines.append(f"  gateway shared secret: {first.secret_file} (every gateway; clusters.toml names it)")
+    for c in running:
+        files = [c.gateway_client_properties] if c.gateway_client_properties else []
+        files += [str(g.client_file) for g in (pools or {}).get(c.name.upper(), ())]
+        if files:
+            lines.append(f"  {c.name.upper()}'s gateways read user and password from {', '.join(files)}")
+    lines.append("the Java programs (RowTransactionExample, BenchWriter) take the password from the environment:")
+    lines.append(f'  export ACCUMULO_PASSWORD="$(cat {shlex.quote(first.password_file)})"')
+    lines.append(f"point the CLI at them (clusters {', '.join(names)}):")
+    lines.append(f"  export {CONFIG_ENV}={config}")
+    return lines
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -32,22 +65,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with clusters(opts.clusters.split(","), data_dir=opts.dir, tservers=opts.tservers) as running, \
                 contextlib.ExitStack() as extra:
-            from connector.clusters_config import CONFIG_ENV, write_clusters
+            from connector.clusters_config import write_clusters
 
             options = {}
+            pools: dict[str, list[StandaloneGateway]] = {}
             for c in running:
                 pool = extra.enter_context(gateway_pool(c, opts.gateways - 1)) if opts.gateways > 1 else []
+                pools[c.name.upper()] = pool
                 options[c.name.upper()] = (pool_options(pool, also=[f"{c.gateway_host}:{c.gateway_port}"])
                                            if pool else c.gateway_options())
             config = running.state_dir / "clusters.toml"
             write_clusters(config, options)
-            print(f"clusters ready in {time.monotonic() - started:.0f}s; Ctrl-C stops them", flush=True)
-            for c in running:
-                where = ", ".join(options[c.name.upper()].hosts) or f"{c.gateway_host}:{c.gateway_port}"
-                print(f"  {c.name.upper()}: gateway {where}  instance {c.instance}  zookeepers {c.zookeepers}  "
-                      f"secret file {c.secret_file}", flush=True)
-            print(f"point the CLI at them (clusters {', '.join(c.name.upper() for c in running)}):\n"
-                  f"  export {CONFIG_ENV}={config}", flush=True)
+            for line in ready_lines(running, options, config, time.monotonic() - started, pools):
+                print(line, flush=True)
             with contextlib.suppress(KeyboardInterrupt):
                 while True:
                     time.sleep(3600)

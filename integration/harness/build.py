@@ -1,4 +1,8 @@
-"""Builds the Java gateway with Maven when its sources change, and makes java command lines for it."""
+"""Builds the Java side with Maven when its sources change, and makes java command lines for it.
+
+``integration/gateway`` is a Maven build of two modules: ``gateway`` (the deployable gateway; its shaded jar is
+``gateway_jar()``) and ``harness`` (the cluster launcher, the benchmark writer, the Java row-transaction
+example). ``build_gateway`` builds both and returns the harness's classpath."""
 
 from __future__ import annotations
 
@@ -7,24 +11,43 @@ import os
 import shutil
 import subprocess
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from .common import HarnessError
 
 ROOT = Path(__file__).resolve().parent.parent.parent
+#: the Maven build (parent pom) of the Java side; ``mvn`` runs here
 GATEWAY_DIR = ROOT / "integration" / "gateway"
+#: its modules: the deployable gateway, and what only the harness runs
+GATEWAY_MODULE = GATEWAY_DIR / "gateway"
+HARNESS_MODULE = GATEWAY_DIR / "harness"
+MODULES = (GATEWAY_MODULE, HARNESS_MODULE)
 IDL = ROOT / "connector" / "accumulo" / "proxy.thrift"
-LAUNCHER = "exportconnector.gateway.Launcher"
+LAUNCHER = "exportconnector.harness.Launcher"
 GATEWAY_MAIN = "exportconnector.gateway.GatewayMain"  # the deployable jar's Main-Class
-BENCH_WRITER = "exportconnector.gateway.BenchWriter"
+BENCH_WRITER = "exportconnector.harness.BenchWriter"
+ROW_TRANSACTION_EXAMPLE = "exportconnector.examples.RowTransactionExample"
 #: where ``build_native_maps`` puts libaccumulo.so (and build.log); the launcher looks there
-NATIVE_DIR = GATEWAY_DIR / "target" / "native"
+NATIVE_DIR = HARNESS_MODULE / "target" / "native"
 NATIVE_LIB = NATIVE_DIR / "libaccumulo.so"
 
 
+def pom_property(name: str) -> str:
+    """A property of the parent pom: ``accumulo.client.version`` (the deployable gateway's Accumulo client),
+    ``accumulo.server.version`` (the embedded clusters and everything on the harness's classpath), ..."""
+    ns = {"m": "http://maven.apache.org/POM/4.0.0"}
+    value = ET.parse(GATEWAY_DIR / "pom.xml").getroot().findtext(f"m:properties/m:{name}", namespaces=ns)
+    if value is None:
+        raise HarnessError(f"{GATEWAY_DIR / 'pom.xml'} has no property {name}")
+    return value.strip()
+
+
 def _sources_hash() -> str:
+    """What decides a rebuild: every pom, every file under the modules' ``src`` and the IDL."""
     h = hashlib.sha256()
-    files = [GATEWAY_DIR / "pom.xml", IDL, *sorted((GATEWAY_DIR / "src").rglob("*"))]
+    poms = [GATEWAY_DIR / "pom.xml", *(m / "pom.xml" for m in MODULES)]
+    files = [*poms, IDL, *sorted(f for m in MODULES for f in (m / "src").rglob("*"))]
     for f in files:
         if f.is_file():
             h.update(str(f.relative_to(ROOT)).encode())
@@ -33,24 +56,26 @@ def _sources_hash() -> str:
 
 
 def build_gateway(force: bool = False) -> str:
-    """Build the gateway when its pom, sources or the IDL changed; return the classpath of the launcher
-    (classes plus every dependency, the minicluster too). The deployable jar is ``gateway_jar()``."""
-    target = GATEWAY_DIR / "target"
+    """Build both modules when a pom, a source or the IDL changed; return the harness's classpath (its
+    classes, the gateway module's jar and every dependency, the minicluster too: all Accumulo 2.1.4), on
+    which the launcher, the benchmark writer and the Java example run. The deployable jar is
+    ``gateway_jar()``."""
+    target = HARNESS_MODULE / "target"
     stamp = target / ".build-hash"
     cp_file = target / "classpath.txt"
     digest = _sources_hash()
-    jar_missing = not list(target.glob("accumulo-gateway-*-all.jar"))
+    jar_missing = not list((GATEWAY_MODULE / "target").glob("accumulo-gateway-*-all.jar"))
     if force or not stamp.exists() or stamp.read_text() != digest or not cp_file.exists() or jar_missing:
         if shutil.which("mvn") is None:
             raise HarnessError("Maven (mvn) is not on PATH; install it (make deps does)")
         if shutil.which("thrift") is None:
             raise HarnessError("the thrift compiler is not on PATH; `apt-get install thrift-compiler` (make deps)")
-        for args in (["package", "-DskipTests"],
-                     ["dependency:build-classpath", "-Dmdep.outputFile=target/classpath.txt"]):
-            proc = subprocess.run(["mvn", "-q", "-B", *args], cwd=GATEWAY_DIR, capture_output=True, text=True)
-            if proc.returncode != 0:
-                tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-40:])
-                raise HarnessError(f"gateway build failed (mvn {' '.join(args)}):\n{tail}")
+        # one run: the harness's classpath then names the gateway module's jar, packaged moments before
+        args = ["package", "-DskipTests", "dependency:build-classpath", "-Dmdep.outputFile=target/classpath.txt"]
+        proc = subprocess.run(["mvn", "-q", "-B", *args], cwd=GATEWAY_DIR, capture_output=True, text=True)
+        if proc.returncode != 0:
+            tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-40:])
+            raise HarnessError(f"gateway build failed (mvn {' '.join(args)}):\n{tail}")
         stamp.write_text(digest)
     build_native_maps()
     return f"{target / 'classes'}{os.pathsep}{cp_file.read_text().strip()}"
@@ -60,10 +85,14 @@ def build_native_maps(force: bool = False) -> Path | None:
     """Build Accumulo's native in-memory map library (libaccumulo.so, from the accumulo-native sources Maven
     fetches) into ``NATIVE_DIR`` when it is missing; the embedded tablet servers use it, as production ones
     use native maps. Returns its path, or None when it could not be built: the clusters then run with Java's
-    in-memory map and the launcher says so. A failure is not retried until the pom changes (or ``force``);
+    in-memory map and the launcher says so. A failure is not retried until a pom changes (or ``force``);
     ``NATIVE_DIR/build.log`` says why."""
     failed = NATIVE_DIR / ".failed"
-    pom_digest = hashlib.sha256((GATEWAY_DIR / "pom.xml").read_bytes()).hexdigest()
+    poms = hashlib.sha256()
+    for pom in (GATEWAY_DIR / "pom.xml", HARNESS_MODULE / "pom.xml"):  # the version is the parent's
+        if pom.is_file():
+            poms.update(pom.read_bytes())
+    pom_digest = poms.hexdigest()
     if NATIVE_LIB.is_file() and not force:
         return NATIVE_LIB
     if failed.is_file() and failed.read_text() == pom_digest and not force:
@@ -83,14 +112,15 @@ def build_native_maps(force: bool = False) -> Path | None:
 
 def _make_native(log: Path) -> bool:
     """Unpack the sources (mvn dependency:unpack, cached in ~/.m2) and run their Makefile; output to ``log``."""
-    sources = GATEWAY_DIR / "target" / "accumulo-native"
+    sources = HARNESS_MODULE / "target" / "accumulo-native"
     with open(log, "w") as out:
         steps: list[tuple[list[str], Path]] = []
         if not list(sources.glob("accumulo-native-*/Makefile")):
             if shutil.which("mvn") is None:
                 out.write("mvn is not on PATH\n")
                 return False
-            steps.append((["mvn", "-q", "-B", "dependency:unpack@accumulo-native"], GATEWAY_DIR))
+            steps.append((["mvn", "-q", "-B", "-pl", HARNESS_MODULE.name, "dependency:unpack@accumulo-native"],
+                          GATEWAY_DIR))
         for cmd, cwd in steps:
             if subprocess.run(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT).returncode != 0:
                 return False
@@ -113,8 +143,9 @@ def _make_native(log: Path) -> bool:
 
 
 def gateway_jar() -> Path:
-    """The deployable gateway jar (``java -jar <jar> --config gateway.properties``), built by ``build_gateway``."""
-    jars = sorted((GATEWAY_DIR / "target").glob("accumulo-gateway-*-all.jar"))
+    """The deployable gateway jar (``java -jar <jar> --config gateway.properties``), built by ``build_gateway``:
+    the gateway module's shaded jar, with the Accumulo 2.1.6 client and nothing of the harness."""
+    jars = sorted((GATEWAY_MODULE / "target").glob("accumulo-gateway-*-all.jar"))
     if not jars:
         raise HarnessError("the gateway jar is missing: run build_gateway() (make gateway-jar)")
     return jars[-1]

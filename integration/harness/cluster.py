@@ -43,6 +43,10 @@ class Cluster:
     tls_ca_file: str | None = None  # set when the gateways serve TLS
     native_maps: bool = False  # its tablet servers use Accumulo's native in-memory maps (libaccumulo.so)
     log_dir: str = ""  # MAC's log folder: each server process's stdout/stderr (TabletServer_*.err, ...)
+    #: the accumulo-client.properties the launcher generated for this cluster's gateway (0600: it holds the
+    #: root password)
+    gateway_client_properties: str = ""
+    accumulo_server: str = ""  # the Accumulo release of its servers (and of the launcher's gateways): 2.1.4
 
     def connect(self, **kwargs):  # noqa: ANN003, ANN201 - returns connector.accumulo.Connection
         """A client Connection to this cluster's gateway."""
@@ -65,7 +69,7 @@ class Cluster:
                 "auth.principal": self.user, "auth.token": Path(self.password_file).read_text().strip()}
 
     def java_env(self) -> dict[str, str]:
-        """Environment for a Java program of the gateway module talking to this cluster directly."""
+        """Environment for a Java program of the harness module talking to this cluster directly."""
         env = dict(os.environ)
         env["ACCUMULO_PASSWORD"] = Path(self.password_file).read_text().strip()
         env["ACCUMULO_GATEWAY_SECRET"] = Path(self.secret_file).read_text().strip()
@@ -185,7 +189,9 @@ def clusters(names: Sequence[str] = ("a", "b"), data_dir: str | None = None,
                                gateway_port=int(c["gateway_port"]), dir=c.get("dir", ""),
                                secret_file=str(secret_file), password_file=str(password_file),
                                tls_ca_file=tls.ca_file if tls else None,
-                               native_maps=bool(c.get("native_maps", False)), log_dir=c.get("log_dir", ""))
+                               native_maps=bool(c.get("native_maps", False)), log_dir=c.get("log_dir", ""),
+                               gateway_client_properties=c.get("gateway_client_properties", ""),
+                               accumulo_server=c.get("accumulo_server", ""))
             for c in ready["clusters"]
         }
         yield Clusters(by_name, classpath, state_dir, log_file, launcher=proc)

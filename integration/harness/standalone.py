@@ -44,12 +44,13 @@ class StandaloneGateway:
         self.dir = Path(cluster.secret_file).parent / f"gateway-{cluster.name}-{os.getpid()}-{StandaloneGateway._seq}"
         self.log_file = self.dir.with_suffix(".log")
         self.config_file = self.dir / "gateway.properties"
+        self.client_file = self.dir / "accumulo-client.properties"  # 0600: it holds the password
+        self.ready: dict[str, Any] = {}  # its READY line: host, port, tls, accumulo_client (the jar's release)
 
     def start(self, timeout: float = 60.0) -> int:
         self.dir.mkdir(exist_ok=True)
-        client_file = self.dir / "accumulo-client.properties"
-        write_properties(client_file, self.cluster.client_properties(), f"cluster {self.cluster.name}")
-        write_properties(self.config_file, {**self.settings, "accumulo.client.properties": str(client_file),
+        write_properties(self.client_file, self.cluster.client_properties(), f"cluster {self.cluster.name}")
+        write_properties(self.config_file, {**self.settings, "accumulo.client.properties": str(self.client_file),
                                             "gateway.port": str(self.port)}, "standalone test gateway")
         command = ["java", "-Xmx512m", "-XX:+UseSerialGC", "-jar", str(gateway_jar()), "--config",
                    str(self.config_file)]
@@ -57,8 +58,8 @@ class StandaloneGateway:
         with open(self.log_file, "ab") as log:
             self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, env=env, text=True,
                                          stdin=subprocess.DEVNULL)
-        ready = wait_for_ready(self.proc, timeout, self.log_file, "the standalone gateway")
-        self.port = int(ready["port"])
+        self.ready = wait_for_ready(self.proc, timeout, self.log_file, "the standalone gateway")
+        self.port = int(self.ready["port"])
         return self.port
 
     def connect(self, **kwargs):  # noqa: ANN003, ANN201 - returns connector.accumulo.Connection
