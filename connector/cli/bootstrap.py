@@ -152,7 +152,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
                                     Destination(b, job.dest_table, s.translator, s.delete_mode),
                                     repair=args.repair, settle_seconds=s.settle_seconds, progress=_say)
     _print_verify(report, args)
-    return 0 if not report.differences or report.repaired else EXIT_DIFFERENCES
+    return 0 if not report.differences or (args.repair and not report.unrepaired) else EXIT_DIFFERENCES
 
 
 def _print_verify(report: VerifyReport, args: argparse.Namespace) -> None:
@@ -162,7 +162,8 @@ def _print_verify(report: VerifyReport, args: argparse.Namespace) -> None:
     print(f"verify: {report.ranges} ranges, {report.matched} matched by digest; {report.expected:,} cells "
           f"expected; {report.differences} differences ({report.count('missing')} missing, "
           f"{report.count('unexpected')} unexpected, {report.count('different')} different); "
-          f"{report.in_flight} in flight" + (f"; repaired {report.repaired}" if args.repair else ""))
+          f"{report.in_flight} in flight" + (f"; repaired {report.repaired}" if args.repair else "")
+          + (f", {report.unrepaired} could not be (README: Building B from A)" if report.unrepaired else ""))
     for r in report.results:
         data = r.to_json(args.examples)
         print(f"  range {r.index} [{data['start']!r}, {data['stop']!r}): {data['missing']} missing, "

@@ -12,7 +12,7 @@ from connector.accumulo import AccumuloError, Connection, Mutation
 from connector.accumulo.frames import DEFAULT_MAX_FRAME_BYTES, mutation_fits
 from connector.clusters_config import cluster
 from connector.export import translator_from_name
-from connector.export.translators import METAVAR, check_translator_name
+from connector.export.translators import DEFAULT_TRANSLATOR, METAVAR, check_translator_name
 from connector.queue import (
     ExportQueue,
     QueueConfig,
@@ -20,8 +20,15 @@ from connector.queue import (
     queue_status,
     requeue_dead_letters,
 )
+from connector.queue.destinations import (
+    Destination,
+    register_destination,
+    registered_destinations,
+    unregister_destination,
+)
 from connector.queue.stored_config import read_stored_config, read_translator, resolve_config, store_translator
 from connector.settings import argparse_type
+from connector.snapshot.state import destination_id
 
 from .common import UsageError
 from .options import Help, check_namespace, check_table_name, int_at_least, queue_args
@@ -62,6 +69,20 @@ def register_queue_commands(sub: Any) -> None:
     queue_args(dead)
     dead.add_argument("--requeue", action="store_true", help="write them back as queue entries and remove them")
     dead.add_argument("--json", action="store_true", help="print JSON lines instead of text")
+    dests = q.add_parser("destinations", formatter_class=fmt,
+                         help="destinations every drain of the queue exports to (list, add, remove)",
+                         description="A rebuilt destination runs beside the old one until the switch: register "
+                                     "it, and every drain of the queue exports each batch to it too before "
+                                     "deleting (within 5 s, no restart needed); then bootstrap it (README: "
+                                     "Building B from A).")
+    queue_args(dests)
+    dests.add_argument("action", choices=["list", "add", "remove"])
+    dests.add_argument("--dest", help="add/remove: the destination's cluster name from the config file")
+    dests.add_argument("--dest-table", help="add/remove: the destination table")
+    dests.add_argument("--translator", metavar=METAVAR, type=argparse_type(check_translator_name, "translator"),
+                       help="add: its translator (default: the queue's stored one, else difference)")
+    dests.add_argument("--delete-mode", choices=["delete", "tombstone"], default="delete",
+                       help="add: how its deletes are written")
 
 
 def stored_config(conn: Connection, args: argparse.Namespace, where: str) -> QueueConfig:
@@ -129,6 +150,8 @@ def _queue_command(conn: Connection, args: argparse.Namespace, where: str) -> in
         return 0
     if args.queue_command == "dead-letters":
         return _dead_letters(conn, config, args)
+    if args.queue_command == "destinations":
+        return _destinations(conn, config, args)
     st = queue_status(conn, config)
     now = time.time()
 
@@ -152,6 +175,28 @@ def _queue_command(conn: Connection, args: argparse.Namespace, where: str) -> in
             if b.entries:
                 print(f"  bucket {b.bucket:>5}: {b.entries:>9,} entries {b.bytes:>12,} bytes  oldest seq "
                       f"{b.oldest_seq}, waiting {b.lag_seconds(now):,.1f} s")
+    return 0
+
+
+def _destinations(conn: Connection, config: QueueConfig, args: argparse.Namespace) -> int:
+    if args.action == "list":
+        for d in registered_destinations(conn, config):
+            print(f"{d.name}\t{d.gateway.describe()}\ttable {d.table}\ttranslator {d.translator}\t{d.delete_mode}")
+        return 0
+    if not (args.dest and args.dest_table):
+        raise UsageError(f"queue destinations {args.action} needs --dest and --dest-table")
+    gateway = cluster(args.dest)
+    check_table_name(args.dest_table, "--dest-table", gateway.describe())
+    name = destination_id(args.dest, args.dest_table)
+    if args.action == "remove":
+        if not unregister_destination(conn, config, name):
+            raise UsageError(f"no destination {name!r} is registered with queue {config.qid!r}")
+        print(f"unregistered {name}: drains stop exporting to it within 5 s")
+        return 0
+    translator = args.translator or read_translator(conn, config) or DEFAULT_TRANSLATOR
+    register_destination(conn, config, Destination(name, gateway, args.dest_table, translator, args.delete_mode))
+    print(f"registered {name} with queue {config.qid}: every drain of the queue exports to it within 5 s; now "
+          f"bootstrap it (accumulo-export bootstrap ... --dest {args.dest} --dest-table {args.dest_table})")
     return 0
 
 

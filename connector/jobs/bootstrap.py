@@ -24,6 +24,7 @@ from connector.accumulo.options import GatewayOptions
 from connector.export import translator_from_name
 from connector.export.shared import shared_exporter
 from connector.queue import QueueConfig, QueueConfigError
+from connector.queue.destinations import REFRESH_SECONDS, registered_destinations
 from connector.queue.stored_config import check_config, read_translator
 from connector.settings import OptionError
 from connector.snapshot import (
@@ -141,6 +142,12 @@ def run_bootstrap(engine: Engine, job: BootstrapJob, progress: Progress | None =
                                      f"snapshot {plan.snapshot!r}; finish it with those, or forget it first "
                                      "(accumulo-export bootstrap --forget)")
             if plan is None:
+                if job.destination in {d.name for d in registered_destinations(conn, job.queue)}:
+                    # every drain looks registrations up again within REFRESH_SECONDS: from then on each
+                    # batch it deletes has reached this destination
+                    say(f"{job.destination} is registered with the queue: waiting {2 * REFRESH_SECONDS:.0f} s "
+                        "for every drain to export to it")
+                    time.sleep(2 * REFRESH_SECONDS)
                 report.relayed = relay_sources(conn, job.queue.table, job.queue.layout.config_row).relayed
                 source = snapshot_source(conn, job.table, snapshot)
                 plan = Plan(job.table, snapshot, tuple(source_bounds(conn, job.table, source)),

@@ -21,9 +21,10 @@ from typing import Any
 from connector.accumulo import AccumuloError, Connection
 from connector.accumulo.options import GatewayOptions
 from connector.export import AccumuloExporter, translator_from_name
-from connector.export.shared import shared_exporter
+from connector.export.fanout import FanoutExporter
 from connector.queue import DrainStats, QueueConfig, QueueConfigError, drain_buckets, queue_status
 from connector.queue.config import queue_options
+from connector.queue.destinations import Destination, drain_exporter, registered_destinations
 from connector.queue.marks import read_marks, settle_marks
 from connector.queue.planner import StreamPlanner
 from connector.queue.settings import DRAIN, EXPORT, PLAN, DrainSettings
@@ -83,10 +84,11 @@ class DrainJob:
             opts["report_dir"] = report_dir
         return opts
 
-    def exporter(self) -> AccumuloExporter:
-        """This process's exporter into the destination (shared by the tasks that run here)."""
+    def exporter(self) -> AccumuloExporter | FanoutExporter:
+        """This process's exporter into the destination, and into every destination registered with the queue
+        (shared by the tasks that run here)."""
         s = self.settings
-        return shared_exporter(self.dest, self.dest_table, s.translator, s.delete_mode, True)
+        return drain_exporter(self.source, self.queue, self.dest, self.dest_table, s.translator, s.delete_mode)
 
     def round(self, buckets: list[int], run_id: str | None) -> Round[DrainStats]:
         """The round draining ``buckets``, its tasks keeping progress rows under ``run_id`` (None: none)."""
@@ -112,8 +114,21 @@ def preflight(job: DrainJob) -> None:
                                      f"{gateway.describe()}")
                 else:
                     check_config(conn, job.queue)
+                    for registered in registered_destinations(conn, job.queue):
+                        _check_destination(registered)
         except (AccumuloError, QueueConfigError) as exc:
             raise DrainError(f"{role} {gateway.describe()}: {exc}") from None
+
+
+def _check_destination(destination: Destination) -> None:
+    """A destination registered with the queue: its translator loads and its cluster answers."""
+    try:
+        translator_from_name(destination.translator)
+        with destination.gateway.connect() as conn:
+            conn.list_tables()
+    except (AccumuloError, ValueError) as exc:
+        raise DrainError(f"registered destination {destination.name!r} ({destination.gateway.describe()}): "
+                         f"{exc}") from None
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,8 @@
 bootstrap that was killed resumes where it stopped, and two bootstraps of one destination never run at once.
 
     b:lease   the running bootstrap: JSON {"owner": token, "host", "pid"}; its timestamp is the server's time
-              of the last heartbeat (renewed every LEASE_RENEW_SECONDS; a lease older than LEASE_SECONDS is
-              free: its holder was killed)
+              of the last heartbeat (renewed every LEASE_RENEW_SECONDS; a lease older than LEASE_SECONDS, or
+              held by a process of this host that is gone, is free: its holder was killed)
     b:plan    JSON: the producer table, the snapshot, the tablet ranges of A to read (hex bounds), the
               server time the bootstrap started (the final check waits for the queue's entries older than it)
     r:<n>     range n is done: JSON {"rows", "exports", "cells"}
@@ -38,6 +38,19 @@ RANGE_FAMILY = b"r"
 #: a lease not renewed for this long is free (its bootstrap was killed)
 LEASE_SECONDS = 60.0
 LEASE_RENEW_SECONDS = 10.0
+
+
+def _dead_here(holder: dict[str, Any]) -> bool:
+    """True for a lease holder on this host whose process is gone (a killed bootstrap: no need to wait)."""
+    if holder.get("host") != socket.gethostname() or not isinstance(holder.get("pid"), int):
+        return False
+    try:
+        os.kill(holder["pid"], 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
 
 
 def destination_id(cluster: str, table: str) -> str:
@@ -95,8 +108,8 @@ class BootstrapState:
         condition = Condition(STATE_FAMILY, LEASE)  # absent
         if current is not None:
             age = time.time() - current[1] / 1000
-            if age < LEASE_SECONDS:
-                holder = json.loads(current[0])
+            holder = json.loads(current[0])
+            if age < LEASE_SECONDS and not _dead_here(holder):
                 raise BootstrapError(
                     f"another bootstrap of {self.destination} is running (pid {holder.get('pid')} on "
                     f"{holder.get('host')}, last heard of {age:.0f} s ago); two at once are refused. If it "

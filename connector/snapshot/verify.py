@@ -15,8 +15,9 @@ still disagrees.
 
 **Repair** writes exactly the fixes, so that every later export still wins: a missing or different cell is
 put at its row's version (a later commit has a higher seq), an unexpected cell is deleted at its own
-timestamp, never "now" (it hides that cell and older versions only). A cell B holds that is newer than the
-row's version A gave is left alone: a commit is on its way.
+timestamp, never "now" (it hides that cell and older versions only). A wrong cell B holds at a timestamp
+newer than its row's version (written by hand: no export makes one), or a cell a newer delete marker hides,
+cannot be fixed so without hiding a later export; such cells are counted as ``unrepaired``.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from connector.accumulo import Connection
+from connector.accumulo import Connection, Range
 from connector.accumulo.native_wire import UPDATE_SCHEMA
 from connector.export import AccumuloExporter
 from connector.export.tombstones import TOMBSTONE, DeleteMode
@@ -85,6 +86,8 @@ class VerifyReport:
     results: list[RangeResult] = field(default_factory=list)
     in_flight: int = 0
     repaired: int = 0
+    #: differences a repair could not fix without hiding later exports (README: Building B from A)
+    unrepaired: int = 0
     #: queue entries still waiting when the second pass began (a drain into the destination not running?)
     pending: int = 0
     snapshot: SnapshotStats = field(default_factory=SnapshotStats)
@@ -101,7 +104,8 @@ class VerifyReport:
         return {"ranges": self.ranges, "matched_ranges": self.matched, "expected_cells": self.expected,
                 "actual_cells": self.actual, "differences": self.differences, "missing": self.count("missing"),
                 "unexpected": self.count("unexpected"), "different": self.count("different"),
-                "in_flight": self.in_flight, "repaired": self.repaired, "pending_entries": self.pending,
+                "in_flight": self.in_flight, "repaired": self.repaired, "unrepaired": self.unrepaired,
+                "pending_entries": self.pending,
                 "rows": self.snapshot.rows, "failed_rows": self.snapshot.failed, "seconds": round(self.seconds, 2),
                 "ranges_differing": [r.to_json(examples) for r in self.results if r.diffs]}
 
@@ -163,25 +167,22 @@ def verify_destination(a: Connection, table: str, source: SnapshotSource, queue:
         # the same difference twice: B's cell and the value A implies both unchanged (a row's version may
         # move on with commits to its other cells)
         before = {_identity(d) for d in first[i]}
-        confirmed[i] = [d for d in second if _identity(d) in before and _settled(d)]
+        confirmed[i] = [d for d in second if _identity(d) in before]
         seen |= {d.key for d in second}
     report.in_flight = len(seen - {d.key for diffs in confirmed.values() for d in diffs})
     report.results = [RangeResult(i, *bounds[i], by_range[i].num_rows if i in by_range else 0,
                                   actual_counts[i], confirmed[i]) for i in sorted(confirmed) if confirmed[i]]
     if repair and report.differences:
-        report.repaired = repair_cells(dest, [d for r in report.results for d in r.diffs])
-        say(f"repaired {report.repaired:,} cells")
+        diffs = [d for r in report.results for d in r.diffs]
+        report.repaired, report.unrepaired = repair_cells(dest, diffs)
+        say(f"repaired {report.repaired:,} cells" + (f"; {report.unrepaired:,} could not be" if report.unrepaired
+                                                     else ""))
     report.seconds = time.monotonic() - started
     return report
 
 
 def _identity(d: CellDiff) -> tuple[object, ...]:
     return d.key, d.kind, d.actual, d.ts, d.expected
-
-
-def _settled(d: CellDiff) -> bool:
-    """False for a cell B holds newer than the row's version A gave: a commit is on its way."""
-    return not (d.kind == "different" and d.ts is not None and d.version is not None and d.ts > d.version)
 
 
 def _expected(a: Connection, table: str, source: SnapshotSource, queue: QueueConfig,
@@ -226,23 +227,43 @@ def _settle(a: Connection, queue: QueueConfig, seconds: float, say: Progress) ->
     return left
 
 
-def repair_cells(dest: Destination, diffs: list[CellDiff]) -> int:
-    """Write the fixes of ``diffs`` into the destination: a missing or different cell put at its row's
-    version, an unexpected cell deleted at its own timestamp (a tombstone in tombstone mode). Returns the
-    cells written."""
+def repair_cells(dest: Destination, diffs: list[CellDiff]) -> tuple[int, int]:
+    """Write the fixes of ``diffs`` into the destination so that every later export still wins: a missing or
+    different cell put at its row's version, an unexpected cell deleted at its own timestamp (a tombstone in
+    tombstone mode). A cell B holds at a timestamp newer than its row's version, or one a delete marker newer
+    than that version hides, cannot be fixed so (a later export with a seq in between would lose): those are
+    left and counted. Returns (cells fixed, cells left)."""
     rows: dict[str, list[Any]] = {name: [] for name in UPDATE_SCHEMA.names}
     tombstones = dest.delete_mode == DeleteMode.TOMBSTONE.value
+    left = 0
+    puts = []
     for d in diffs:
         if d.kind == "unexpected":
             ts, value, delete = d.ts, (TOMBSTONE if tombstones else None), not tombstones
+        elif d.ts is not None and d.version is not None and d.ts > d.version:
+            left += 1  # B's wrong value is newer than the row's version: a put at the version would not show
+            continue
         else:
             ts, value, delete = d.version, d.expected, False
+            puts.append(d)
         for name, v in zip(UPDATE_SCHEMA.names, (d.row, d.cf, d.cq, d.cv, ts, value, delete), strict=True):
             rows[name].append(v)
     cells = pa.record_batch([pa.array(rows[f.name], f.type) for f in UPDATE_SCHEMA], schema=UPDATE_SCHEMA)
-    with dest.conn.batch_writer(dest.table) as writer:
-        writer.add_cells(cells)
-    return cells.num_rows
+    if cells.num_rows:
+        with dest.conn.batch_writer(dest.table) as writer:
+            writer.add_cells(cells)
+    hidden = _still_missing(dest, puts)
+    return cells.num_rows - hidden, left + hidden
+
+
+def _still_missing(dest: Destination, puts: list[CellDiff]) -> int:
+    """How many of the cells just put still do not show their value (a newer delete marker hides them)."""
+    if not puts:
+        return 0
+    wanted = {d.key: d.expected for d in puts}
+    seen = {(c.row, c.cf, c.cq, c.cv): c.value
+            for c in dest.conn.batch_scan(dest.table, [Range.exact_row(r) for r in {d.row for d in puts}])}
+    return sum(1 for key, value in wanted.items() if seen.get(key) != value)
 
 
 __all__ = ["DEFAULT_EXAMPLES", "DEFAULT_SETTLE_SECONDS", "Destination", "KEY", "RangeResult", "VerifyReport",

@@ -40,8 +40,10 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from connector.export import AccumuloExporter, SequencedExport
+from connector.export.fanout import FanoutExporter
 from connector.export.shared import shared_exporter
 from connector.queue import DrainSettings, DrainStats, QueueConfig
+from connector.queue.destinations import drain_exporter
 from connector.queue.drain import EntryProcessor
 from connector.queue.reader import ENTRY_SCHEMA
 from connector.queue.settings import EXPORT
@@ -101,18 +103,26 @@ class SinkSettings:
     def report_dir(self) -> str | None:
         return self.target.report_dir
 
-    def exporter(self) -> AccumuloExporter:
+    def exporter(self) -> AccumuloExporter | FanoutExporter:
+        """This process's exporter; in drain mode into every destination registered with the queue too."""
+        if self.queue is not None and self.source is not None:
+            return drain_exporter(self.source, self.queue, self.dest, self.target.table, self.drain.translator,
+                                  self.drain.delete_mode, self.target.create_table)
+        return self.table_exporter()
+
+    def table_exporter(self) -> AccumuloExporter:
+        """This process's exporter into the sink's own table only."""
         return shared_exporter(self.dest, self.target.table, self.drain.translator, self.drain.delete_mode,
                                self.target.create_table)
 
 
 def write_partition(settings: SinkSettings, batches: Iterator[pa.RecordBatch]) -> ExportCommitMessage:
     """Export one partition; in drain mode, delete each batch's queue entries after its export returned."""
-    exporter = settings.exporter()
     if settings.queue is not None:
         assert settings.source is not None
-        processor = EntryProcessor(settings.source.shared(), settings.queue, exporter, settings.drain)
+        processor = EntryProcessor(settings.source.shared(), settings.queue, settings.exporter(), settings.drain)
         return ExportCommitMessage(processor.process_batches(_queue_entries(batches)))
+    exporter = settings.table_exporter()
     if settings.drain.translator == "cells":  # a DataFrame of cells: columnar unless its column types need Python
         first = next(batches, None)
         if first is None:

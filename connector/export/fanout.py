@@ -1,0 +1,47 @@
+"""Several destinations fed by one drain: each batch exported to every one of them before the drain deletes it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pyarrow as pa
+
+from .accumulo_exporter import AccumuloExporter
+from .core import EntryFailure, SequencedExport
+
+
+class FanoutExporter:
+    """Exports each batch to ``exporters`` in turn and returns once every one of them has it durably, so a
+    drain deletes an entry only when all destinations hold it. An export that one destination cannot take
+    (its translator refuses it) is reported once, naming that destination's table, and is still written to
+    the others; a transport failure or rejection of any destination fails the call (the drain retries the
+    batch: the destinations that had it already rewrite identical cells)."""
+
+    def __init__(self, exporters: Sequence[AccumuloExporter]) -> None:
+        if not exporters:
+            raise ValueError("a fan-out needs at least one exporter")
+        self.exporters = list(exporters)
+
+    def __repr__(self) -> str:
+        return f"FanoutExporter({', '.join(e.table for e in self.exporters)})"
+
+    def export(self, exports: Sequence[SequencedExport]) -> None:
+        for exporter in self.exporters:
+            exporter.export(exports)
+
+    def export_batch(self, exports: pa.RecordBatch, *, key_serializer: str = "json",
+                     value_serializer: str = "json") -> list[EntryFailure]:
+        failures: dict[int, EntryFailure] = {}
+        for exporter in self.exporters:
+            for f in exporter.export_batch(exports, key_serializer=key_serializer, value_serializer=value_serializer):
+                if f.entry not in failures:
+                    reason = f.reason if len(self.exporters) == 1 else f"{exporter.table}: {f.reason}"
+                    failures[f.entry] = EntryFailure(f.entry, f.kind, reason)
+        return [failures[i] for i in sorted(failures)]
+
+    def cells_written_by_last_call(self) -> int:
+        return sum(e.cells_written_by_last_call() for e in self.exporters)
+
+    def close(self) -> None:
+        for exporter in self.exporters:
+            exporter.close()

@@ -1,0 +1,129 @@
+"""Benchmark: a bootstrap of 2M destination cells derived from 200k rows of A (10 cells each), through the
+live path (the exporter's writer) and the bulk path (sorted RFiles written by the gateway, then a bulk import
+that keeps their timestamps), beside a Java BatchWriter writing the same number of cells of the same size into
+B, all in one run.
+
+A's producer table holds rows ``r%08d`` with a version cell and 10 cells ``c:q<j> = <value>``; the snapshot
+function (``snapshot`` below) exports each row's cells as one difference update whose new cells are the
+inverted index ``<value> i:<row>`` (so B's rows are spread over the whole key space, as an index's are). The
+bootstrap's final check is off: this measures writing; ``bench_verify.py`` measures checking.
+
+Prints rows, cells and seconds per path, the split of the live bootstrap's time, and a final
+``ratio=<java seconds / bulk seconds>`` line (>= 1: the bulk path is at least as fast as Java's
+BatchWriter). Run: ``make bench`` or ``.venv/bin/python integration/bench/bench_bootstrap.py [--rows N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import numpy as np  # noqa: E402
+import pyarrow as pa  # noqa: E402
+import pyarrow.compute as pc  # noqa: E402
+
+from connector.accumulo import UPDATE_SCHEMA, Cell  # noqa: E402
+from connector.jobs import LocalEngine  # noqa: E402
+from connector.jobs.bootstrap import BootstrapJob, run_bootstrap  # noqa: E402
+from connector.queue import ExportQueue, QueueConfig  # noqa: E402
+from connector.snapshot import BootstrapSettings  # noqa: E402
+from integration.harness import BENCH_WRITER, clusters, java_command  # noqa: E402
+
+CELLS_PER_ROW = 10
+VALUE_BYTES = 32
+
+
+def snapshot(row: bytes, cells: Sequence[Cell]) -> list[tuple[str, dict]]:
+    """A row's cells as the inverted index ``<value> i:<row>`` (one difference update per row)."""
+    name = row.decode()
+    return [(name, {"old": [], "new": [{"row": c.value.decode(), "cf": "i", "cq": name, "value": ""}
+                                       for c in cells]})]
+
+
+def fill_a(conn, table: str, rows: int, batch_rows: int = 20_000) -> None:
+    """Rows ``r%08d``: a version cell ``!tx:v`` and 10 cells ``c:q<j>`` of 32-byte values, all at ts = the version."""
+    conn.create_table(table)
+    conn.add_splits(table, [f"r{i:08d}".encode() for i in range(rows // 8, rows, rows // 8)])
+    version = time.time_ns() // 1000
+    with conn.batch_writer(table) as writer:
+        for start in range(0, rows, batch_rows):
+            n = np.arange(start, min(start + batch_rows, rows), dtype=np.int64)
+            per = CELLS_PER_ROW + 1
+            idx = np.repeat(n, per)
+            j = np.tile(np.arange(per), len(n))
+            row = pc.binary_join_element_wise("r", pc.utf8_lpad(pa.array(idx).cast(pa.string()), 8, "0"), "")
+            cf = pa.array(np.where(j == 0, "!tx", "c")).cast(pa.binary())
+            cq = pa.array(np.where(j == 0, "v", np.char.add("q", (j - 1).astype(str)))).cast(pa.binary())
+            cell_no = idx * CELLS_PER_ROW + (j - 1)
+            value = pc.binary_join_element_wise(
+                "v", pc.utf8_lpad(pa.array(cell_no).cast(pa.string()), VALUE_BYTES - 1, "0"), "")
+            value = pc.if_else(pa.array(j == 0), pa.scalar(str(version)), value)
+            size = len(idx)
+            writer.add_cells(pa.record_batch(
+                [row.cast(pa.binary()), cf, cq, pa.array(np.full(size, b""), pa.binary()),
+                 pa.array(np.full(size, version), pa.int64()), value.cast(pa.binary()),
+                 pa.array(np.zeros(size, dtype=bool))], schema=UPDATE_SCHEMA))
+
+
+def java_write(cluster, classpath: str, table: str, cells: int) -> float:
+    args = [*cluster.java_args(), "--table", table, "--cells", str(cells), "--cells-per-row", "1",
+            "--value-bytes", "1"]
+    out = subprocess.run(java_command(classpath, BENCH_WRITER, *args), env=cluster.java_env(),
+                         capture_output=True, text=True, check=True).stdout
+    return float(json.loads(out.strip().splitlines()[-1])["seconds"])
+
+
+def bootstrap(a, b, queue: QueueConfig, table: str, dest: str, method: str) -> tuple[float, dict]:
+    settings = BootstrapSettings(snapshot="integration.bench.bench_bootstrap:snapshot", translator="difference",
+                                 final_check=False, method=method)
+    job = BootstrapJob(source=a.gateway_options(), dest=b.gateway_options(), queue=queue, table=table,
+                       dest_table=dest, settings=settings)
+    started = time.perf_counter()
+    report = run_bootstrap(LocalEngine(), job)
+    seconds = time.perf_counter() - started
+    t = report.totals
+    return seconds, {"rows": t.rows, "cells": t.cells, "failed": t.failed, "task_seconds": round(t.seconds, 2)}
+
+
+def count(cluster, table: str) -> int:
+    with cluster.connect() as conn:
+        return sum(p.num_rows for p in conn.scan_batches(table, batch_size=20_000))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rows", type=int, default=200_000)
+    opts = parser.parse_args()
+    with clusters(["a", "b"]) as running:
+        a, b = running["a"], running["b"]
+        with a.connect() as conn:
+            fill_a(conn, "boot_rows", opts.rows)
+            queue = QueueConfig(table="boot_queue", qid="q", num_buckets=16)
+            ExportQueue(conn, queue).init()
+        cells = opts.rows * CELLS_PER_ROW
+        print(f"A: {opts.rows:,} rows of {CELLS_PER_ROW} cells; B gets {cells:,} cells", flush=True)
+        load = os.getloadavg()[0]
+        java_s = java_write(b, running.classpath, "boot_java", cells)
+        print(f"java BatchWriter: {cells:,} cells in {java_s:.2f} s ({cells / java_s:,.0f} cells/s)", flush=True)
+        results = {}
+        for method in ("live", "bulk"):
+            seconds, detail = bootstrap(a, b, queue, "boot_rows", f"boot_{method}", method)
+            results[method] = seconds
+            assert count(b, f"boot_{method}") == cells, method
+            print(f"bootstrap {method}: {detail['cells']:,} cells from {detail['rows']:,} rows in {seconds:.2f} s "
+                  f"({detail['cells'] / seconds:,.0f} cells/s; tasks {detail['task_seconds']} s)", flush=True)
+        print(f"load average at the start: {load:.1f}")
+        print(f"live/java={java_s / results['live']:.2f}")
+        print(f"ratio={java_s / results['bulk']:.2f}")
+
+
+if __name__ == "__main__":
+    main()
