@@ -1,20 +1,27 @@
-"""``make demo``: the main job on embedded clusters, end to end, with transactional producers.
+"""``make demo``: the main job on embedded clusters, end to end, with transactional producers and a
+destination built from A's rows while they commit.
 
-Starts clusters A and B; runs producer processes of the inverted count index on A (row transactions on
-shared words, Zipf-hot, so processes collide on hot words; each transaction commits a word's new count and
-its export together); SIGKILLs one producer mid-run and starts it again to finish the remaining work; relays
-what the killed one left in its outboxes; drains the export queue into B with Spark; verifies B against the
-index recomputed from A, the queue and the outbox empty; prints a short report (exit code 0 only if verified).
+Starts clusters A and B. Producer processes of the inverted count index run row transactions on A (shared
+words, Zipf-hot, so processes collide on hot words; each transaction commits a word's new count and its export
+together): first a history, whose exports went to an older index (drained, then gone from the queue). Then a
+new index on B: Spark's streaming drain into it starts, the producers commit again (one is SIGKILLed mid-run
+and restarted), and meanwhile ``accumulo-export bootstrap`` fills the new index from A's committed rows; it is
+SIGKILLed once and run again, and resumes. Finally ``accumulo-export verify`` compares the index with what A's
+rows imply, and the demo checks it against the index recomputed from A as well, the queue and outboxes empty.
+Prints the stream's rate and latency beside the running producers, the bootstrap and the verify (exit code 0
+only if verified).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -27,16 +34,23 @@ sys.path.insert(0, str(ROOT))
 from connector import (  # noqa: E402
     Connection,
     DrainJob,
+    DrainReport,
+    DrainSettings,
     ExportQueue,
+    LocalEngine,
     QueueConfig,
     RowTransactions,
     outbox_status,
     queue_status,
     relay_table,
-    run_batch,
+    run_drain,
     spark_session,
+    start_stream,
 )
 from connector.clusters_config import CONFIG_ENV, write_clusters  # noqa: E402
+from connector.queue.status import queue_lag  # noqa: E402
+from connector.snapshot.state import BootstrapState  # noqa: E402
+from connector.spark.drain_job import collect_stream_reports  # noqa: E402
 from connector.transactions.relay import pending_outbox  # noqa: E402
 from examples.inverted_count_index import actual_index, expected_index  # noqa: E402
 from integration.harness import clusters  # noqa: E402
@@ -149,13 +163,62 @@ def kill_one_and_restart(procs: list[ProducerProcess], index: int, after_s: floa
     return kill
 
 
+def cli(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "connector", *args], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+class LagSampler:
+    """Samples, every half second while the stream runs beside the producers, how long the oldest entry of the
+    queue has waited: the most any entry waited from its commit to the moment the stream took it."""
+
+    def __init__(self, conn: Connection, queue: QueueConfig) -> None:
+        self.conn, self.queue = conn, queue
+        self.samples: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.5):
+            lag = queue_lag(self.conn, self.queue).lag_seconds()
+            self.samples.append(max(lag.values(), default=0.0))
+
+    def stop(self) -> tuple[float, float]:
+        """(p50, p99) of the samples, seconds."""
+        self._stop.set()
+        self._thread.join(5)
+        ordered = sorted(self.samples) or [0.0]
+        return ordered[len(ordered) // 2], ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+
+
+def bootstrap_killed_once(env: dict[str, str], args: list[str], conn: Connection, queue: QueueConfig) -> tuple[
+        str, dict[str, object]]:
+    """Run ``accumulo-export bootstrap``, SIGKILL it once it finished a range, run it again; returns what the
+    kill left and the second run's JSON summary."""
+    first = cli(env, "bootstrap", *args, "--json")
+    state = BootstrapState(conn, queue, f"B/{args[args.index('--dest-table') + 1]}")
+    deadline = time.monotonic() + 300
+    while not state.done() and first.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    done = len(state.done())
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    second = cli(env, "bootstrap", *args, "--json")
+    out, err = second.communicate(timeout=900)
+    if second.returncode != 0:
+        raise RuntimeError(f"bootstrap failed:\n{err[-3000:]}")
+    return f"SIGKILLed after {done} ranges", json.loads(out.strip().splitlines()[-1])
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--transactions", type=int, default=24_000)
+    parser.add_argument("--history", type=int, default=12_000, help="transactions before the new index exists")
+    parser.add_argument("--transactions", type=int, default=16_000, help="transactions while it is built")
     parser.add_argument("--words", type=int, default=10_000)
     parser.add_argument("--producers", type=int, default=4)
     parser.add_argument("--buckets", type=int, default=64)
-    parser.add_argument("--batch", type=int, default=100, help="transactions per run_all call in a producer")
+    parser.add_argument("--batch", type=int, default=20, help="transactions per run_all call in a producer")
     parser.add_argument("--skew", type=float, default=1.0, help="Zipf exponent of the words' popularity")
     parser.add_argument("--kill-after", type=float, default=4.0,
                         help="seconds after its first commits at which one producer is SIGKILLed")
@@ -175,8 +238,8 @@ def main() -> int:
         conn_a = a.connect()
         ExportQueue(conn_a, queue).init()
         RowTransactions(conn_a, COUNTS).init()
-
-        per = opts.transactions // opts.producers
+        conn_a.add_splits(COUNTS, [f"word{i:05d}".encode() for i in range(opts.words // 8, opts.words,
+                                                                            opts.words // 8)])
 
         def start(name: str, seed: int, transactions: int) -> ProducerProcess:
             return ProducerProcess(name, "examples.inverted_count_index", [
@@ -185,63 +248,90 @@ def main() -> int:
                 "--seed", str(seed), "--batch", str(opts.batch), "--skew", str(opts.skew),
                 "--progress-seconds", "0.5"], env)
 
-        print(f"producing {per * opts.producers} transactions on {opts.words} shared words with "
-              f"{opts.producers} producer processes ...", flush=True)
-        t_produce = time.monotonic()
-        procs = [start(f"p{i}", i, per) for i in range(opts.producers)]
+        # --- the history: committed rows whose exports went to an older index ----------------------------------
+        print(f"history: {opts.history} transactions, drained into an older index ...", flush=True)
+        history = [start(f"h{i}", 100 + i, opts.history // opts.producers) for i in range(opts.producers)]
+        if any(p.wait() != 0 for p in history):
+            print("a history producer failed", file=sys.stderr)
+            return 1
+        relay_table(conn_a, COUNTS)
+        run_drain(LocalEngine(), DrainJob(source=a.gateway_options(), dest=b.gateway_options(), queue=queue,
+                                          dest_table="count_index_old"))
+        print(f"  {len(expected_index(conn_a, COUNTS)):,} words counted on A; the queue is empty", flush=True)
 
+        # --- the new index: the stream first, then producers and the bootstrap at once ------------------------
+        spark = spark_session(app_name="accumulo-export demo")
+        job = DrainJob(source=a.gateway_options(), dest=b.gateway_options(), queue=queue, dest_table="count_index",
+                       settings=DrainSettings(trigger_seconds=0.5))
+        folder = tempfile.mkdtemp(prefix="demo-stream-")
+        query = start_stream(spark, job, f"{folder}/checkpoint", f"{folder}/reports")
+        print("streaming drain into the new index started", flush=True)
+        per = opts.transactions // opts.producers
+        t_produce = time.monotonic()
+        lag = LagSampler(conn_a, queue)
+        procs = [start(f"p{i}", i, per) for i in range(opts.producers)]
+        boot_args = ["--source", "A", "--table", queue.table, "--queue", queue.qid, "--producer-table", COUNTS,
+                     "--dest", "B", "--dest-table", "count_index",
+                     "--snapshot", "examples.inverted_count_index:snapshot"]
+        boot: dict[str, object] = {}
+        booter = threading.Thread(target=lambda: boot.update(zip(
+            ("kill", "summary"), bootstrap_killed_once(env, boot_args, conn_a, queue), strict=True)), daemon=True)
+        booter.start()
         kill = kill_one_and_restart(procs, 0, opts.kill_after, per,
                                     lambda left: start("p0'", 1000 + opts.producers, left), conn_a, COUNTS)
         if kill is None:
             return 1
         print(kill.line(), flush=True)
-
         failed = [p for p in procs if p.wait() != 0]
         produce_s = time.monotonic() - t_produce
         for p in failed:
             print(f"producer {p.name} failed:\n{p.stderr[-3000:]}", file=sys.stderr)
-        conflicts = kill.conflicts + sum(p.conflicts for p in procs)
-
-        before_relay = outbox_status(conn_a, COUNTS)
-        relayed = relay_table(conn_a, COUNTS)
-        depth = queue_status(conn_a, queue).entries  # one entry per committed transaction
-        print(f"{depth} transactions committed in {produce_s:.1f}s ({depth / produce_s:,.0f}/s, {conflicts} "
-              f"conflicts retried); the final relay moved {relayed.relayed} outbox cells", flush=True)
-
-        spark = spark_session(app_name="accumulo-export demo")
-        job = DrainJob(source=a.gateway_options(), dest=b.gateway_options(), queue=queue,
-                       dest_table="count_index")
-        t_drain = time.monotonic()
-        report = run_batch(spark, job, progress=lambda r: print(
-            f"  round {r.rounds}: {r.exported} exported, {r.rate:,.0f} entries/s", flush=True))
-        drain_s = time.monotonic() - t_drain
+        lag_p50, lag_p99 = lag.stop()
+        stream = DrainReport()
+        collect_stream_reports(f"{folder}/reports", stream)
+        exported_live = stream.exported
+        booter.join(900)
+        deadline = time.monotonic() + 300
+        while (queue_status(conn_a, queue).entries or not outbox_status(conn_a, COUNTS).empty) and \
+                time.monotonic() < deadline:
+            relay_table(conn_a, COUNTS, min_age_seconds=2.0)
+            time.sleep(1.0)
+        query.stop()
         spark.stop()
+        collect_stream_reports(f"{folder}/reports", stream)
+        conflicts = kill.conflicts + sum(p.conflicts for p in procs)
+        verify = subprocess.run([sys.executable, "-m", "connector", "verify", *boot_args, "--json"], cwd=ROOT,
+                                env=env, capture_output=True, text=True)
+        checked = json.loads(verify.stdout.strip().splitlines()[-1]) if verify.stdout.strip() else {}
 
         conn_b = b.connect()
         expected = expected_index(conn_a, COUNTS)
         actual = actual_index(conn_b, "count_index")
         left = queue_status(conn_a, queue).entries
         outbox = outbox_status(conn_a, COUNTS)
+        summary = boot.get("summary") or {}
         verified = (not failed and sorted(expected) == sorted(actual) and len(actual) == len(set(actual))
-                    and left == 0 and outbox.empty)
+                    and left == 0 and outbox.empty and verify.returncode == 0 and bool(summary))
         print("\n=== demo report ===")
         print(f"producers             {opts.producers} processes on {opts.words} shared words (Zipf {opts.skew}), "
               f"{opts.batch} transactions per run_all; {kill.name} SIGKILLed {kill.after_s:.1f}s after its start, "
-              f"at {kill.committed}+ commits, and restarted"
-              + (f"; {len(failed)} FAILED" if failed else ""))
-        print(f"transactions          {depth} committed in {produce_s:.1f}s ({depth / produce_s:,.0f}/s), "
-              f"{conflicts} conflicts retried")
-        print(f"kill left             {kill.left} outbox cells unrelayed 2s after the kill; {before_relay.cells} "
-              f"still there when the producers had finished (the others were relayed by producers committing on "
-              f"their rows); relay_table relayed {relayed.relayed}")
-        print(f"entries exported      {report.exported} of {depth} queued (dead-lettered {report.dead_lettered})")
-        print(f"drain throughput      {report.exported / drain_s:,.0f} entries/s ({drain_s:.1f}s, "
-              f"{report.rounds} Spark rounds)")
-        print(f"latency               last commit -> queue empty and B complete: {drain_s:.1f}s")
+              f"at {kill.committed}+ commits, and restarted" + (f"; {len(failed)} FAILED" if failed else ""))
+        print(f"history               {opts.history} transactions before the new index existed (their exports "
+              "went to the older index)")
+        print(f"transactions          {per * opts.producers} committed in {produce_s:.1f}s "
+              f"({per * opts.producers / produce_s:,.0f}/s) while the index was built, {conflicts} conflicts retried")
+        print(f"stream beside them    {exported_live:,} entries exported while the producers ran "
+              f"({exported_live / produce_s:,.0f} entries/s); the oldest waiting entry's age, sampled every 0.5 s: "
+              f"p50 {lag_p50:.2f}s, p99 {lag_p99:.2f}s")
+        print(f"bootstrap             {boot.get('kill', 'not run')}; the rerun resumed {summary.get('resumed_ranges')} "
+              f"of {summary.get('ranges')} ranges, wrote {summary.get('cells')} cells; final check: "
+              f"{summary.get('final_check')}")
+        print(f"verify                {checked.get('differences')} differences, {checked.get('expected_cells')} cells "
+              f"expected, {checked.get('matched_ranges')}/{checked.get('ranges')} ranges matched by digest "
+              f"(exit status {verify.returncode})")
         print(f"index cells on B      {len(actual)} (expected {len(expected)}, stale "
               f"{len(set(actual) - expected)}, missing {len(expected - set(actual))})")
-        print(f"queue left            {left}")
-        print(f"outbox left           {outbox.cells} cells ({outbox.malformed} malformed)")
+        print(f"queue left            {left}; outbox left {outbox.cells} cells")
         print(f"verified              {'yes' if verified else 'NO'}")
         return 0 if verified else 1
 

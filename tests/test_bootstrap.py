@@ -291,7 +291,13 @@ def test_two_bootstraps_at_once_are_refused_and_a_killed_one_resumes(scenario):
         released, reached = hold(b"w025")
         box: dict[str, object] = {}
         job = bootstrap_job(scenario, dest, snapshot=GATED)
-        worker = threading.Thread(target=lambda: box.update(report=run_bootstrap(LocalEngine(), job)), daemon=True)
+        def first_run() -> None:
+            try:
+                box["report"] = run_bootstrap(LocalEngine(), job)
+            except BootstrapError as exc:  # it lost its lease to the resumed run: as a killed one would
+                box["error"] = exc
+
+        worker = threading.Thread(target=first_run, daemon=True)
         worker.start()
         assert reached.wait(120)
         with pytest.raises(BootstrapError, match="another bootstrap of .* is running"):
@@ -306,6 +312,7 @@ def test_two_bootstraps_at_once_are_refused_and_a_killed_one_resumes(scenario):
         assert len(done_before) <= report.resumed < 4 and report.ranges == 4
         released.set()
         worker.join(120)
+        assert "lease was taken over" in str(box.get("error"))
         drained(scenario)
     finally:
         released.set()
@@ -331,14 +338,14 @@ def test_verify_reports_exactly_the_injected_damage_and_repair_makes_it_right(sc
             k += 1
 
     busy = threading.Thread(target=keep_committing, daemon=True)
-    busy.start()
     try:
         drained(scenario)
+        busy.start()
         a, b = scenario.conn_a, scenario.conn_b
         dest_spec = Destination(b, dest, "difference")
         source = snapshot_source(a, scenario.counts, SNAPSHOT)
         clean = verify_destination(a, scenario.counts, source, scenario.queue, dest_spec, settle_seconds=30)
-        assert clean.differences == 0 and clean.expected == 30
+        assert clean.differences == 0 and clean.expected >= 30
         version = {c.row: int(c.value.split(b" ")[0]) for c in a.scan(scenario.counts, columns=[(b"!tx", b"v")])}
         # damage as a restore from an old backup leaves it: a cell lost, a stale one, an old value
         b.write(dest, [Mutation(b"00000006").delete(b"w", b"v005", timestamp=version[b"v005"]),
@@ -359,7 +366,8 @@ def test_verify_reports_exactly_the_injected_damage_and_repair_makes_it_right(sc
         commit(txs, scenario, "v005", 42)
     finally:
         stop.set()
-        busy.join(60)
+        if busy.is_alive():
+            busy.join(60)
         drained(scenario)
         stream.close()
     assert_exact(scenario, dest)

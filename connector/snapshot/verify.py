@@ -153,7 +153,7 @@ def verify_destination(a: Connection, table: str, source: SnapshotSource, queue:
         report.matched = report.ranges
         report.seconds = time.monotonic() - started
         return report
-    report.pending = _settle(a, queue, settle_seconds, say)
+    report.pending = _settle(a, table, source, queue, settle_seconds, say)
     say(f"pass 2: {sum(map(len, first.values())):,} differences in {len(first)} ranges; reading again")
     expected, report.snapshot = _expected(a, table, source, queue, dest)
     by_range = split_by_range(expected, splits)
@@ -201,7 +201,7 @@ def _actual(dest: Destination, bounds: tuple[bytes | None, bytes | None]) -> pa.
     if not dest.conn.table_exists(dest.table):
         return ACTUAL_SCHEMA.empty_table()
     pages = list(dest.conn.scan_batches(dest.table, bounds_range(bounds), batch_size=10_000))
-    return pa.Table.from_batches(pages, ACTUAL_SCHEMA) if pages else ACTUAL_SCHEMA.empty_table()
+    return pa.Table.from_batches(pages).cast(ACTUAL_SCHEMA) if pages else ACTUAL_SCHEMA.empty_table()
 
 
 def entries_written_before(conn: Connection, queue: QueueConfig, ms: int) -> int:
@@ -213,18 +213,30 @@ def entries_written_before(conn: Connection, queue: QueueConfig, ms: int) -> int
     return total
 
 
-def _settle(a: Connection, queue: QueueConfig, seconds: float, say: Progress) -> int:
-    """Wait (at most ``seconds``) until the queue no longer holds entries written before now; returns how many
-    are still there."""
-    now_ms = int(time.time() * 1000)
+def _settle(a: Connection, table: str, source: SnapshotSource, queue: QueueConfig, seconds: float,
+            say: Progress) -> int:
+    """Wait (at most ``seconds``) until every commit visible now has reached the destination's drain: the
+    outbox cells the producer table holds now are relayed, then the queue's entries written until then are
+    exported. Returns how many entries were still there."""
     deadline = time.monotonic() + seconds
+    outbox = _outbox(a, table, source)
+    while outbox and time.monotonic() < deadline:
+        time.sleep(0.2)
+        outbox &= _outbox(a, table, source)
+    now_ms = int(time.time() * 1000)
     left = entries_written_before(a, queue, now_ms)
     if left:
         say(f"waiting for the drain to export the {left:,} entries the queue holds (at most {seconds:.0f} s)")
     while left and time.monotonic() < deadline:
-        time.sleep(1.0)
+        time.sleep(0.5)
         left = entries_written_before(a, queue, now_ms)
     return left
+
+
+def _outbox(a: Connection, table: str, source: SnapshotSource) -> set[tuple[bytes, bytes, int]]:
+    """The outbox cells of the producer table now (row, qualifier, timestamp)."""
+    return {(c.row, c.cq, c.ts) for c in a.scan(table, source.rows, columns=[source.layout.outbox_family],
+                                                  iterators=[KEYS_ONLY], batch_size=10_000)}
 
 
 def repair_cells(dest: Destination, diffs: list[CellDiff]) -> tuple[int, int]:
