@@ -202,3 +202,22 @@ def test_a_float_halfway_between_two_shortest_reprs_prints_as_python_does():
     values = [json.dumps({"old": [], "new": [{"row": "r", "cf": "f", "cq": "q", "value": 562949953421312.2}]}).encode()]
     assert native_result("difference", values) == python_reference("difference", values)
     assert native_result("difference", values)[0][1][0][4] == b"562949953421312.2"
+
+
+def test_the_registry_and_the_crate_list_the_same_native_translators():
+    """One registry line per translator in Python (connector/export/translators.py) and one table line in Rust
+    (src/translate/mod.rs): the two lists agree, and every native one has its Python twin."""
+    from connector.export.translators import TRANSLATORS
+
+    assert sorted(_native.translator_names()) == sorted(native_translate.NATIVE_TRANSLATORS)
+    assert {t.name for t in TRANSLATORS if t.native} == set(_native.translator_names())
+    assert all(callable(BUILT_IN[name]) for name in _native.translator_names())
+    with pytest.raises(_native.InvalidArgumentError, match='no native translator "value": use one of difference'):
+        _native.translate("value", pa.array([b"{}"]))
+
+
+def test_the_readme_table_and_the_cli_help_come_from_the_registry():
+    from connector.export.translators import HELP, METAVAR, TRANSLATORS, markdown_table
+
+    assert all(t.shown in METAVAR and t.writes in HELP for t in TRANSLATORS)
+    assert markdown_table().count("\n") == len(TRANSLATORS) + 1
