@@ -396,3 +396,40 @@ def test_a_second_destination_is_built_beside_the_first_while_it_keeps_receiving
     assert_exact(scenario, first)
     assert_exact(scenario, second)
     txs.close()
+
+
+@pytest.mark.slow
+def test_the_commands_bootstrap_with_spark_then_verify_and_repair(scenario, cli_env):
+    """``accumulo-export bootstrap --engine spark`` (one Spark task per tablet of A), then ``verify``: exit 0 on
+    a right destination, 1 naming the damage, 0 after ``--repair``."""
+    import json
+
+    from .conftest import run_cli
+
+    txs = RowTransactions(scenario.conn_a, scenario.counts)
+    for i in range(50):
+        commit(txs, scenario, f"c{i:03d}", i + 1)
+    scenario.conn_a.add_splits(scenario.counts, [b"c020", b"c040"])
+    common = ["--source", "A", "--table", scenario.queue.table, "--queue", scenario.queue.qid,
+              "--producer-table", scenario.counts, "--dest", "B", "--dest-table", scenario.index,
+              "--snapshot", SNAPSHOT]
+    stream = Stream(scenario, scenario.index)
+    try:
+        out = run_cli(cli_env, "bootstrap", *common, "--engine", "spark", "--master", "local[2]", "--json",
+                      timeout=600)
+        assert out.returncode == 0, out.stderr[-3000:]
+        summary = json.loads(out.stdout.strip().splitlines()[-1])
+        assert (summary["ranges"], summary["rows"], summary["cells"]) == (3, 50, 50)
+        assert summary["final_check"]["differences"] == 0
+        right = run_cli(cli_env, "verify", *common, "--json")
+        assert right.returncode == 0 and json.loads(right.stdout)["differences"] == 0, right.stderr[-2000:]
+        scenario.conn_b.write(scenario.index, [Mutation(b"00000077").put(b"w", b"nobody", b"", timestamp=3)])
+        wrong = run_cli(cli_env, "verify", *common, "--settle-seconds", "10")
+        assert wrong.returncode == 1 and "1 unexpected" in wrong.stdout and "nobody" in wrong.stdout, wrong.stdout
+        fixed = run_cli(cli_env, "verify", *common, "--repair", "--json")
+        assert fixed.returncode == 0 and json.loads(fixed.stdout)["repaired"] == 1
+        assert run_cli(cli_env, "verify", *common).returncode == 0
+    finally:
+        stream.close()
+    assert_exact(scenario, scenario.index)
+    txs.close()
