@@ -1,19 +1,28 @@
-"""The Rust wire codec (``connector._native``) with the client's types and errors: ``update`` frames for a
-whole batch of cell changes, and ``nextK`` replies decoded into Arrow batches.
+"""The Rust wire codec (``connector._native``) with the client's types and errors: the client's one encoder
+of ``update`` calls and its one decoder of ``nextK`` replies.
 
-An updates batch (what :func:`encode_update_frames` sends, what ``BatchWriter.add_cells`` takes) has the
-columns of :data:`UPDATE_SCHEMA`: ``row, cf, cq, cv`` (binary), ``ts`` (int64, null: the server chooses),
-``value`` (binary, null for a delete), ``delete`` (bool, optional: without it a null value deletes). A
-decoded ``nextK`` page has ``row, cf, cq, cv, ts, value`` (as ``wire_scan.CELLS_SCHEMA``).
+``update`` is encoded from either shape the client writes: a whole Arrow batch of cell changes
+(:func:`encode_update_frames`, what ``BatchWriter.add_cells`` takes), or mutations' ``ColumnUpdate`` lists
+grouped by row (:func:`encode_update_entries` and :func:`update_message`, the ``add_mutation`` path, sized
+first with :func:`update_entry_bytes`). An updates batch has the columns of :data:`UPDATE_SCHEMA`:
+``row, cf, cq, cv`` (binary), ``ts`` (int64, null: the server chooses), ``value`` (binary, null for a
+delete), ``delete`` (bool, optional: without it a null value deletes). A decoded ``nextK`` page has the
+columns of :data:`CELLS_SCHEMA`.
+
+Each function maps the crate's exception classes to the client's: a cell or row that cannot be sent is
+``InvalidMutationError``, an input of the wrong shape ``TypeError``.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
 
 import pyarrow as pa
 
 from connector import _native
 
-from .errors import InvalidMutationError
+from ..errors import InvalidMutationError
 
 UPDATE_SCHEMA = pa.schema([
     pa.field("row", pa.binary(), nullable=False),
@@ -24,6 +33,10 @@ UPDATE_SCHEMA = pa.schema([
     pa.field("value", pa.binary()),
     pa.field("delete", pa.bool_(), nullable=False),
 ])
+
+#: what ``Connection.scan_batches`` yields, one batch per ``nextK`` page (as :func:`decode_next_k_reply`)
+CELLS_SCHEMA = pa.schema([pa.field(name, pa.int64() if name == "ts" else pa.binary(), nullable=False)
+                          for name in ("row", "cf", "cq", "cv", "ts", "value")])
 
 
 def encode_update_frames(writer_id: str, cells: pa.RecordBatch, max_frame_bytes: int) -> list[bytes]:
@@ -40,6 +53,47 @@ def encode_update_frames(writer_id: str, cells: pa.RecordBatch, max_frame_bytes:
     try:
         return _native.encode_update_frames(writer_id, cells, max_frame_bytes)
     except _native.InvalidCellError as exc:  # RowTooLargeError included
+        raise InvalidMutationError(str(exc)) from None
+    except _native.SchemaError as exc:
+        raise TypeError(str(exc)) from None
+
+
+def update_entry_bytes(row: bytes, updates: list[Any]) -> int:
+    """Exact bytes of the ``update`` map entry of ``row`` with ``updates`` (a list of ``ColumnUpdate``) on
+    its own; merged with other updates of the row it is never larger than counted apart."""
+    try:
+        return _native.update_entry_bytes(row, updates)
+    except _native.InvalidCellError as exc:
+        raise InvalidMutationError(str(exc)) from None
+    except _native.SchemaError as exc:
+        raise TypeError(str(exc)) from None
+
+
+def encode_update_entries(rows: dict[bytes, list[Any]], size_hint: int = 0) -> tuple[int, bytes]:
+    """The map entries of an ``update`` call for ``rows`` (row: its ``ColumnUpdate`` list, in the dict's
+    order): (how many, their bytes). ``size_hint``: the bytes expected, to allocate once."""
+    try:
+        return _native.encode_update_entries(rows, size_hint)
+    except _native.InvalidCellError as exc:
+        raise InvalidMutationError(str(exc)) from None
+    except _native.SchemaError as exc:
+        raise TypeError(str(exc)) from None
+
+
+def update_message(writer_id: str, n_rows: int, entries: bytes) -> bytes:
+    """The whole oneway ``update(writer_id, cells)`` message around ``n_rows`` map entries from
+    :func:`encode_update_entries` (send it with ``transport.send_frame``)."""
+    try:
+        return _native.update_message(writer_id, n_rows, entries)
+    except _native.InvalidArgumentError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def encode_column_update_list(row: bytes, updates: Sequence[Any]) -> bytes:
+    """A ``list<ColumnUpdate>`` of ``row``'s updates (header and structs), as a call carries it."""
+    try:
+        return _native.encode_column_update_list(row, updates if isinstance(updates, list) else list(updates))
+    except _native.InvalidCellError as exc:
         raise InvalidMutationError(str(exc)) from None
     except _native.SchemaError as exc:
         raise TypeError(str(exc)) from None
