@@ -158,18 +158,21 @@ def mutation(draw: Any) -> Mutation:
                             max_size=12),
        writer_id=st.text(max_size=40))
 def test_entries_from_column_updates_match_thriftpy2_and_the_oracle(rows, writer_id):
+    """Each mutation's updates encoded on their own, a row's mutations put together in one entry."""
+    chunk = {}
+    for r, ms in rows.items():
+        for m in ms:
+            structs, cost = native.encode_column_updates(r, m.updates)
+            assert structs == b"".join(encode_column_update(u) for u in m.updates)
+            assert cost == len(encode_row_entry(r, [encode_column_update(u) for u in m.updates]))
+        chunk[r] = [sum(len(m.updates) for m in ms), *(native.encode_column_updates(r, m.updates)[0] for m in ms)]
+    n, entries = native.encode_update_entries(chunk)
+    assert n == len(rows)
     updates = {r: [u for m in ms for u in m.updates] for r, ms in rows.items()}
-    n, entries = native.encode_update_entries(updates)
-    assert n == len(updates)
-    message = native.update_message(writer_id, n, entries)
     oracle = b"".join(encode_row_entry(r, [encode_column_update(u) for u in ups]) for r, ups in updates.items())
     assert entries == oracle
+    message = native.update_message(writer_id, n, entries)
     assert message == encode_update_message(writer_id, n, oracle) == thriftpy2_update(writer_id, updates)
-    for r, ups in updates.items():
-        entry = encode_row_entry(r, [encode_column_update(u) for u in ups])
-        assert native.update_entry_bytes(r, ups) == len(entry)
-        row_bytes = (1 if len(r) < 128 else 2) + len(r)  # the entry's key; its list<ColumnUpdate> follows
-        assert native.encode_column_update_list(r, ups) == entry[row_bytes:]
 
 
 @settings(max_examples=150, deadline=None)
@@ -230,21 +233,25 @@ def test_refusals_keep_their_words_and_send_nothing():
 def test_the_native_entries_refuse_what_a_mutation_would_and_map_the_crate_errors():
     good = ColumnUpdate(b"f", b"q", b"", 1, b"v", False)
     with pytest.raises(InvalidMutationError, match=r"row b'r': timestamp must be an int in \[0, 2\*\*63-1\], got -1"):
-        native.update_entry_bytes(b"r", [good._replace(timestamp=-1)])
+        native.encode_column_updates(b"r", [good._replace(timestamp=-1)])
     with pytest.raises(InvalidMutationError, match=r"got 9223372036854775808"):
-        native.encode_update_entries({b"r": [good._replace(timestamp=MAX_TIMESTAMP + 1)]})
+        native.encode_column_updates(b"r", [good, good._replace(timestamp=MAX_TIMESTAMP + 1)])
     with pytest.raises(InvalidMutationError, match="row must not be empty"):
-        native.encode_update_entries({b"": [good]})
+        native.encode_column_updates(b"", [good])
     with pytest.raises(TypeError, match="ColumnUpdate.cq must be bytes, not str"):
-        native.update_entry_bytes(b"r", [good._replace(cq="q")])
+        native.encode_column_updates(b"r", [good._replace(cq="q")])
     with pytest.raises(TypeError, match="expected ColumnUpdate tuples"):
-        native.encode_column_update_list(b"r", [b"not a tuple"])
+        native.encode_column_updates(b"r", [b"not a tuple"])
     with pytest.raises(TypeError, match="6 fields"):
-        native.update_entry_bytes(b"r", [(b"f", b"q")])
+        native.encode_column_updates(b"r", [(b"f", b"q")])
+    with pytest.raises(TypeError, match="expected a list of ColumnUpdate"):
+        native.encode_column_updates(b"r", (good,))
+    with pytest.raises(TypeError, match=r"rows must map bytes to \[n, bytes, ...\]"):
+        native.encode_update_entries({b"r": [good]})
     with pytest.raises(ValueError, match="rows in"):
         native.update_message("w", 1, b"")
     # a delete carries no value, whatever its value field holds; None is fine there
-    assert native.update_entry_bytes(b"r", [good._replace(value=None, delete=True)]) == \
-        len(encode_row_entry(b"r", [encode_column_update(good._replace(value=b"", delete=True))]))
+    assert native.encode_column_updates(b"r", [good._replace(value=None, delete=True)])[0] == \
+        encode_column_update(good._replace(value=b"", delete=True))
     with pytest.raises(_native.NativeError):
-        _native.update_entry_bytes(b"r", [good._replace(cf=None)])
+        _native.encode_column_updates(b"r", [good._replace(cf=None)])

@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from ._idl import proxy
 from .errors import ConnectionLostError, InvalidMutationError, MutationsRejectedError, translate
-from .mutation import ColumnUpdate, Mutation
+from .mutation import Mutation
 from .session import Session
 from .transport import close_client, is_transient, send_frame
 from .wire.batches import CellBatch
@@ -96,7 +96,9 @@ class BatchWriter:
             durability=DURABILITY[durability] if durability else None,
         )
         self._lock = threading.RLock()
-        self._rows: dict[bytes, list[ColumnUpdate]] = {}  # the chunk being built: each row's updates
+        # the chunk being built: row -> [number of updates, their encoded structs per mutation, ...] (bytes, not
+        # the ColumnUpdate tuples: a chunk of tuples kept alive costs Python's garbage collector more than encoding)
+        self._rows: dict[bytes, list[Any]] = {}
         self._rows_bytes = 0
         self._rows_largest = 0  # longest binary in the chunk being built (see frames)
         # sent since the last successful flush, in order: encoded chunks (rows, entries) and cell batches
@@ -129,7 +131,7 @@ class BatchWriter:
                 f"mutation for row {mutation.row!r} is {mutation.size} bytes, over the limit of "
                 f"{self.max_mutation_bytes} (max_mutation_bytes)"
             )
-        cost, largest = frame_cost(mutation)
+        structs, cost, largest = frame_cost(mutation)
         if cost + largest > self.frame_budget:
             raise InvalidMutationError(
                 f"mutation for row {mutation.row[:60]!r} encodes to {cost} bytes with a largest value of "
@@ -141,11 +143,12 @@ class BatchWriter:
             self._check_open()
             if self._rows and self._rows_bytes + cost + max(largest, self._rows_largest) > self.frame_budget:
                 self._send_rows()  # this chunk is full as far as the frame limit goes
-            updates = self._rows.get(mutation.row)
-            if updates is None:
-                self._rows[mutation.row] = mutation.updates.copy()  # the caller may add to its mutation later
-            else:
-                updates.extend(mutation.updates)
+            entry = self._rows.get(mutation.row)
+            if entry is None:
+                self._rows[mutation.row] = [len(mutation.updates), structs]
+            else:  # a row twice in one chunk: one map entry (a Thrift map keeps one value per key)
+                entry[0] += len(mutation.updates)
+                entry.append(structs)
             self._rows_bytes += cost
             if largest > self._rows_largest:
                 self._rows_largest = largest

@@ -63,18 +63,20 @@ def python_encode(rows, cqs, ts, values) -> int:
 
 def native_entries_encode(rows, cqs, ts, values) -> int:
     """The same chunks from ColumnUpdate tuples with the native encoder, as ``add_mutation`` now sends them:
-    each update sized exactly (here one per mutation, the most calls), a chunk encoded when it is full."""
+    each update encoded and sized when added (here one per mutation, the most calls), a chunk's rows put
+    together when it is full."""
     out_bytes = 0
-    chunk: dict[bytes, list[ColumnUpdate]] = {}
+    chunk: dict[bytes, list] = {}
     size = 0
     for row, cq, t, v in zip(rows, cqs, ts, values, strict=True):
-        u = ColumnUpdate(b"f", cq, b"", t, v, False)
-        updates = [u]
-        size += native.update_entry_bytes(row, updates)
-        if row in chunk:
-            chunk[row].append(u)
+        structs, cost = native.encode_column_updates(row, [ColumnUpdate(b"f", cq, b"", t, v, False)])
+        size += cost
+        entry = chunk.get(row)
+        if entry is None:
+            chunk[row] = [1, structs]
         else:
-            chunk[row] = updates
+            entry[0] += 1
+            entry.append(structs)
         if size >= CHUNK:
             out_bytes += len(native.update_message("writer-1", *native.encode_update_entries(chunk, size)))
             chunk, size = {}, 0

@@ -2,10 +2,12 @@
 //! `(cf, cq, cv, timestamp, value, delete)`) read straight from the Python objects a `Mutation` holds
 //! and written with the encoder of [`crate::wire`], so `BatchWriter.add_mutation` and `add_cells` send
 //! bytes from one encoder. The conditional call's updates (`updateRowsConditionally`) use the same
-//! list encoding.
+//! structs.
 //!
-//! The tuples are read under the GIL and never kept: each is turned into a borrowed [`wire::Cell`]
-//! and sized or written at once.
+//! A mutation's updates are encoded when it is added ([`put_updates`]); the writer keeps those bytes,
+//! not the tuples (bytes are no work for Python's garbage collector, tuples held for a whole chunk
+//! are), and [`put_entries`] puts a chunk's rows together. The tuples are read under the GIL and never
+//! kept: each is turned into a borrowed [`wire::Cell`] and written at once.
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
@@ -107,38 +109,33 @@ fn check_row(row: &[u8]) -> PyResult<()> {
     Ok(())
 }
 
-/// Exact bytes of the map entry of `row` with `updates` (a list of ColumnUpdate) on its own.
-pub fn entry_bytes(row: &[u8], updates: &Bound<'_, PyAny>) -> PyResult<usize> {
+/// The ColumnUpdates of `row` (a list) encoded back to back into `out`; returns how many.
+pub fn put_updates(out: &mut Vec<u8>, row: &[u8], updates: &Bound<'_, PyAny>) -> PyResult<usize> {
     check_row(row)?;
     let list = updates_list(updates)?;
-    let mut body = 0usize;
-    for u in list.iter() {
-        body += with_cell(row, &u, wire::cell_len)?;
-    }
-    Ok(wire::entry_len(row, list.len(), body))
-}
-
-/// Append the ColumnUpdates of `row` (a list) to `out`, after their list header.
-pub fn put_update_list(out: &mut Vec<u8>, row: &[u8], updates: &Bound<'_, PyAny>) -> PyResult<()> {
-    let list = updates_list(updates)?;
-    wire::put_list_header(out, list.len());
     for u in list.iter() {
         with_cell(row, &u, |c| wire::put_cell(out, c))?;
     }
-    Ok(())
+    Ok(list.len())
 }
 
-/// The map entries of `rows` (`dict[bytes, list[ColumnUpdate]]`, in its order) appended to `out`;
-/// returns how many.
+/// The map entries of `rows` appended to `out`; returns how many. `rows` is a dict in the order
+/// to send: row -> `[n, structs, structs, ...]`, `n` ColumnUpdates in all, encoded by
+/// [`put_updates`] (one bytes object per mutation of the row, in the order they were added).
 pub fn put_entries(out: &mut Vec<u8>, rows: &Bound<'_, PyDict>) -> PyResult<usize> {
-    for (row, updates) in rows.iter() {
-        let row = row
-            .cast::<PyBytes>()
-            .map_err(|_| Error::Schema("rows must be keyed by bytes".into()))?;
-        let row = row.as_bytes();
-        check_row(row)?;
-        wire::put_binary(out, row);
-        put_update_list(out, row, &updates)?;
+    let malformed = || Error::Schema("rows must map bytes to [n, bytes, ...]".into());
+    for (row, parts) in rows.iter() {
+        let row = row.cast::<PyBytes>().map_err(|_| malformed())?;
+        let parts = parts.cast::<PyList>().map_err(|_| malformed())?;
+        let n: usize = parts
+            .get_item(0)
+            .and_then(|n| n.extract())
+            .map_err(|_| malformed())?;
+        wire::put_entry_head(out, row.as_bytes(), n);
+        for structs in parts.iter().skip(1) {
+            let structs = structs.cast::<PyBytes>().map_err(|_| malformed())?;
+            out.extend_from_slice(structs.as_bytes());
+        }
     }
     Ok(rows.len())
 }

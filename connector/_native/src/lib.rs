@@ -111,15 +111,24 @@ fn encode_update_frames<'py>(
     Ok(frames.iter().map(|f| PyBytes::new(py, f)).collect())
 }
 
-/// Exact bytes of one `update` map entry: `row` with `updates` (a list of ColumnUpdate tuples) on
-/// its own. What the per-Mutation path weighs against the frame budget before it queues a mutation.
+/// The ColumnUpdate structs of `row`'s `updates` (a list of ColumnUpdate tuples), back to back, and
+/// the exact bytes of the `update` map entry they make on their own (row, list header, structs):
+/// what the per-Mutation path weighs against the frame budget, and keeps, when it queues a mutation.
 #[pyfunction]
-fn update_entry_bytes(row: &[u8], updates: &Bound<'_, PyAny>) -> PyResult<usize> {
-    column_updates::entry_bytes(row, updates)
+fn encode_column_updates<'py>(
+    py: Python<'py>,
+    row: &[u8],
+    updates: &Bound<'py, PyAny>,
+) -> PyResult<(Bound<'py, PyBytes>, usize)> {
+    let mut out = Vec::new();
+    let n = column_updates::put_updates(&mut out, row, updates)?;
+    let entry = wire::entry_len(row, n, out.len());
+    Ok((PyBytes::new(py, &out), entry))
 }
 
-/// The map entries of an `update` call for `rows` (`dict[bytes, list[ColumnUpdate]]`, in its
-/// order): (how many, their bytes). `update_message` wraps them for a writer.
+/// The map entries of an `update` call for `rows` (`dict[bytes, list]`, in its order; each row's
+/// list is `[n, structs, ...]`: `n` ColumnUpdates in all, encoded by `encode_column_updates`):
+/// (how many, their bytes). `update_message` wraps them for a writer.
 #[pyfunction]
 #[pyo3(signature = (rows, size_hint=0))]
 fn encode_update_entries<'py>(
@@ -159,19 +168,6 @@ fn update_message<'py>(
         s.copy_from_slice(stop);
         Ok(())
     })
-}
-
-/// A `list<ColumnUpdate>` (its header and structs) of `row`'s `updates`, as the conditional call
-/// carries a row's updates.
-#[pyfunction]
-fn encode_column_update_list<'py>(
-    py: Python<'py>,
-    row: &[u8],
-    updates: &Bound<'py, PyAny>,
-) -> PyResult<Bound<'py, PyBytes>> {
-    let mut out = Vec::new();
-    column_updates::put_update_list(&mut out, row, updates)?;
-    Ok(PyBytes::new(py, &out))
 }
 
 /// Decode a `nextK` reply message into (batch row, cf, cq, cv, ts, value; more), or None when the
@@ -365,10 +361,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ArrowExport>()?;
     error::register(m)?;
     m.add_function(wrap_pyfunction!(encode_update_frames, m)?)?;
-    m.add_function(wrap_pyfunction!(update_entry_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(encode_column_updates, m)?)?;
     m.add_function(wrap_pyfunction!(encode_update_entries, m)?)?;
     m.add_function(wrap_pyfunction!(update_message, m)?)?;
-    m.add_function(wrap_pyfunction!(encode_column_update_list, m)?)?;
     m.add_function(wrap_pyfunction!(decode_next_k_reply, m)?)?;
     m.add_function(wrap_pyfunction!(parse_entry_rows, m)?)?;
     m.add_function(wrap_pyfunction!(entry_deletes, m)?)?;

@@ -2,7 +2,7 @@
 
 thriftpy2's pure-Python compact protocol builds and walks a struct per consumed update, which was half of a
 combine's time. This writes the same bytes directly: the conditions here, each row's updates by the Rust
-encoder of ``update`` (:func:`.native.encode_column_update_list`). It is the only encoder of this call
+encoder of ``update`` (:func:`.native.encode_column_updates`). It is the only encoder of this call
 besides thriftpy2's generic one; ``conditional.write_conditional`` sends it and lets thriftpy2 read the
 small reply. ``tests/test_combine_wire.py`` checks it byte for byte against thriftpy2.
 """
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from .compact import BINARY, I64, LIST, MAP, STRUCT, binary, call_head, list_header, varint
-from .native import encode_column_update_list
+from .native import encode_column_updates
 
 if TYPE_CHECKING:
     from ..conditional import ConditionalMutation
@@ -45,8 +45,8 @@ def encode_conditional_call(writer_id: str, mutations: Sequence[ConditionalMutat
         for c in m.conditions:
             out.append(_condition(_b(c.cf), _b(c.cq), _b(c.visibility), c.timestamp,
                                   None if c.value is None else _b(c.value)))
-        out.append(bytes([(1 << 4) | LIST]))
-        out.append(encode_column_update_list(m.row, m.updates))
+        out.append(bytes([(1 << 4) | LIST]) + list_header(len(m.updates), STRUCT))
+        out.append(encode_column_updates(m.row, m.updates)[0])
         out.append(b"\x00")  # end of ConditionalUpdates
     out.append(b"\x00")  # end of the arguments
     return b"".join(out)

@@ -13,8 +13,8 @@ The rule, for every frame: ``frame bytes + its largest binary <= max_frame_bytes
 that cannot. The default, 15 MiB, keeps below every server default (so one value can be ~7.5 MiB).
 
 Both ways of writing ``update`` frames keep ``entries + largest binary <=
-update_entries_budget(max_frame_bytes)``: ``BatchWriter.add_mutation`` weighs each mutation with
-:func:`frame_cost` (its exact encoded size, from the Rust encoder of :mod:`.native`), and a batch for
+update_entries_budget(max_frame_bytes)``: ``BatchWriter.add_mutation`` encodes each mutation with the
+Rust encoder of :mod:`.native` and weighs it with its exact size (:func:`frame_cost`), and a batch for
 ``add_cells`` (:mod:`.batches`) is cut into messages of at most :func:`update_message_limit` bytes.
 """
 
@@ -25,7 +25,7 @@ from typing import Any
 
 from ..errors import AccumuloError
 from ..mutation import Mutation
-from .native import update_entry_bytes
+from .native import encode_column_updates
 
 DEFAULT_MAX_FRAME_BYTES = 15 << 20
 #: the smallest limit accepted: below it even a few ordinary cells would not fit in a frame
@@ -81,12 +81,13 @@ def mutation_fits(mutation: Mutation, max_frame_bytes: int,
     before writing anything, by callers that promise all or nothing)."""
     if mutation.size > max_mutation_bytes:
         return False
-    cost, largest = frame_cost(mutation)
+    _, cost, largest = frame_cost(mutation)
     return cost + largest <= update_entries_budget(max_frame_bytes)
 
 
-def frame_cost(mutation: Mutation) -> tuple[int, int]:
-    """A mutation's bytes as its own row entry (exact; an upper bound when the row is already in the
-    chunk) and its longest binary: what the frame rule weighs."""
-    cost = update_entry_bytes(mutation.row, mutation.updates)
-    return cost, largest_binary(mutation.row, mutation.updates, mutation.size)
+def frame_cost(mutation: Mutation) -> tuple[bytes, int, int]:
+    """A mutation's encoded updates (the Rust encoder's ``ColumnUpdate`` structs), its bytes as its own row
+    entry (an upper bound when the row is already in the chunk) and its longest binary: what the frame
+    rule weighs."""
+    structs, cost = encode_column_updates(mutation.row, mutation.updates)
+    return structs, cost, largest_binary(mutation.row, mutation.updates, mutation.size)

@@ -3,8 +3,9 @@ of ``update`` calls and its one decoder of ``nextK`` replies.
 
 ``update`` is encoded from either shape the client writes: a whole Arrow batch of cell changes
 (:func:`encode_update_frames`, what ``BatchWriter.add_cells`` takes), or mutations' ``ColumnUpdate`` lists
-grouped by row (:func:`encode_update_entries` and :func:`update_message`, the ``add_mutation`` path, sized
-first with :func:`update_entry_bytes`). An updates batch has the columns of :data:`UPDATE_SCHEMA`:
+(the ``add_mutation`` path: each mutation's updates encoded and sized when it is added,
+:func:`encode_column_updates`; a chunk's rows put together by :func:`encode_update_entries`; the message
+around them by :func:`update_message`). An updates batch has the columns of :data:`UPDATE_SCHEMA`:
 ``row, cf, cq, cv`` (binary), ``ts`` (int64, null: the server chooses), ``value`` (binary, null for a
 delete), ``delete`` (bool, optional: without it a null value deletes). A decoded ``nextK`` page has the
 columns of :data:`CELLS_SCHEMA`.
@@ -15,7 +16,6 @@ Each function maps the crate's exception classes to the client's: a cell or row 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -58,11 +58,12 @@ def encode_update_frames(writer_id: str, cells: pa.RecordBatch, max_frame_bytes:
         raise TypeError(str(exc)) from None
 
 
-def update_entry_bytes(row: bytes, updates: list[Any]) -> int:
-    """Exact bytes of the ``update`` map entry of ``row`` with ``updates`` (a list of ``ColumnUpdate``) on
-    its own; merged with other updates of the row it is never larger than counted apart."""
+def encode_column_updates(row: bytes, updates: list[Any]) -> tuple[bytes, int]:
+    """The ``ColumnUpdate`` structs of ``row``'s ``updates`` back to back, and the exact bytes of the
+    ``update`` map entry they make on their own (merged with other updates of the row it is never larger
+    than counted apart). Raises ``InvalidMutationError`` for an update a ``Mutation`` would refuse."""
     try:
-        return _native.update_entry_bytes(row, updates)
+        return _native.encode_column_updates(row, updates)
     except _native.InvalidCellError as exc:
         raise InvalidMutationError(str(exc)) from None
     except _native.SchemaError as exc:
@@ -70,12 +71,11 @@ def update_entry_bytes(row: bytes, updates: list[Any]) -> int:
 
 
 def encode_update_entries(rows: dict[bytes, list[Any]], size_hint: int = 0) -> tuple[int, bytes]:
-    """The map entries of an ``update`` call for ``rows`` (row: its ``ColumnUpdate`` list, in the dict's
-    order): (how many, their bytes). ``size_hint``: the bytes expected, to allocate once."""
+    """The map entries of an ``update`` call for ``rows``, in the dict's order: (how many, their bytes).
+    Each row maps to ``[n, structs, ...]``: ``n`` updates in all, encoded by :func:`encode_column_updates`
+    (one bytes object per mutation of the row). ``size_hint``: the bytes expected, to allocate once."""
     try:
         return _native.encode_update_entries(rows, size_hint)
-    except _native.InvalidCellError as exc:
-        raise InvalidMutationError(str(exc)) from None
     except _native.SchemaError as exc:
         raise TypeError(str(exc)) from None
 
@@ -87,16 +87,6 @@ def update_message(writer_id: str, n_rows: int, entries: bytes) -> bytes:
         return _native.update_message(writer_id, n_rows, entries)
     except _native.InvalidArgumentError as exc:
         raise ValueError(str(exc)) from None
-
-
-def encode_column_update_list(row: bytes, updates: Sequence[Any]) -> bytes:
-    """A ``list<ColumnUpdate>`` of ``row``'s updates (header and structs), as a call carries it."""
-    try:
-        return _native.encode_column_update_list(row, updates if isinstance(updates, list) else list(updates))
-    except _native.InvalidCellError as exc:
-        raise InvalidMutationError(str(exc)) from None
-    except _native.SchemaError as exc:
-        raise TypeError(str(exc)) from None
 
 
 def decode_next_k_reply(frame: bytes) -> tuple[pa.RecordBatch, bool] | None:
