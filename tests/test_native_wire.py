@@ -1,6 +1,7 @@
-"""The native codec, the client's one encoder of ``update`` calls (from Arrow batches and from mutations'
-``ColumnUpdate`` lists) and its one decoder of ``nextK`` replies, writes and reads exactly the bytes thriftpy2
-and the Python oracles (``tests/wire_oracle.py``, ``tests/next_k_oracle.py``) do."""
+"""The native codec, the client's one encoder of ``update`` calls and its one decoder of ``nextK`` replies,
+writes and reads exactly the bytes thriftpy2 and the Python oracles (``tests/wire_oracle.py``,
+``tests/next_k_oracle.py``) do: here from Arrow batches (``add_cells``); from mutations' ``ColumnUpdate``
+lists (``add_mutation``) in ``tests/test_mutation_frames.py``."""
 
 from __future__ import annotations
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 #: compact-protocol type ids
 I32, I64, BINARY, LIST, MAP, STRUCT = 5, 6, 8, 9, 11, 12
-PROTOCOL_ID, VERSION = 0x82, 1
-CALL, EXCEPTION = 1, 3
+PROTOCOL_ID, VERSION, CALL = 0x82, 1, 1
 
 
 def varint(n: int) -> bytes:
