@@ -1,14 +1,34 @@
 """The test oracle for ``nextK`` replies: the Python decoder of a ScanResult that the client used before the
-native decoder (``connector.accumulo.native_wire``) became the only one. Tests check it against thriftpy2 and
+native decoder (``connector.accumulo.wire.native``) became the only one. Tests check it against thriftpy2 and
 the native decoder against it; ``integration/bench/bench_native_codec.py`` times it as the pure-Python
-reference."""
+reference. Nothing under ``connector/`` imports it."""
 
 from __future__ import annotations
 
 from connector.accumulo.cells import Cell
-from connector.accumulo.wire_scan import _read_binary, _varint
 
 _TRUE, _FALSE, _I64, _BINARY, _LIST, _STRUCT = 1, 2, 6, 8, 9, 12
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+
+
+def _read_binary(buf: bytes, pos: int) -> tuple[bytes, int]:
+    n = buf[pos]
+    if n < 0x80:
+        pos += 1
+    else:
+        n, pos = _varint(buf, pos)
+    end = pos + n
+    return buf[pos:end], end
 
 
 class _Fallback(Exception):

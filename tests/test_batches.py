@@ -10,9 +10,16 @@ import time
 import pyarrow as pa
 import pytest
 
-from connector.accumulo import Connection, InvalidMutationError, Mutation, MutationsRejectedError, Range, RetryPolicy
+from connector.accumulo import (
+    UPDATE_SCHEMA,
+    Connection,
+    InvalidMutationError,
+    Mutation,
+    MutationsRejectedError,
+    Range,
+    RetryPolicy,
+)
 from connector.accumulo import writer as writer_module
-from connector.accumulo.native_wire import UPDATE_SCHEMA
 from connector.export import AccumuloExporter, CellChange, EntryFailure, SequencedExport
 from connector.export.core import translation_reason
 from connector.export.tombstones import hide_tombstones_filter

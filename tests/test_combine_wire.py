@@ -8,8 +8,8 @@ from thriftpy2.transport import TMemoryBuffer
 
 from connector.accumulo import Condition, ConditionalMutation
 from connector.accumulo._idl import MAX_TIMESTAMP, proxy
-from connector.accumulo.conversion import column_update_to_thrift
-from connector.accumulo.wire_conditional import encode_conditional_call
+from connector.accumulo.wire.conditional import encode_conditional_call
+from connector.accumulo.wire.structs import column_update_to_thrift
 
 
 def thriftpy2_bytes(writer_id: str, mutations: list[ConditionalMutation]) -> bytes:

@@ -20,11 +20,11 @@ from connector.accumulo import Connection
 from connector.accumulo._idl import proxy
 from connector.accumulo.mutation import ColumnUpdate
 from connector.accumulo.transport import close_client, send_frame
-from connector.accumulo.wire import encode_column_update, encode_row_entry, encode_update_message
-from connector.accumulo.wire_scan import _recv_exact, encode_next_k
+from connector.accumulo.wire.next_k import encode_next_k, recv_exact
 from integration.harness import StandaloneGateway
 
 from .conftest import unique_table
+from .wire_oracle import encode_column_update, encode_row_entry, encode_update_message
 
 pytestmark = pytest.mark.cluster
 
@@ -122,8 +122,8 @@ def raw_pages(conn: Connection, table: str, k: int) -> list[bytes]:
         try:
             while True:
                 sock.sendall(encode_next_k(scanner, k))
-                (size,) = struct.unpack("!i", _recv_exact(sock, 4))
-                pages.append(_recv_exact(sock, size))
+                (size,) = struct.unpack("!i", recv_exact(sock, 4))
+                pages.append(recv_exact(sock, size))
                 result = proxy.AccumuloProxy.nextK_result()
                 proto = TCompactProtocol(TMemoryBuffer(pages[-1]))
                 proto.read_message_begin()

@@ -88,6 +88,42 @@ def test_no_import_runs_upward():
     assert upward == []
 
 
+#: what the wire codecs (``connector.accumulo.wire``) may import of the client beside each other: the IDL, the
+#: errors and the types they encode, never the client's classes (connection, writers, scanners), which use them
+WIRE_MAY_IMPORT = {"connector.accumulo._idl", "connector.accumulo.errors", "connector.accumulo.mutation",
+                   "connector.accumulo.visibility"}
+
+
+def test_the_wire_codecs_sit_below_the_client_classes():
+    graph, modules = _graph()
+    wrong = [f"{modules[module].relative_to(PACKAGE.parent)}:{line} imports {target}"
+             for module, targets in graph.items() if module.startswith("connector.accumulo.wire")
+             for target, line in targets
+             if target.startswith("connector.accumulo") and not target.startswith("connector.accumulo.wire")
+             and target not in WIRE_MAY_IMPORT]
+    assert wrong == []
+
+
+def test_each_layer_calls_the_crate_through_its_one_wrapper():
+    """One front door to ``connector._native`` per layer (ARCHITECTURE.md: the hot path); nothing imports the
+    test oracles (the Python twins of the Rust codec live only under ``tests/``)."""
+    wrappers = {"connector.accumulo.wire.native", "connector.queue.native_rows", "connector.export.native_translate"}
+    callers, oracles = set(), []
+    for module, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
+            else:
+                continue
+            if "connector._native" in names:
+                callers.add(module)
+            oracles += [f"{module} imports {n}" for n in names if n == "tests" or n.startswith("tests.")]
+    assert callers == wrappers
+    assert oracles == []
+
+
 def test_no_import_cycle():
     graph, _ = _graph()
     edges = {m: sorted({t for t, _ in targets}) for m, targets in graph.items()}

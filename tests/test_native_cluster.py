@@ -8,9 +8,9 @@ import pyarrow as pa
 import pytest
 
 from connector.accumulo._idl import proxy
-from connector.accumulo.native_wire import decode_next_k_reply, encode_update_frames
 from connector.accumulo.transport import close_client, send_frame
-from connector.accumulo.wire_scan import _recv_exact, encode_next_k
+from connector.accumulo.wire.native import decode_next_k_reply, encode_update_frames
+from connector.accumulo.wire.next_k import encode_next_k, recv_exact
 from connector.queue.native_rows import entry_deletes
 
 pytestmark = pytest.mark.cluster
@@ -24,8 +24,8 @@ def native_scan(client, secret: str, table: str, k: int) -> pa.Table:
     try:
         while True:
             sock.sendall(encode_next_k(scanner, k))
-            (size,) = struct.unpack("!i", _recv_exact(sock, 4))
-            decoded = decode_next_k_reply(_recv_exact(sock, size))
+            (size,) = struct.unpack("!i", recv_exact(sock, 4))
+            decoded = decode_next_k_reply(recv_exact(sock, size))
             assert decoded is not None, "a plain ScanResult reply must decode natively"
             batch, more = decoded
             batches.append(batch)

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from connector.accumulo.native_wire import UPDATE_SCHEMA, encode_update_frames
+from connector.accumulo import UPDATE_SCHEMA
+from connector.accumulo.wire.native import encode_update_frames
 from connector.queue.errors import MalformedEntryError
 from connector.queue.layout import QueueLayout, bucket_of, murmur3_32
 from connector.queue.native_rows import entry_deletes
@@ -134,7 +135,8 @@ def test_entry_deletes_batch():
 def test_entry_deletes_encode_like_drain_mutations():
     """The frames for the deletes equal what the drain's Mutation(...).delete(e, v, ts) path sends."""
     from connector.accumulo import Mutation
-    from connector.accumulo.wire import encode_column_update, encode_row_entry, encode_update_message
+
+    from .wire_oracle import encode_column_update, encode_row_entry, encode_update_message
 
     rows, ts = [b"q:2:a", b"q:3:b"], [17, 4]
     frames = encode_update_frames("w", entry_deletes(pa.array(rows), pa.array(ts)), 1 << 20)

@@ -1,4 +1,7 @@
-"""The native columnar codec writes and reads exactly the bytes thriftpy2 (and wire.py / wire_scan.py) do."""
+"""The native codec, the client's one encoder of ``update`` calls and its one decoder of ``nextK`` replies,
+writes and reads exactly the bytes thriftpy2 and the Python oracles (``tests/wire_oracle.py``,
+``tests/next_k_oracle.py``) do: here from Arrow batches (``add_cells``); from mutations' ``ColumnUpdate``
+lists (``add_mutation``) in ``tests/test_mutation_frames.py``."""
 
 from __future__ import annotations
 
@@ -10,13 +13,14 @@ from thriftpy2.protocol import TCompactProtocol
 from thriftpy2.thrift import TMessageType
 from thriftpy2.transport import TMemoryBuffer
 
-from connector.accumulo import InvalidMutationError, native_wire
+from connector.accumulo import InvalidMutationError
 from connector.accumulo._idl import MAX_TIMESTAMP, proxy
-from connector.accumulo.conversion import column_update_to_thrift
 from connector.accumulo.mutation import ColumnUpdate
-from connector.accumulo.wire import encode_column_update, encode_row_entry, encode_update_message
+from connector.accumulo.wire import native
+from connector.accumulo.wire.structs import column_update_to_thrift
 
 from .next_k_oracle import decode_reply_cells
+from .wire_oracle import encode_column_update, encode_row_entry, encode_update_message
 
 Cell = tuple[bytes, bytes, bytes, bytes, "int | None", "bytes | None"]  # row, cf, cq, cv, ts, value (None: delete)
 
@@ -26,7 +30,7 @@ def batch_of(cells: list[Cell]) -> pa.RecordBatch:
     return pa.record_batch([pa.array(rows, pa.binary()), pa.array(cfs, pa.binary()), pa.array(cqs, pa.binary()),
                             pa.array(cvs, pa.binary()), pa.array(tss, pa.int64()), pa.array(values, pa.binary()),
                             pa.array([v is None for v in values], pa.bool_())],
-                           schema=native_wire.UPDATE_SCHEMA)
+                           schema=native.UPDATE_SCHEMA)
 
 
 def by_row(cells: list[Cell]) -> dict[bytes, list[ColumnUpdate]]:
@@ -75,7 +79,7 @@ writer_id = st.text(max_size=40)
 @settings(max_examples=300, deadline=None)
 @given(writer_id=writer_id, cells=st.lists(cell, max_size=60))
 def test_one_frame_matches_thriftpy2_and_wire_py(writer_id, cells):
-    frames = native_wire.encode_update_frames(writer_id, batch_of(cells), 1 << 30)
+    frames = native.encode_update_frames(writer_id, batch_of(cells), 1 << 30)
     if not cells:
         assert frames == []
         return
@@ -88,7 +92,7 @@ def test_one_frame_matches_thriftpy2_and_wire_py(writer_id, cells):
 @given(writer_id=writer_id, cells=st.lists(cell, min_size=1, max_size=80), limit=st.integers(600, 6000))
 def test_chunked_frames_respect_the_limit_and_keep_rows_whole(writer_id, cells, limit):
     try:
-        frames = native_wire.encode_update_frames(writer_id, batch_of(cells), limit)
+        frames = native.encode_update_frames(writer_id, batch_of(cells), limit)
     except InvalidMutationError as exc:
         # only when one row alone cannot fit; then the message names a row that really is too big
         assert "over max_frame_bytes=" in str(exc)
@@ -119,7 +123,7 @@ def test_long_varints_empty_values_and_huge_rows():
         (b"\xff\xfe", b"f", b"q", b"", None, None),
         (huge_row, b"f", b"q2", b"", 7, None),
     ] + [(b"many", b"f", b"q%d" % i, b"", i, b"v") for i in range(40)]  # a list longer than 15: long header
-    frames = native_wire.encode_update_frames("writer-\u00e9", batch_of(cells), 1 << 30)
+    frames = native.encode_update_frames("writer-\u00e9", batch_of(cells), 1 << 30)
     assert frames == [thriftpy2_update("writer-\u00e9", by_row(cells))]
 
 
@@ -127,25 +131,25 @@ def test_a_row_too_large_for_one_frame_is_an_error_naming_it():
     cells: list[Cell] = [(b"small", b"f", b"q", b"", 1, b"v"), (b"big\xff", b"f", b"q", b"", 1, b"x" * 5000)]
     with pytest.raises(InvalidMutationError, match=r"mutation for row b'big\\xff' \(1 cells\) encodes to \d+ "
                                                     r"bytes, over max_frame_bytes=4096"):
-        native_wire.encode_update_frames("w", batch_of(cells), 4096)
+        native.encode_update_frames("w", batch_of(cells), 4096)
 
 
 def test_bad_cells_are_refused_before_encoding():
     with pytest.raises(InvalidMutationError, match="cell 0: row must not be empty"):
-        native_wire.encode_update_frames("w", batch_of([(b"", b"f", b"q", b"", 1, b"v")]), 1 << 20)
+        native.encode_update_frames("w", batch_of([(b"", b"f", b"q", b"", 1, b"v")]), 1 << 20)
     negative = batch_of([(b"r", b"f", b"q", b"", 1, b"v")]).set_column(4, "ts", pa.array([-1], pa.int64()))
     with pytest.raises(InvalidMutationError, match=r"timestamp must be in \[0, 2\*\*63-1\], got -1"):
-        native_wire.encode_update_frames("w", negative, 1 << 20)
+        native.encode_update_frames("w", negative, 1 << 20)
     put_without_value = batch_of([(b"r", b"f", b"q", b"", 1, None)]).set_column(
         6, "delete", pa.array([False]))
     with pytest.raises(InvalidMutationError, match="a put needs a value"):
-        native_wire.encode_update_frames("w", put_without_value, 1 << 20)
+        native.encode_update_frames("w", put_without_value, 1 << 20)
     with pytest.raises(TypeError, match='no column "ts"'):
-        native_wire.encode_update_frames("w", batch_of([]).drop_columns(["ts"]), 1 << 20)
+        native.encode_update_frames("w", batch_of([]).drop_columns(["ts"]), 1 << 20)
 
 
 def test_the_crate_raises_typed_classes_and_the_wrapper_maps_them_by_class():
-    """src/error.rs: one class per error variant, mapped once; native_wire maps classes, not messages."""
+    """src/error.rs: one class per error variant, mapped once; the wrapper maps classes, not messages."""
     from connector import _native
 
     too_large = batch_of([(b"big", b"f", b"q", b"", 1, b"x" * 5000)])
@@ -167,7 +171,7 @@ def test_the_crate_raises_typed_classes_and_the_wrapper_maps_them_by_class():
         _native.translate("nope", pa.array([b"{}"]))
     # the client's own errors, and nothing of the crate leaks through the wrapper
     with pytest.raises(InvalidMutationError) as mapped:
-        native_wire.encode_update_frames("w", too_large, 4096)
+        native.encode_update_frames("w", too_large, 4096)
     assert not isinstance(mapped.value, _native.NativeError) and mapped.value.__cause__ is None
 
 
@@ -192,7 +196,7 @@ key = st.builds(proxy.Key, row=st.one_of(st.binary(max_size=200), st.just(b"\xff
        more=st.booleans())
 def test_next_k_reply_decodes_like_thriftpy2_and_wire_scan(kvs, more):
     frame = thriftpy2_next_k_reply(proxy.ScanResult(results=kvs, more=more))
-    decoded = native_wire.decode_next_k_reply(frame)
+    decoded = native.decode_next_k_reply(frame)
     assert decoded is not None
     batch, got_more = decoded
     assert got_more == more
@@ -207,9 +211,9 @@ def test_next_k_reply_decodes_like_thriftpy2_and_wire_scan(kvs, more):
 def test_key_defaults_and_empty_results():
     frame = thriftpy2_next_k_reply(proxy.ScanResult(results=[proxy.KeyValue(key=proxy.Key(row=b"r"), value=b"")],
                                                     more=False))
-    batch, more = native_wire.decode_next_k_reply(frame)
+    batch, more = native.decode_next_k_reply(frame)
     assert batch.to_pylist() == [{"row": b"r", "cf": b"", "cq": b"", "cv": b"", "ts": MAX_TIMESTAMP, "value": b""}]
-    batch, more = native_wire.decode_next_k_reply(thriftpy2_next_k_reply(proxy.ScanResult(results=[], more=True)))
+    batch, more = native.decode_next_k_reply(thriftpy2_next_k_reply(proxy.ScanResult(results=[], more=True)))
     assert (batch.num_rows, more) == (0, True)
 
 
@@ -219,9 +223,9 @@ def test_unusual_replies_are_left_to_thriftpy2():
     proto.write_message_begin("nextK", TMessageType.REPLY, 0)
     proto.write_struct(proxy.AccumuloProxy.nextK_result(ouch2=proxy.UnknownScanner(msg="gone")))
     proto.write_message_end()
-    assert native_wire.decode_next_k_reply(buf.getvalue()) is None
+    assert native.decode_next_k_reply(buf.getvalue()) is None
     good = thriftpy2_next_k_reply(proxy.ScanResult(results=[proxy.KeyValue(key=proxy.Key(row=b"r" * 300),
                                                                             value=b"v")], more=True))
     for cut in (1, 5, 20, len(good) - 1):
-        assert native_wire.decode_next_k_reply(good[:cut]) is None
-    assert native_wire.decode_next_k_reply(b"") is None
+        assert native.decode_next_k_reply(good[:cut]) is None
+    assert native.decode_next_k_reply(b"") is None

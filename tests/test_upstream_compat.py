@@ -13,6 +13,7 @@ import time
 import pytest
 
 from connector.accumulo import (
+    DEFAULT_MAX_FRAME_BYTES,
     AccumuloError,
     AccumuloSecurityError,
     AccumuloServerError,
@@ -27,7 +28,6 @@ from connector.accumulo import (
     UnknownWriterError,
 )
 from connector.accumulo._idl import proxy
-from connector.accumulo.frames import DEFAULT_MAX_FRAME_BYTES
 from connector.accumulo.scanner import scan_error
 from connector.accumulo.visibility import VisibilityError, check_visibility
 from integration.harness import StandaloneGateway

@@ -1,4 +1,6 @@
-"""The hand-written ``update`` encoder must produce exactly the bytes thriftpy2's compact protocol does."""
+"""The Python oracles of the wire codec (``tests/wire_oracle.py``, ``tests/next_k_oracle.py``) and the
+hand-encoded ``nextK`` request produce and read exactly the bytes thriftpy2's compact protocol does; ``scan()``'s
+cells (native decoding, cells built from the batch) read what thriftpy2 wrote."""
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -7,9 +9,10 @@ from thriftpy2.thrift import TMessageType
 from thriftpy2.transport import TMemoryBuffer
 
 from connector.accumulo._idl import MAX_TIMESTAMP, proxy
-from connector.accumulo.conversion import column_update_to_thrift
 from connector.accumulo.mutation import ColumnUpdate
-from connector.accumulo.wire import encode_column_update, encode_row_entry, encode_update_message
+from connector.accumulo.wire.structs import column_update_to_thrift
+
+from .wire_oracle import encode_column_update, encode_row_entry, encode_update_message
 
 
 def thriftpy2_bytes(writer_id: str, cells: dict) -> bytes:
@@ -69,21 +72,25 @@ key = st.builds(proxy.Key, row=st.binary(max_size=200), colFamily=st.binary(max_
 @given(kvs=st.lists(st.builds(proxy.KeyValue, key=key, value=st.binary(max_size=500)), max_size=40),
        more=st.booleans())
 def test_scan_reply_decoders_match_thriftpy2(kvs, more):
-    """scan()'s decoding (native, into cells) and the Python oracle both read what thriftpy2 wrote."""
-    from connector.accumulo.wire_scan import decode_reply
+    """scan()'s decoding (native into a batch, cells built from it) and the Python oracle both read what
+    thriftpy2 wrote."""
+    from connector.accumulo.scanner import cells_of
+    from connector.accumulo.wire.native import decode_next_k_reply
 
     from .next_k_oracle import decode_reply_cells
 
     frame = thriftpy2_next_k_reply(proxy.ScanResult(results=kvs, more=more))
     expected = [(kv.key.row, kv.key.colFamily, kv.key.colQualifier, kv.key.colVisibility, kv.key.timestamp,
                  kv.value) for kv in kvs]
-    for cells, got_more in (decode_reply(frame), decode_reply_cells(frame)):
+    batch, native_more = decode_next_k_reply(frame)
+    for cells, got_more in ((cells_of(batch), native_more), decode_reply_cells(frame)):
+        assert all(type(c).__name__ == "Cell" for c in cells)
         assert got_more == more
         assert [(c.row, c.cf, c.cq, c.cv, c.ts, c.value) for c in cells] == expected
 
 
 def test_next_k_request_matches_thriftpy2():
-    from connector.accumulo.wire_scan import encode_next_k
+    from connector.accumulo.wire.next_k import encode_next_k
 
     buf = TMemoryBuffer()
     proto = TCompactProtocol(buf)

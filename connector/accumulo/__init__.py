@@ -27,18 +27,20 @@ from .errors import (
     UnknownScannerError,
     UnknownWriterError,
 )
-from .frames import DEFAULT_MAX_FRAME_BYTES
 from .mutation import ColumnUpdate, Mutation
 from .secret import SECRET_ENV, SECRET_FILE_ENV, resolve_secret
 from .tls import TlsOptions
 from .transport import RetryPolicy
+from .wire.frames import DEFAULT_MAX_FRAME_BYTES
+from .wire.native import CELLS_SCHEMA, UPDATE_SCHEMA
 from .writer import BatchWriter
 
 __all__ = [
-    "AccumuloError", "AccumuloSecurityError", "AccumuloServerError", "BatchWriter", "Cell", "ColumnUpdate",
-    "Condition", "ConditionalMutation", "ConditionalWriter", "Connection", "ConnectionLostError",
+    "AccumuloError", "AccumuloSecurityError", "AccumuloServerError", "BatchWriter", "CELLS_SCHEMA", "Cell",
+    "ColumnUpdate", "Condition", "ConditionalMutation", "ConditionalWriter", "Connection", "ConnectionLostError",
     "DEFAULT_MAX_FRAME_BYTES", "DEFAULT_PORT",
     "InvalidMutationError", "IteratorSetting", "Key", "Mutation", "MutationsRejectedError", "Range",
     "RetryPolicy", "SECRET_ENV", "SECRET_FILE_ENV", "TableExistsError", "TableNotFoundError",
-    "TimedOutError", "TlsError", "TlsOptions", "UnknownScannerError", "UnknownWriterError", "resolve_secret",
+    "TimedOutError", "TlsError", "TlsOptions", "UPDATE_SCHEMA", "UnknownScannerError", "UnknownWriterError",
+    "resolve_secret",
 ]

@@ -1,4 +1,8 @@
-"""Conditional writes: apply a row's updates only if its conditions hold (compare-and-set on cells)."""
+"""Conditional writes: apply a row's updates only if its conditions hold (compare-and-set on cells).
+
+``ConditionalWriter.write_all`` takes any conditional mutations through thriftpy2's generic call;
+:func:`write_conditional`, the hot path of combining and row transactions, sends the same call encoded
+directly (:mod:`.wire.conditional`)."""
 
 from __future__ import annotations
 
@@ -9,12 +13,14 @@ from typing import Any
 
 from ._idl import proxy
 from .cells import IteratorSetting
-from .conversion import column_update_to_thrift
-from .errors import InvalidMutationError
-from .frames import CALL_OVERHEAD_BYTES, largest_binary
+from .errors import ConnectionLostError, InvalidMutationError, translate
 from .mutation import BytesLike, Mutation, to_bytes
 from .session import Session
+from .transport import send_frame
 from .visibility import VisibilityError, check_visibility
+from .wire.conditional import METHOD, encode_conditional_call
+from .wire.frames import CALL_OVERHEAD_BYTES, largest_binary
+from .wire.structs import column_update_to_thrift
 
 STATUS_NAMES = {v: k for k, v in proxy.ConditionalStatus._NAMES_TO_VALUES.items()}
 
@@ -118,3 +124,22 @@ class ConditionalWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def write_conditional(writer: ConditionalWriter, mutations: Sequence[ConditionalMutation]) -> dict[bytes, str]:
+    """Like ``writer.write_all(mutations)`` (one mutation per row), the call encoded directly
+    (:func:`.wire.conditional.encode_conditional_call`); mutations whose conditions carry iterators, or two
+    for one row, go through ``write_all``, which checks and encodes everything else."""
+    if any(c.iterators for m in mutations for c in m.conditions) or len({m.row for m in mutations}) < len(mutations):
+        return writer.write_all(mutations)
+    conn = writer.connection
+    payload = encode_conditional_call(writer.writer_id, mutations)
+    try:
+        with conn.raw_client(METHOD) as client:
+            send_frame(client, payload)
+            result = client._recv(METHOD)
+    except ConnectionLostError:
+        raise
+    except Exception as exc:
+        raise translate(exc) from exc
+    return {row: STATUS_NAMES[status] for row, status in result.items()}

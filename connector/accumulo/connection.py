@@ -24,13 +24,14 @@ from .errors import (
     TlsError,
     translate,
 )
-from .frames import CALL_OVERHEAD_BYTES, DEFAULT_MAX_FRAME_BYTES, check_max_frame_bytes
 from .gateways import Address, Gateways, parse_addresses
 from .mutation import BytesLike, Mutation, to_bytes
 from .scanner import batch_scan, scan, scan_batches
 from .secret import resolve_secret
 from .tls import TlsOptions, speaks_tls
 from .transport import NO_RETRY, RetryPolicy, ThreadClient, close_client, is_transient, open_client
+from .wire.frames import CALL_OVERHEAD_BYTES, DEFAULT_MAX_FRAME_BYTES, check_max_frame_bytes
+from .wire.structs import cells_map, check_sendable
 from .writer import BatchWriter
 
 #: how much longer than ``server_wait`` the client waits for a reply before it calls the socket dead, so the
@@ -55,7 +56,7 @@ class Connection:
     internal error): a wrong secret raises ``AccumuloSecurityError`` whatever the first call is.
 
     ``max_frame_bytes`` is the largest Thrift frame the client sends (default 15 MiB, under upstream's
-    16 MiB ``maxFrameSize``); see :mod:`connector.accumulo.frames`.
+    16 MiB ``maxFrameSize``); see :mod:`connector.accumulo.wire.frames`.
 
     TLS (:mod:`connector.accumulo.tls`): ``tls_ca_file`` turns it on; the gateway's certificate must verify
     against it and name ``tls_server_hostname`` (default: the gateway's host); ``tls_cert_file`` and
@@ -327,8 +328,6 @@ class Connection:
         """Send mutations in one call and wait until they are applied (small writes; use a BatchWriter
         for bulk). Raises ``InvalidMutationError``, sending nothing, for a mutation without updates or a
         write that does not fit in one frame of ``max_frame_bytes``."""
-        from .conversion import cells_map, check_sendable
-
         mutations = list(mutations)
         size = check_sendable(mutations)
         if size + CALL_OVERHEAD_BYTES > self.max_frame_bytes:

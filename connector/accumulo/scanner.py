@@ -1,4 +1,7 @@
-"""Scanning: page through a range with ``nextK``; a dropped connection resumes after the last cell."""
+"""Scanning: page through a range with ``nextK``; a dropped connection resumes after the last cell.
+
+Every page is read with the raw ``nextK`` call of :mod:`.wire.next_k` and decoded by the Rust decoder into
+a cells batch; ``scan`` and ``batch_scan`` build their :class:`Cell` tuples from that batch."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import repeat
 from typing import Any, TypeVar
 
 import pyarrow as pa
@@ -23,7 +27,7 @@ from .errors import (
 )
 from .mutation import BytesLike, to_bytes
 from .session import Session
-from .wire_scan import next_k, next_k_batch
+from .wire.next_k import next_k_batch
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -73,8 +77,23 @@ def _page(conn: Session, fetch: Callable[[Any, str, int], T], scanner_id: str, k
         raise scan_error(exc, conn.address()) from exc
 
 
+_new_tuple = tuple.__new__  # builds a Cell from a tuple without NamedTuple's argument parsing
+
+
+def cells_of(batch: pa.RecordBatch) -> list[Cell]:
+    """A cells batch (``CELLS_SCHEMA``, as ``nextK`` pages decode) as :class:`Cell` tuples, in order."""
+    columns = [column.to_pylist() for column in batch.columns]
+    return list(map(_new_tuple, repeat(Cell), zip(*columns, strict=True)))
+
+
+def next_k_cells(client: Any, scanner_id: str, k: int) -> tuple[list[Cell], bool]:
+    """One ``nextK`` page as cells: decoded natively into a batch, then cells built from it."""
+    batch, more = next_k_batch(client, scanner_id, k)
+    return cells_of(batch), more
+
+
 def _next_page(conn: Session, scanner_id: str, k: int) -> tuple[list[Cell], bool]:
-    return _page(conn, next_k, scanner_id, k)
+    return _page(conn, next_k_cells, scanner_id, k)
 
 
 def _resumable(conn: Session, table: str, rng: Range | None, columns: Sequence[Any] | None,
@@ -131,7 +150,7 @@ def _last_batch_key(batch: pa.RecordBatch) -> Key | None:
 def scan(conn: Session, table: str, rng: Range | None, columns: Sequence[Any] | None,
          authorizations: Iterable[BytesLike] | None, iterators: Sequence[IteratorSetting],
          batch_size: int) -> Iterator[Cell]:
-    for cells in _resumable(conn, table, rng, columns, authorizations, iterators, batch_size, next_k,
+    for cells in _resumable(conn, table, rng, columns, authorizations, iterators, batch_size, next_k_cells,
                             _last_cell_key):
         yield from cells
 

@@ -1,8 +1,8 @@
 """What writers, scanners and conditional writers need from a ``Connection``: the seam between the
 connection (sockets per thread, the secret, retries) and the objects it hands out.
 
-``Connection`` satisfies :class:`Session`; :mod:`.writer`, :mod:`.scanner`, :mod:`.conditional` and
-:mod:`.wire_conditional` name only this protocol, so they never import :mod:`.connection`, which imports them.
+``Connection`` satisfies :class:`Session`; :mod:`.writer`, :mod:`.scanner` and :mod:`.conditional` name only
+this protocol, so they never import :mod:`.connection`, which imports them.
 """
 
 from __future__ import annotations

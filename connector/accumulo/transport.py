@@ -109,7 +109,7 @@ def open_client(host: str, port: int, timeout: float, tls: TlsOptions | None = N
 
 
 class GatewayClient(TClient):
-    """A thriftpy2 client that also keeps its socket, for the scan fast path (:mod:`.wire_scan`)."""
+    """A thriftpy2 client that also keeps its socket, for the raw ``nextK`` call (:mod:`.wire.next_k`)."""
 
     def __init__(self, service: Any, protocol: Any, raw_socket: TSocket) -> None:
         super().__init__(service, protocol)

@@ -10,20 +10,20 @@ from typing import Any
 import pyarrow as pa
 
 from ._idl import proxy
-from .cell_batches import CellBatch
 from .error_names import TIMED_OUT
 from .errors import ConnectionLostError, InvalidMutationError, MutationsRejectedError, translate
-from .frames import (
+from .mutation import Mutation
+from .session import Session
+from .transport import close_client, is_transient, send_frame
+from .wire.batches import CellBatch
+from .wire.frames import (
     DEFAULT_MAX_MUTATION_BYTES,
     check_max_frame_bytes,
     check_writer_id,
     frame_cost,
     update_entries_budget,
 )
-from .mutation import Mutation
-from .session import Session
-from .transport import close_client, is_transient, send_frame
-from .wire import encode_row_entry, encode_update_message
+from .wire.native import encode_update_entries, update_message
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +38,9 @@ class BatchWriter:
     """Writes mutations to one table through the gateway.
 
     Mutations are grouped by row into chunks of about ``chunk_bytes`` and sent as they fill (one-way calls,
-    no round trip). Every chunk fits one Thrift frame under ``max_frame_bytes`` (default: the
-    connection's; the rule is in :mod:`.frames`); a mutation that cannot fit in one frame is refused by
+    no round trip), encoded by the Rust encoder of ``update`` (:mod:`.wire.native`), as ``add_cells``
+    batches are. Every chunk fits one Thrift frame under ``max_frame_bytes`` (default: the connection's;
+    the rule is in :mod:`.wire.frames`); a mutation that cannot fit in one frame is refused by
     ``add_mutation`` with ``InvalidMutationError``, before anything is sent.
 
     ``flush()`` waits until everything sent is durable, and raises ``MutationsRejectedError`` naming what
@@ -96,7 +97,9 @@ class BatchWriter:
             durability=DURABILITY[durability] if durability else None,
         )
         self._lock = threading.RLock()
-        self._rows: dict[bytes, list[bytes]] = {}
+        # the chunk being built: row -> [number of updates, their encoded structs per mutation, ...] (bytes, not
+        # the ColumnUpdate tuples: a chunk of tuples kept alive costs Python's garbage collector more than encoding)
+        self._rows: dict[bytes, list[Any]] = {}
         self._rows_bytes = 0
         self._rows_largest = 0  # longest binary in the chunk being built (see frames)
         # sent since the last successful flush, in order: encoded chunks (rows, entries) and cell batches
@@ -129,19 +132,24 @@ class BatchWriter:
                 f"mutation for row {mutation.row!r} is {mutation.size} bytes, over the limit of "
                 f"{self.max_mutation_bytes} (max_mutation_bytes)"
             )
-        encoded, cost, largest = frame_cost(mutation)
+        structs, cost, largest = frame_cost(mutation)
         if cost + largest > self.frame_budget:
             raise InvalidMutationError(
                 f"mutation for row {mutation.row[:60]!r} encodes to {cost} bytes with a largest value of "
                 f"{largest}: one Thrift frame under max_frame_bytes={self.max_frame_bytes} cannot carry it "
-                f"(frame + largest value must fit; see connector.accumulo.frames); split it, or raise "
+                f"(frame + largest value must fit; see connector.accumulo.wire.frames); split it, or raise "
                 f"max_frame_bytes if the server allows (upstream proxy: maxFrameSize, gateway: --max-frame-bytes)"
             )
         with self._lock:
             self._check_open()
             if self._rows and self._rows_bytes + cost + max(largest, self._rows_largest) > self.frame_budget:
                 self._send_rows()  # this chunk is full as far as the frame limit goes
-            self._rows.setdefault(mutation.row, []).extend(encoded)
+            entry = self._rows.get(mutation.row)
+            if entry is None:
+                self._rows[mutation.row] = [len(mutation.updates), structs]
+            else:  # a row twice in one chunk: one map entry (a Thrift map keeps one value per key)
+                entry[0] += len(mutation.updates)
+                entry.append(structs)
             self._rows_bytes += cost
             if largest > self._rows_largest:
                 self._rows_largest = largest
@@ -156,7 +164,7 @@ class BatchWriter:
             self.add_mutation(m)
 
     def add_cells(self, cells: pa.RecordBatch) -> None:
-        """Queue a whole batch of cell changes (``native_wire.UPDATE_SCHEMA``: row, cf, cq, cv, ts
+        """Queue a whole batch of cell changes (``UPDATE_SCHEMA``: row, cf, cq, cv, ts
         (null: the server chooses), value (null for a delete), delete), encoded natively into ``update``
         frames. Cells of one row form one mutation and travel in one frame.
 
@@ -275,15 +283,14 @@ class BatchWriter:
         """Move the chunk being built to the unacknowledged list and send it (one-way)."""
         if not self._rows:
             return
-        entries = b"".join(encode_row_entry(row, ups) for row, ups in self._rows.items())
-        n_rows = len(self._rows)
+        n_rows, entries = encode_update_entries(self._rows, self._rows_bytes)
         self._rows = {}
         self._rows_bytes = 0
         self._rows_largest = 0
         self._unacked.append((n_rows, entries))
         self._unacked_bytes += len(entries)
         if not self._broken:  # else replayed by the next flush
-            self._send_frames([encode_update_message(self._writer_id or "", n_rows, entries)])
+            self._send_frames([update_message(self._writer_id or "", n_rows, entries)])
 
     def _send_frames(self, frames: list[bytes]) -> None:
         """Send ``update`` frames one-way; a dropped connection marks the writer broken (the next flush
@@ -324,7 +331,7 @@ class BatchWriter:
                 if isinstance(sent, CellBatch):
                     frames = sent.frames(self._writer_id or "", self.max_frame_bytes, self.chunk_bytes)
                 else:
-                    frames = [encode_update_message(self._writer_id or "", *sent)]
+                    frames = [update_message(self._writer_id or "", *sent)]
                 for frame in frames:
                     self._largest_frame = max(self._largest_frame, len(frame))
                     send_frame(self._client, frame)

@@ -9,7 +9,7 @@ import time
 from typing import IO, Any
 
 from connector.accumulo import AccumuloError, Connection, Mutation
-from connector.accumulo.frames import DEFAULT_MAX_FRAME_BYTES, mutation_fits
+from connector.accumulo.wire.frames import DEFAULT_MAX_FRAME_BYTES, mutation_fits
 from connector.clusters_config import cluster
 from connector.export import translator_from_name
 from connector.export.translators import DEFAULT_TRANSLATOR, METAVAR, check_translator_name

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from connector.accumulo import (
+    UPDATE_SCHEMA,
     BatchWriter,
     Connection,
     InvalidMutationError,
@@ -19,7 +20,6 @@ from connector.accumulo import (
     MutationsRejectedError,
     TimedOutError,
 )
-from connector.accumulo.native_wire import UPDATE_SCHEMA
 from connector.accumulo.visibility import VisibilityError, check_visibility
 from connector.serializers import serializer_from_name
 

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from connector import _native
-from connector.accumulo.native_wire import UPDATE_SCHEMA
+from connector.accumulo import UPDATE_SCHEMA
 from connector.serializers import JsonSerializer
 
 from .core import EntryFailure, SequencedExport, TranslationError, last_change_per_cell

@@ -31,8 +31,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from connector.accumulo import Connection, Range
-from connector.accumulo.native_wire import UPDATE_SCHEMA
+from connector.accumulo import UPDATE_SCHEMA, Connection, Range
 from connector.export import AccumuloExporter
 from connector.export.tombstones import TOMBSTONE, DeleteMode
 from connector.queue import QueueConfig

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Sequence
 
 from connector.accumulo import ConditionalMutation, ConditionalWriter, Connection, ConnectionLostError
-from connector.accumulo.wire_conditional import write_conditional
+from connector.accumulo.conditional import write_conditional
 
 from .layout import TxLayout
 

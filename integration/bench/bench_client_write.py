@@ -23,7 +23,7 @@ import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 
-from connector.accumulo.native_wire import UPDATE_SCHEMA  # noqa: E402
+from connector.accumulo import UPDATE_SCHEMA  # noqa: E402
 from integration.harness import BENCH_WRITER, clusters, java_command  # noqa: E402
 
 

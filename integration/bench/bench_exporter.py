@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import pyarrow as pa  # noqa: E402
 
-from connector.accumulo.native_wire import UPDATE_SCHEMA  # noqa: E402
+from connector.accumulo import UPDATE_SCHEMA  # noqa: E402
 from connector.export import AccumuloExporter, SequencedExport  # noqa: E402
 from integration.harness import clusters  # noqa: E402
 

@@ -1,9 +1,11 @@
-"""Encode and decode speed of the wire codec: pure Python (wire.py; the nextK decoder kept as the test oracle,
-tests/next_k_oracle.py) vs native (connector._native).
+"""Encode and decode speed of the wire codec: pure Python (the encoder and decoder the client used before,
+kept as test oracles: tests/wire_oracle.py, tests/next_k_oracle.py) vs native (connector._native, the
+client's only codec).
 
-No cluster: 1M synthetic cells are encoded into `update` frames (grouped by row, 4 MiB chunks) and decoded
-from `nextK` replies of 1000 cells. Prints cells/s for each path and a final ``ratio=`` line, the smaller
-of the two native/python speed-ups.
+No cluster: 1M synthetic cells are encoded into `update` frames (grouped by row, 4 MiB chunks) from
+ColumnUpdate tuples (the per-Mutation path: Python oracle, then the native entries encoder) and from one
+Arrow batch (native), and decoded from `nextK` replies of 1000 cells. Prints cells/s for each path and a
+final ``ratio=`` line, the smaller of the native/python speed-ups of the batch encoder and the decoder.
 """
 
 from __future__ import annotations
@@ -16,16 +18,16 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from connector.accumulo import native_wire  # noqa: E402
 from connector.accumulo.mutation import ColumnUpdate  # noqa: E402
-from connector.accumulo.wire import (  # noqa: E402
+from connector.accumulo.wire import native  # noqa: E402
+from tests.next_k_oracle import decode_reply_cells  # noqa: E402
+from tests.wire_oracle import (  # noqa: E402
     _binary,
     encode_column_update,
     encode_row_entry,
     encode_update_message,
     varint,
 )
-from tests.next_k_oracle import decode_reply_cells  # noqa: E402
 
 N = 1_000_000
 PAGE = 1000
@@ -56,6 +58,30 @@ def python_encode(rows, cqs, ts, values) -> int:
     if chunk:
         entries = b"".join(encode_row_entry(r, u) for r, u in chunk.items())
         out_bytes += len(encode_update_message("writer-1", len(chunk), entries))
+    return out_bytes
+
+
+def native_entries_encode(rows, cqs, ts, values) -> int:
+    """The same chunks from ColumnUpdate tuples with the native encoder, as ``add_mutation`` now sends them:
+    each update encoded and sized when added (here one per mutation, the most calls), a chunk's rows put
+    together when it is full."""
+    out_bytes = 0
+    chunk: dict[bytes, list] = {}
+    size = 0
+    for row, cq, t, v in zip(rows, cqs, ts, values, strict=True):
+        structs, cost = native.encode_column_updates(row, [ColumnUpdate(b"f", cq, b"", t, v, False)])
+        size += cost
+        entry = chunk.get(row)
+        if entry is None:
+            chunk[row] = [1, structs]
+        else:
+            entry[0] += 1
+            entry.append(structs)
+        if size >= CHUNK:
+            out_bytes += len(native.update_message("writer-1", *native.encode_update_entries(chunk, size)))
+            chunk, size = {}, 0
+    if chunk:
+        out_bytes += len(native.update_message("writer-1", *native.encode_update_entries(chunk, size)))
     return out_bytes
 
 
@@ -96,7 +122,7 @@ def python_decode(frames: list[bytes]) -> int:
 def native_decode(frames: list[bytes]) -> int:
     n = 0
     for frame in frames:
-        decoded = native_wire.decode_next_k_reply(frame)
+        decoded = native.decode_next_k_reply(frame)
         assert decoded is not None
         n += decoded[0].num_rows
     return n
@@ -120,13 +146,15 @@ def main() -> None:
     check_reply_against_thriftpy2(frames[0], rows[:PAGE], cqs[:PAGE], ts[:PAGE], values[:PAGE])
 
     def native_encode() -> int:
-        return sum(len(f) for f in native_wire.encode_update_frames("writer-1", batch, CHUNK))
+        return sum(len(f) for f in native.encode_update_frames("writer-1", batch, CHUNK))
 
-    enc_py = timed("encode python", python_encode, rows, cqs, ts, values)
-    enc_native = timed("encode native", native_encode)
+    enc_py = timed("encode python (ColumnUpdates, oracle)", python_encode, rows, cqs, ts, values)
+    enc_entries = timed("encode native (ColumnUpdates)", native_entries_encode, rows, cqs, ts, values)
+    enc_native = timed("encode native (Arrow batch)", native_encode)
     dec_py = timed("decode python", python_decode, frames)
     dec_native = timed("decode native", native_decode, frames)
-    print(f"encode speed-up: {enc_native / enc_py:.1f}x, decode speed-up: {dec_native / dec_py:.1f}x")
+    print(f"encode speed-up: {enc_native / enc_py:.1f}x (ColumnUpdates: {enc_entries / enc_py:.1f}x), "
+          f"decode speed-up: {dec_native / dec_py:.1f}x")
     print(f"ratio={min(enc_native / enc_py, dec_native / dec_py):.2f}")
 
 

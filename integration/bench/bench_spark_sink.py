@@ -24,7 +24,7 @@ import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 
-from connector.accumulo.native_wire import UPDATE_SCHEMA  # noqa: E402
+from connector.accumulo import UPDATE_SCHEMA  # noqa: E402
 from connector.spark import spark_session  # noqa: E402
 from integration.harness import clusters  # noqa: E402
 

@@ -1,6 +1,6 @@
 //! The crate's errors, and the one place where they become Python exceptions (the delta-rs
 //! `error.rs` pattern). Each Python layer's wrapper maps these classes to its own errors by class
-//! (`connector/accumulo/native_wire.py`, `connector/queue/native_rows.py`,
+//! (`connector/accumulo/wire/native.py`, `connector/queue/native_rows.py`,
 //! `connector/export/native_translate.py`), never by reading the message.
 
 use pyo3::create_exception;

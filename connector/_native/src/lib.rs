@@ -1,17 +1,19 @@
-//! `connector._native`: the columnar hot paths of the connector as pure functions on Arrow arrays
-//! and bytes. No sockets, retries or configuration here. Each Python layer has its own typed face
-//! of the functions it uses: `connector/accumulo/native_wire.py` (update frames, nextK replies),
-//! `connector/queue/native_rows.py` (entry rows, their deletes), `connector/export/native_translate.py`
-//! (built-in translators).
+//! `connector._native`: the hot paths of the connector as pure functions on Arrow arrays, bytes and
+//! the client's ColumnUpdate tuples. No sockets, retries or configuration here. Each Python layer has
+//! its own typed face of the functions it uses: `connector/accumulo/wire/native.py` (update frames
+//! and entries, nextK replies), `connector/queue/native_rows.py` (entry rows, their deletes),
+//! `connector/export/native_translate.py` (built-in translators).
 //!
-//! One module per concern: [`wire`] (update frames), [`scan`] (nextK replies), [`queue_rows`] and
-//! [`murmur`] (queue rows and their bucket check), [`translate`] (built-in translators), [`digest`]
-//! (order-independent digests of cells, for verify), [`arrow_ffi`]
-//! (Arrow exchange with pyarrow via the PyCapsule interface), [`pyrepr`] (Python-identical
-//! messages), [`error`] (the error enum and its Python exception classes). This file only binds
-//! them to Python.
+//! One module per concern: [`wire`] (update frames: the client's one encoder of `update`),
+//! [`column_updates`] (the per-Mutation path's ColumnUpdate tuples into that encoder), [`scan`]
+//! (nextK replies: the client's one decoder of `nextK`), [`queue_rows`] and [`murmur`] (queue rows
+//! and their bucket check), [`translate`] (built-in translators), [`digest`] (order-independent
+//! digests of cells, for verify), [`arrow_ffi`] (Arrow exchange with pyarrow via the PyCapsule
+//! interface), [`pyrepr`] (Python-identical messages), [`error`] (the error enum and its Python
+//! exception classes). This file only binds them to Python.
 
 pub mod arrow_ffi;
+pub mod column_updates;
 pub mod digest;
 pub mod error;
 pub mod murmur;
@@ -29,7 +31,7 @@ use arrow_array::builder::{
 use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyDict};
 
 use arrow_ffi::{boolean, import_array, import_batch, int64, ArrowExport, Bytes};
 use error::Error;
@@ -109,6 +111,65 @@ fn encode_update_frames<'py>(
         .detach(|| wire::encode_frames(writer_id.as_bytes(), &cells, max_frame_bytes))
         .map_err(|e| Error::RowTooLarge(e.0))?;
     Ok(frames.iter().map(|f| PyBytes::new(py, f)).collect())
+}
+
+/// The ColumnUpdate structs of `row`'s `updates` (a list of ColumnUpdate tuples), back to back, and
+/// the exact bytes of the `update` map entry they make on their own (row, list header, structs):
+/// what the per-Mutation path weighs against the frame budget, and keeps, when it queues a mutation.
+#[pyfunction]
+fn encode_column_updates<'py>(
+    py: Python<'py>,
+    row: &[u8],
+    updates: &Bound<'py, PyAny>,
+) -> PyResult<(Bound<'py, PyBytes>, usize)> {
+    let mut out = Vec::new();
+    let n = column_updates::put_updates(&mut out, row, updates)?;
+    let entry = wire::entry_len(row, n, out.len());
+    Ok((PyBytes::new(py, &out), entry))
+}
+
+/// The map entries of an `update` call for `rows` (`dict[bytes, list]`, in its order; each row's
+/// list is `[n, structs, ...]`: `n` ColumnUpdates in all, encoded by `encode_column_updates`):
+/// (how many, their bytes). `update_message` wraps them for a writer.
+#[pyfunction]
+#[pyo3(signature = (rows, size_hint=0))]
+fn encode_update_entries<'py>(
+    py: Python<'py>,
+    rows: &Bound<'py, PyDict>,
+    size_hint: usize,
+) -> PyResult<(usize, Bound<'py, PyBytes>)> {
+    let mut out = Vec::with_capacity(size_hint);
+    let n = column_updates::put_entries(&mut out, rows)?;
+    Ok((n, PyBytes::new(py, &out)))
+}
+
+/// The whole oneway `update(writer_id, cells)` message around `n_rows` map entries already encoded.
+#[pyfunction]
+fn update_message<'py>(
+    py: Python<'py>,
+    writer_id: &str,
+    n_rows: usize,
+    entries: &[u8],
+) -> PyResult<Bound<'py, PyBytes>> {
+    if (n_rows == 0) != entries.is_empty() {
+        return Err(Error::InvalidArgument(format!(
+            "{n_rows} rows in {} bytes of entries",
+            entries.len()
+        ))
+        .into());
+    }
+    // the message around no entries, then the entries spliced in before its final stop byte
+    let mut shell = Vec::with_capacity(32 + writer_id.len());
+    wire::put_message(&mut shell, writer_id.as_bytes(), n_rows, b"");
+    let (head, stop) = shell.split_at(shell.len() - 1);
+    PyBytes::new_with(py, shell.len() + entries.len(), |buf| {
+        let (h, rest) = buf.split_at_mut(head.len());
+        let (e, s) = rest.split_at_mut(entries.len());
+        h.copy_from_slice(head);
+        e.copy_from_slice(entries);
+        s.copy_from_slice(stop);
+        Ok(())
+    })
 }
 
 /// Decode a `nextK` reply message into (batch row, cf, cq, cv, ts, value; more), or None when the
@@ -377,6 +438,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ArrowExport>()?;
     error::register(m)?;
     m.add_function(wrap_pyfunction!(encode_update_frames, m)?)?;
+    m.add_function(wrap_pyfunction!(encode_column_updates, m)?)?;
+    m.add_function(wrap_pyfunction!(encode_update_entries, m)?)?;
+    m.add_function(wrap_pyfunction!(update_message, m)?)?;
     m.add_function(wrap_pyfunction!(decode_next_k_reply, m)?)?;
     m.add_function(wrap_pyfunction!(parse_entry_rows, m)?)?;
     m.add_function(wrap_pyfunction!(entry_deletes, m)?)?;

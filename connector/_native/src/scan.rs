@@ -1,7 +1,7 @@
 //! The `nextK` reply decoded straight into Arrow columns (row, cf, cq, cv, ts, value) plus `more`.
 //!
 //! Structs Key/KeyValue/ScanResult of proxy.thrift, Thrift compact protocol, like
-//! `connector/accumulo/wire_scan.py`. Anything unusual (an exception reply, an unknown field, a
+//! `tests/next_k_oracle.py`. Anything unusual (an exception reply, an unknown field, a
 //! truncated frame) returns `None` so the caller lets thriftpy2 decode it and raise what it raises.
 
 use std::sync::Arc;

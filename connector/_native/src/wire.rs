@@ -1,7 +1,9 @@
 //! The oneway `update(1:string writer, 2:map<binary, list<ColumnUpdate>> cells)` call of the Accumulo
-//! Proxy 2.x interface, encoded from a whole batch of cells into message bodies (Thrift compact
-//! protocol; the framed transport adds the 4-byte length). Same bytes as thriftpy2 and as
-//! `connector/accumulo/wire.py`.
+//! Proxy 2.x interface (Thrift compact protocol; the framed transport adds the 4-byte length). Same
+//! bytes as thriftpy2 (and as the Python oracle `tests/wire_oracle.py`). The client's only encoder of
+//! this call: [`encode_frames`] encodes a whole Arrow batch of cells into message bodies; the
+//! per-Mutation path (`crate::column_updates`) writes map entries with [`put_cell`] and
+//! [`put_list_header`] and wraps them with [`put_message`].
 //!
 //! Cells of one row go into one map entry (a Thrift map keeps one entry per key) and one frame:
 //! a row's mutation is never split, so a row too large for `max_frame_bytes` is an error.
@@ -10,7 +12,7 @@ use rustc_hash::FxHashMap;
 
 use crate::pyrepr::bytes_repr;
 
-// Compact protocol bytes, see wire.py.
+// Compact protocol bytes (field ids and types of proxy.thrift's ColumnUpdate and update_args).
 const PROTOCOL_ID: u8 = 0x82;
 const VERSION_ONEWAY: u8 = 0x01 | (4 << 5);
 const FIELD1_BINARY: u8 = 0x18; // field delta 1, binary
@@ -61,7 +63,7 @@ fn binary_len(b: &[u8]) -> usize {
 }
 
 #[inline]
-fn put_binary(out: &mut Vec<u8>, b: &[u8]) {
+pub fn put_binary(out: &mut Vec<u8>, b: &[u8]) {
     put_varint(out, b.len() as u64);
     out.extend_from_slice(b);
 }
@@ -118,6 +120,41 @@ fn list_header_len(n: usize) -> usize {
     } else {
         1 + varint_len(n as u64)
     }
+}
+
+/// The header of a list of `n` ColumnUpdate structs.
+pub fn put_list_header(out: &mut Vec<u8>, n: usize) {
+    if n < 15 {
+        out.push(((n as u8) << 4) | LIST_OF_STRUCTS);
+    } else {
+        out.push(0xF0 | LIST_OF_STRUCTS);
+        put_varint(out, n as u64);
+    }
+}
+
+/// Bytes of one map entry: the row, the list header and `cells_bytes` of encoded ColumnUpdates
+/// (`n_cells` of them).
+pub fn entry_len(row: &[u8], n_cells: usize, cells_bytes: usize) -> usize {
+    binary_len(row) + list_header_len(n_cells) + cells_bytes
+}
+
+/// The start of a map entry: the row, then the header of its list of `n_cells` ColumnUpdates.
+pub fn put_entry_head(out: &mut Vec<u8>, row: &[u8], n_cells: usize) {
+    put_binary(out, row);
+    put_list_header(out, n_cells);
+}
+
+/// A whole `update` message around `entries`, `n_rows` map entries already encoded.
+pub fn put_message(out: &mut Vec<u8>, writer_id: &[u8], n_rows: usize, entries: &[u8]) {
+    out.extend_from_slice(&message_head(writer_id));
+    out.push(FIELD_MAP_DELTA1);
+    put_varint(out, n_rows as u64);
+    if n_rows > 0 {
+        // an empty map is its size byte alone, as thriftpy2 writes it
+        out.push(MAP_BINARY_LIST);
+        out.extend_from_slice(entries);
+    }
+    out.push(STOP);
 }
 
 fn message_head(writer_id: &[u8]) -> Vec<u8> {
@@ -212,14 +249,7 @@ impl FramePlan<'_> {
         put_varint(out, (end - start) as u64);
         out.push(MAP_BINARY_LIST);
         for r in &self.rows[start..end] {
-            put_binary(out, r.row);
-            let n = r.cells.len();
-            if n < 15 {
-                out.push(((n as u8) << 4) | LIST_OF_STRUCTS);
-            } else {
-                out.push(0xF0 | LIST_OF_STRUCTS);
-                put_varint(out, n as u64);
-            }
+            put_entry_head(out, r.row, r.cells.len());
             for &i in &r.cells {
                 put_cell(out, &cells[i as usize]);
             }
@@ -263,8 +293,8 @@ mod tests {
     }
 
     #[test]
-    fn one_put_matches_wire_py() {
-        // bytes from wire.py: encode_update_message("w", 1, encode_row_entry(b"r", [put f:q=v @5]))
+    fn one_put_matches_the_python_oracle() {
+        // bytes from tests/wire_oracle.py: encode_update_message("w", 1, encode_row_entry(b"r", [put f:q=v @5]))
         let frames = encode_frames(b"w", &[cell(b"r", Some(5), Some(b"v"))], 1 << 20).unwrap();
         let want: &[u8] = b"\x82\x81\x00\x06update\x18\x01w\x1b\x01\x89\x01r\x1c\x18\x01f\x18\x01q\x18\x00\x16\x0a\x18\x01v\x00\x00";
         assert_eq!(frames, vec![want.to_vec()]);
@@ -285,6 +315,22 @@ mod tests {
         let frames = encode_frames(b"w", &cells, 200).unwrap();
         assert!(frames.len() > 1);
         assert!(frames.iter().all(|f| f.len() <= 200));
+    }
+
+    #[test]
+    fn entries_wrapped_in_a_message_equal_the_batch_frame() {
+        let cells = [cell(b"r", Some(5), Some(b"v")), cell(b"r", None, None)];
+        let mut entries = Vec::new();
+        put_entry_head(&mut entries, b"r", 2);
+        cells.iter().for_each(|c| put_cell(&mut entries, c));
+        let body: usize = cells.iter().map(cell_len).sum();
+        assert_eq!(entries.len(), entry_len(b"r", 2, body));
+        let mut message = Vec::new();
+        put_message(&mut message, b"w", 1, &entries);
+        assert_eq!(vec![message], encode_frames(b"w", &cells, 1 << 20).unwrap());
+        let mut empty = Vec::new();
+        put_message(&mut empty, b"w", 0, b"");
+        assert_eq!(empty, b"\x82\x81\x00\x06update\x18\x01w\x1b\x00\x00");
     }
 
     #[test]

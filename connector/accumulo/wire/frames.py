@@ -12,9 +12,10 @@ The rule, for every frame: ``frame bytes + its largest binary <= max_frame_bytes
 ``update`` calls into frames that keep it, and refuses before sending a mutation, or a one-call write,
 that cannot. The default, 15 MiB, keeps below every server default (so one value can be ~7.5 MiB).
 
-Any encoder of ``update`` frames (the per-mutation path in :mod:`.writer`, a columnar encoder) keeps
-``entries + largest binary <= update_entries_budget(max_frame_bytes)`` and sizes each entry with
-:func:`row_entry_bytes`.
+Both ways of writing ``update`` frames keep ``entries + largest binary <=
+update_entries_budget(max_frame_bytes)``: ``BatchWriter.add_mutation`` encodes each mutation with the
+Rust encoder of :mod:`.native` and weighs it with its exact size (:func:`frame_cost`), and a batch for
+``add_cells`` (:mod:`.batches`) is cut into messages of at most :func:`update_message_limit` bytes.
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .errors import AccumuloError
-from .mutation import Mutation
-from .wire import encode_column_update
+from ..errors import AccumuloError
+from ..mutation import Mutation
+from .native import encode_column_updates
 
 DEFAULT_MAX_FRAME_BYTES = 15 << 20
 #: the smallest limit accepted: below it even a few ordinary cells would not fit in a frame
@@ -53,21 +54,6 @@ def check_writer_id(writer_id: str) -> None:
     if len(writer_id.encode("utf-8")) > MAX_WRITER_ID_BYTES:
         raise AccumuloError(f"the server returned a writer id of {len(writer_id)} characters; "
                             f"at most {MAX_WRITER_ID_BYTES} fit the frame budget")
-
-
-def _varint_len(n: int) -> int:
-    size = 1
-    while n >= 0x80:
-        n >>= 7
-        size += 1
-    return size
-
-
-def row_entry_bytes(row_len: int, n_updates: int, updates_bytes: int) -> int:
-    """Exact size of one encoded map entry (row, list header, encoded ColumnUpdates). Two entries for the
-    same row merged into one are never larger than the two counted apart."""
-    list_header = 1 if n_updates < 15 else 1 + _varint_len(n_updates)
-    return _varint_len(row_len) + row_len + list_header + updates_bytes
 
 
 def largest_binary(row: bytes, updates: Sequence[Sequence[Any]], size_bound: int) -> int:
@@ -99,9 +85,9 @@ def mutation_fits(mutation: Mutation, max_frame_bytes: int,
     return cost + largest <= update_entries_budget(max_frame_bytes)
 
 
-def frame_cost(mutation: Mutation) -> tuple[list[bytes], int, int]:
-    """A mutation's encoded updates, its bytes as its own row entry (an upper bound when the row is
-    already in the chunk) and its longest binary: what the frame rule weighs."""
-    encoded = [encode_column_update(u) for u in mutation.updates]
-    cost = row_entry_bytes(len(mutation.row), len(encoded), sum(map(len, encoded)))
-    return encoded, cost, largest_binary(mutation.row, mutation.updates, mutation.size)
+def frame_cost(mutation: Mutation) -> tuple[bytes, int, int]:
+    """A mutation's encoded updates (the Rust encoder's ``ColumnUpdate`` structs), its bytes as its own row
+    entry (an upper bound when the row is already in the chunk) and its longest binary: what the frame
+    rule weighs."""
+    structs, cost = encode_column_updates(mutation.row, mutation.updates)
+    return structs, cost, largest_binary(mutation.row, mutation.updates, mutation.size)

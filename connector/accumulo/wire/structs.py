@@ -1,14 +1,15 @@
-"""Turning client mutations into the Thrift structs of the generic (non hot-path) calls."""
+"""Client mutations as the thriftpy2 structs of the generic (non hot-path) calls: ``updateAndFlush``
+(``Connection.write``) and ``updateRowsConditionally`` through ``ConditionalWriter.write_all``."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
 
-from ._idl import proxy
-from .errors import InvalidMutationError
+from .._idl import proxy
+from ..errors import InvalidMutationError
+from ..mutation import ColumnUpdate, Mutation
 from .frames import largest_binary
-from .mutation import ColumnUpdate, Mutation
 
 
 def column_update_to_thrift(u: ColumnUpdate) -> Any:

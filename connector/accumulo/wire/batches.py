@@ -1,5 +1,5 @@
 """Whole Arrow batches of cell changes for ``BatchWriter.add_cells``: checked, sized against the frame rule
-of :mod:`.frames`, and encoded natively into ``update`` frames (:mod:`.native_wire`).
+of :mod:`.frames`, and encoded natively into ``update`` frames (:mod:`.native`).
 
 The writer keeps a :class:`CellBatch` until it is flushed: after a reconnect it re-encodes the batch for the
 new writer id.
@@ -10,11 +10,11 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .errors import InvalidMutationError
+from ..errors import InvalidMutationError
+from ..mutation import _checked_visibility
+from ..visibility import VisibilityError
 from .frames import update_message_limit
-from .mutation import _checked_visibility
-from .native_wire import encode_update_frames
-from .visibility import VisibilityError
+from .native import encode_update_frames
 
 
 class CellBatch:
@@ -36,7 +36,7 @@ class CellBatch:
             raise InvalidMutationError(
                 f"a cell of {self.largest} bytes cannot fit in one Thrift frame under "
                 f"max_frame_bytes={max_frame_bytes} (frame + largest value must fit; see "
-                f"connector.accumulo.frames)")
+                f"connector.accumulo.wire.frames)")
         try:
             return encode_update_frames(writer_id, self.cells, min(chunk_bytes, limit))
         except InvalidMutationError:

@@ -1,15 +1,16 @@
-"""Fast encoding of the ``update`` call, the one hot path of writing.
+"""The test oracle for ``update`` calls: the Python encoder that ``BatchWriter.add_mutation`` (and the
+conditional call's updates) used before the Rust encoder (``connector.accumulo.wire.native``) became the
+only one. ``tests/test_wire.py`` checks it byte for byte against thriftpy2, and the Rust encoder against it
+(``tests/test_native_wire.py``); ``integration/bench/bench_native_codec.py`` times it as the pure-Python
+reference. Nothing under ``connector/`` imports it.
 
-thriftpy2's compact protocol is pure Python and builds a struct object per cell; writing a million cells
-that way costs seconds. This module writes the same bytes directly (the Thrift compact protocol, field ids
-of ``ColumnUpdate`` from proxy.thrift). ``tests/test_wire.py`` checks it byte for byte against thriftpy2.
-"""
+The Thrift compact protocol, field ids of ``ColumnUpdate`` from proxy.thrift."""
 
 from __future__ import annotations
 
 from functools import lru_cache
 
-from .mutation import ColumnUpdate
+from connector.accumulo.mutation import ColumnUpdate
 
 # Compact protocol type ids.
 _BOOL_TRUE, _I64, _BINARY, _LIST, _MAP, _STRUCT = 1, 6, 8, 9, 11, 12

@@ -1,0 +1,34 @@
+"""The Thrift compact-protocol primitives of the two calls the client encodes by hand in Python, the ``nextK``
+request (:mod:`.next_k`) and ``updateRowsConditionally`` (:mod:`.conditional`). ``update`` calls and
+``nextK`` replies are encoded and decoded in Rust (:mod:`.native`), never with these."""
+
+from __future__ import annotations
+
+#: compact-protocol type ids
+I32, I64, BINARY, LIST, MAP, STRUCT = 5, 6, 8, 9, 11, 12
+PROTOCOL_ID, VERSION, CALL = 0x82, 1, 1
+
+
+def varint(n: int) -> bytes:
+    """Unsigned LEB128, as the compact protocol writes sizes and zigzagged integers."""
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def binary(b: bytes) -> bytes:
+    """A binary or string: its length, then its bytes."""
+    return varint(len(b)) + b
+
+
+def list_header(n: int, elem: int) -> bytes:
+    """The header of a list of ``n`` elements of type ``elem``."""
+    return bytes([(n << 4) | elem]) if n < 15 else bytes([0xF0 | elem]) + varint(n)
+
+
+def call_head(method: str, seqid: int = 0) -> bytes:
+    """A CALL message's header up to its arguments struct."""
+    return bytes([PROTOCOL_ID, VERSION | (CALL << 5)]) + varint(seqid) + binary(method.encode())
