@@ -59,7 +59,10 @@ def render(output: Path) -> list[str]:
                               search=True, show_source=True)
         shutil.rmtree(output, ignore_errors=True)
         # the modules above, already imported and patched; connector._native is private
-        pdoc.pdoc(PACKAGE, rf"!{PACKAGE}\._", output_directory=output)  # a regex
+        # the package and its direct sub-packages and modules (pdoc descends from each): the package's __all__
+        # is its front door, so pdoc would not descend from the package itself
+        specs = [PACKAGE, *(m.__name__ for m in modules if m.__name__.count(".") == 1)]
+        pdoc.pdoc(*specs, output_directory=output)
     return [f"{w.category.__name__}: {w.message} ({w.filename}:{w.lineno})" for w in caught]
 
 

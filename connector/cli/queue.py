@@ -69,20 +69,23 @@ def register_queue_commands(sub: Any) -> None:
     queue_args(dead)
     dead.add_argument("--requeue", action="store_true", help="write them back as queue entries and remove them")
     dead.add_argument("--json", action="store_true", help="print JSON lines instead of text")
-    dests = q.add_parser("destinations", formatter_class=fmt,
-                         help="destinations every drain of the queue exports to (list, add, remove)",
+    dests = q.add_parser("destinations", help="destinations every drain of the queue exports to (list, add, remove)",
                          description="A rebuilt destination runs beside the old one until the switch: register "
                                      "it, and every drain of the queue exports each batch to it too before "
                                      "deleting (within 5 s, no restart needed); then bootstrap it (README: "
-                                     "Building B from A).")
-    queue_args(dests)
-    dests.add_argument("action", choices=["list", "add", "remove"])
-    dests.add_argument("--dest", help="add/remove: the destination's cluster name from the config file")
-    dests.add_argument("--dest-table", help="add/remove: the destination table")
-    dests.add_argument("--translator", metavar=METAVAR, type=argparse_type(check_translator_name, "translator"),
-                       help="add: its translator (default: the queue's stored one, else difference)")
-    dests.add_argument("--delete-mode", choices=["delete", "tombstone"], default="delete",
-                       help="add: how its deletes are written")
+                                     "Building B from A).").add_subparsers(dest="action", required=True)
+    listed = dests.add_parser("list", formatter_class=fmt, help="the destinations registered with the queue")
+    queue_args(listed)
+    for action, text in (("add", "register a destination table"), ("remove", "unregister a destination table")):
+        d = dests.add_parser(action, formatter_class=fmt, help=text)
+        queue_args(d)
+        d.add_argument("--dest", required=True, help="the destination's cluster name from the config file")
+        d.add_argument("--dest-table", required=True, help="the destination table")
+        if action == "add":
+            d.add_argument("--translator", metavar=METAVAR, type=argparse_type(check_translator_name, "translator"),
+                           help="its translator (default: the queue's stored one, else difference)")
+            d.add_argument("--delete-mode", choices=["delete", "tombstone"], default="delete",
+                           help="how its deletes are written")
 
 
 def stored_config(conn: Connection, args: argparse.Namespace, where: str) -> QueueConfig:
@@ -183,8 +186,6 @@ def _destinations(conn: Connection, config: QueueConfig, args: argparse.Namespac
         for d in registered_destinations(conn, config):
             print(f"{d.name}\t{d.gateway.describe()}\ttable {d.table}\ttranslator {d.translator}\t{d.delete_mode}")
         return 0
-    if not (args.dest and args.dest_table):
-        raise UsageError(f"queue destinations {args.action} needs --dest and --dest-table")
     gateway = cluster(args.dest)
     check_table_name(args.dest_table, "--dest-table", gateway.describe())
     name = destination_id(args.dest, args.dest_table)
