@@ -217,6 +217,42 @@ def test_combine_command_counts_what_its_relay_relayed(accumulo, monkeypatch, cl
     conn.close()
 
 
+def test_tx_commands_refuse_a_table_without_row_transactions(setup, cli_env, accumulo):
+    """Issue 27: ``tx relay``/``tx status`` on a table that holds no row transactions (a queue's, say) say so
+    (exit 2, naming the table and what a producer table looks like) instead of relaying 0; an initialised
+    producer table with no transaction yet, and one whose producer never ran ``init``, are accepted."""
+    from connector.combine import CombineConfig, CombineQueue
+
+    def tx(command: str, table: str, *extra: str):
+        return run_cli(cli_env, "tx", command, "--cluster", "A", "--table", table, *extra)
+
+    for command in ("relay", "status"):
+        out = tx(command, setup.queue.table)
+        assert out.returncode == 2 and out.stdout == "", (command, out.stdout, out.stderr)
+        message = out.stderr.strip()
+        assert message.startswith(f"accumulo-export: error: table {setup.queue.table!r} on cluster 'A'"), message
+        assert "holds no row transactions" in message and "'!txo'" in message and "'!tx:v'" in message
+        assert "RowTransactions.init" in message and f"export queue {setup.queue.qid!r}" in message
+    # initialised, no transaction yet (setup.txs ran init only): accepted
+    relayed = tx("relay", setup.txs.table)
+    assert relayed.returncode == 0 and json.loads(relayed.stdout)["relayed"] == 0, relayed.stderr
+    status = tx("status", setup.txs.table, "--json")
+    assert status.returncode == 0 and json.loads(status.stdout)["cells"] == 0, status.stderr
+    # a producer that never ran init (no locality group): its version cells say what the table is
+    bare = RowTransactions(setup.conn_a, unique_table("txbare"))
+    setup.conn_a.create_table(bare.table)
+    assert tx("status", bare.table).returncode == 2  # nothing in it yet: nothing says it is a producer's
+    bare.run("row", lambda t: t.put(b"c", b"n", b"1"))
+    bare.close()
+    assert tx("relay", bare.table).returncode == 0
+    # a combine queue's table: its row transactions' outbox family is another one, which the message names
+    combine = CombineConfig(table=unique_table("txdc"), cid="wc", num_buckets=4)
+    CombineQueue(setup.conn_a, combine).init()
+    out = tx("relay", combine.table)
+    assert out.returncode == 2 and "combine queue 'wc'" in out.stderr and "--outbox-family o" in out.stderr
+    assert tx("relay", combine.table, "--outbox-family", "o").returncode == 0
+
+
 def test_combine_relays_updates_a_crashed_producer_left(accumulo, monkeypatch):
     from connector.combine import CombineConfig, CombineQueue, combine_all
 
