@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from connector.accumulo import Mutation
+from connector.accumulo import Mutation, Range
 from connector.cli.metrics import COMBINE_COUNTERS, DRAIN_COUNTERS, Metrics, _combine_counts
 from connector.combine.config import CombineConfig
 from connector.combine.producer import CombineQueue
@@ -201,6 +201,34 @@ def test_spark_stream_is_scraped_while_it_drains(conn_a, cli_env):
 
 
 @pytest.mark.cluster
+@pytest.mark.spark
+def test_a_spark_stream_counts_a_long_micro_batch_while_it_runs(conn_a, cli_env):
+    """Issue 27: exports are counted as the Spark stream's tasks do them, not only when the micro-batch ends
+    (its tasks keep progress rows, which its report then replaces): /metrics and the progress lines rise during
+    a long first micro-batch, and nothing is counted twice."""
+    entries = 600
+    config = fill_queue(conn_a, entries)
+    port = free_port()
+    # the slow translator (20 ms an export) and small export batches: a micro-batch of several seconds
+    proc = popen(cli_env, *drain_cmd(config, port, "--stream", "--trigger-seconds", "0.5", "--buffer-bytes", "300"))
+    seen = watch(proc, port, lambda s: drained(s, entries))
+    stdout, stderr = stop(proc)
+    assert proc.returncode == 0, stderr[-3000:]
+    assert seen and drained(seen[-1], entries), seen[-1:]
+    during = [value(s, "accumulo_export_entries_exported_total") for s in seen
+              if value(s, "accumulo_export_batches_total") == 0]
+    assert any(0 < n < entries for n in during), during  # counted before the first micro-batch ended
+    lines = [line for line in stderr.splitlines() if line.startswith("drained ")]
+    counts = [int(line.split()[1].replace(",", "")) for line in lines]
+    assert any(0 < n < entries and "micro-batches 0" in line for n, line in zip(counts, lines, strict=True)), lines
+    assert counts == sorted(counts) and max(counts) <= entries, lines  # never back, never twice
+    summary = json.loads(stdout.strip().splitlines()[-1])
+    assert summary["exported"] == summary["deleted"] == entries, summary
+    progress = config.layout.progress_prefix("")[:-1]
+    assert list(conn_a.scan(config.table, Range.prefix(progress))) == []  # the stream removed its rows
+
+
+@pytest.mark.cluster
 def test_a_batch_drain_serves_until_it_ends(conn_a, cli_env):
     config = fill_queue(conn_a, 400)
     port = free_port()
@@ -307,6 +335,7 @@ class _Report:  # a CombineReport's shape: a pure-logic test of the bookkeeping,
     totals: _Totals = field(default_factory=_Totals)
     rounds: int = 0
     history: list = field(default_factory=list)
+    relayed: int = 0
 
 
 def _collected(metrics: Metrics) -> Samples:
@@ -339,3 +368,18 @@ def test_per_bucket_lag_keeps_the_top_buckets_and_shows_emptied_ones_at_zero():
     metrics._apply_lag(QueueLag(0, {}))
     assert bucket_lags(_collected(metrics)) == {"1": 0.0, "6": 0.0, "7": 0.0}
     assert value(_collected(metrics), "accumulo_export_lag_seconds_max") == 0
+
+
+def test_the_relay_counter_is_read_at_every_scrape():
+    """The relay adds to a report on a thread of its own, between progress reports: a scrape shows what it
+    relayed so far, and the other counters only what the last progress report said."""
+    from connector.cli.metrics import LIVE_COUNTERS
+
+    metrics = Metrics("combine", {}, COMBINE_COUNTERS, _combine_counts, live=LIVE_COUNTERS)
+    metrics._server = object()
+    report = _Report(_Totals(updates=4), 1, [{"seconds": 0.5}])
+    metrics.observe(report)
+    report.relayed, report.totals = 3, _Totals(updates=9)  # the relay counted; no progress report since
+    got = _collected(metrics)
+    assert value(got, "accumulo_export_outbox_cells_relayed_total") == 3
+    assert value(got, "accumulo_export_updates_combined_total") == 4

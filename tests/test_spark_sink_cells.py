@@ -7,6 +7,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
+from connector.accumulo import Mutation
 from connector.export.core import BatchTranslationError
 from connector.spark.cell_frames import cell_columns, columnar_cells
 from connector.spark.options import OptionError
@@ -75,6 +76,35 @@ def test_other_column_types_keep_the_row_by_row_path(spark, accumulo):
     rows = [("r1", "f", "q", 42, 3)]  # a number as the value: the cells translator writes its decimal text
     table = write(spark, accumulo, rows, "row string, cf string, cq string, value int, seq long")
     assert stored(accumulo, table) == [(b"r1", b"f", b"q", b"", 3, b"42")]
+
+
+def test_append_is_the_only_save_mode_and_a_refused_one_writes_nothing(spark, accumulo):
+    """Issue 27: ``mode("overwrite")`` is refused with a message naming the supported mode, before anything is
+    written (an existing table keeps its cells, a missing one is not created); a plain ``.save()`` (Spark's
+    ``errorifexists``) is refused by Spark itself; ``mode("append")`` writes."""
+    ddl = "row string, cf string, cq string, value string, seq long"
+    df = spark.createDataFrame([("r1", "f", "q", "new", 9), ("r2", "f", "q", "new", 9)], ddl)
+    existing, missing = unique_table("cells"), unique_table("cells")
+    with accumulo["b"].connect() as conn:
+        conn.create_table(existing)
+        conn.write(existing, [Mutation("r1").put("f", "q", b"old", timestamp=1)])
+
+    def save(mode: str | None, table: str) -> None:
+        opts = {**accumulo["b"].gateway_options().to_options("dest."), "table": table, "translator": "cells"}
+        writer = df.write.format("accumulo-export").options(**opts)
+        (writer if mode is None else writer.mode(mode)).save()
+
+    for table in (existing, missing):
+        with pytest.raises(Exception, match="supports the save mode 'append' only") as refused:
+            save("overwrite", table)
+        assert '.mode("append")' in str(refused.value)
+        with pytest.raises(Exception, match="UNSUPPORTED_DATA_SOURCE_SAVE_MODE"):
+            save(None, table)
+    with accumulo["b"].connect() as conn:
+        assert not conn.table_exists(missing)
+    assert stored(accumulo, existing) == [(b"r1", b"f", b"q", b"", 1, b"old")]
+    save("append", existing)
+    assert stored(accumulo, existing) == [(b"r1", b"f", b"q", b"", 9, b"new"), (b"r2", b"f", b"q", b"", 9, b"new")]
 
 
 # --- pure logic: which schemas go columnar, what the columns become ---------------------------------------

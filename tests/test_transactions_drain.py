@@ -19,6 +19,7 @@ from connector.transactions import relay as relay_module
 from examples.inverted_count_index import actual_index, count_update
 
 from .conftest import run_cli, unique_table
+from .test_metrics import free_port, popen, scrape, stop, value, watch
 
 pytestmark = pytest.mark.cluster
 
@@ -161,6 +162,95 @@ def test_tx_status_and_relay_commands(setup, monkeypatch, cli_env):
     assert json.loads(again.stdout)["relayed"] == 0
     missing = run_cli(cli_env, "tx", "relay", "--cluster", "A", "--table", "no_such_table")
     assert missing.returncode == 2 and "no_such_table" in missing.stderr and "does not exist" in missing.stderr
+
+
+RELAYED = "accumulo_export_outbox_cells_relayed_total"
+EXPORTED = "accumulo_export_entries_exported_total"
+
+
+@pytest.mark.parametrize("engine", ["spark", "local"])
+def test_stream_command_counts_what_its_relay_relayed(setup, monkeypatch, cli_env, engine):
+    """Issue 27: ``drain --stream`` reports the outbox cells its relay moved, in its summary and on /metrics,
+    on either engine (the Spark stream's relay runs in the planner's Python process, not the command's)."""
+    setup.crash_after_commit(["r1", "r2"], monkeypatch)
+    port = free_port()
+    args = ["drain", "--source", "A", "--dest", "B", "--table", setup.queue.table, "--queue", setup.queue.qid,
+            "--dest-table", setup.index, "--stream", "--trigger-seconds", "0.5", "--relay-seconds", "2",
+            "--metrics-port", str(port), *(["--engine", "local"] if engine == "local" else [])]
+    proc = popen(cli_env, *args)
+    seen = watch(proc, port, lambda s: value(s, EXPORTED) == 2 and value(s, RELAYED) == 2, seconds=240)
+    stdout, stderr = stop(proc)
+    assert proc.returncode == 0, stderr[-3000:]
+    assert setup.index_on_b() == setup.expected({"r1": 1, "r2": 1}), stderr[-3000:]
+    summary = json.loads(stdout.strip().splitlines()[-1])
+    assert (summary["relayed"], summary["exported"]) == (2, 2), summary
+    assert seen and value(seen[-1], RELAYED) == 2 and value(seen[-1], EXPORTED) == 2, seen[-1:]
+    assert outbox_status(setup.conn_a, setup.txs.table).empty
+
+
+def test_combine_command_counts_what_its_relay_relayed(accumulo, monkeypatch, cli_env):
+    """Issue 27: ``combine run --stream`` reports the updates its relay moved (summary and /metrics)."""
+    from connector.combine import CombineConfig, CombineQueue
+
+    conn = accumulo["a"].connect()
+    combine = CombineConfig(table=unique_table("txdc"), cid="wc", num_buckets=4)
+    CombineQueue(conn, combine).init()
+    txs = RowTransactions(conn, unique_table("txdocs"))
+    txs.init()
+    monkeypatch.setattr(txs._relay, "relay", lambda items: (_ for _ in ()).throw(SystemExit))
+    with pytest.raises(SystemExit):
+        txs.run("doc", lambda tx: [tx.update(combine, word, 1) for word in ("a", "b", "a")])
+    monkeypatch.undo()
+    assert outbox_status(conn, txs.table).cells == 3
+    port = free_port()
+    proc = popen(cli_env, "combine", "run", "--cluster", "A", "--table", combine.table, "--queue", combine.cid,
+                 "--stream", "--engine", "local", "--interval", "0.5", "--metrics-port", str(port))
+    seen = watch(proc, port, lambda s: value(s, "accumulo_export_updates_combined_total") == 3
+                 and value(s, RELAYED) == 3, seconds=120)
+    stdout, stderr = stop(proc)
+    assert proc.returncode == 0, stderr[-3000:]
+    summary = json.loads(stdout.strip().splitlines()[-1])
+    assert (summary["relayed"], summary["updates"]) == (3, 3), summary
+    assert seen and value(seen[-1], RELAYED) == 3, seen[-1:]
+    assert CombineQueue(conn, combine).items() == {"a": 2, "b": 1}
+    assert scrape(port) is None
+    conn.close()
+
+
+def test_tx_commands_refuse_a_table_without_row_transactions(setup, cli_env, accumulo):
+    """Issue 27: ``tx relay``/``tx status`` on a table that holds no row transactions (a queue's, say) say so
+    (exit 2, naming the table and what a producer table looks like) instead of relaying 0; an initialised
+    producer table with no transaction yet, and one whose producer never ran ``init``, are accepted."""
+    from connector.combine import CombineConfig, CombineQueue
+
+    def tx(command: str, table: str, *extra: str):
+        return run_cli(cli_env, "tx", command, "--cluster", "A", "--table", table, *extra)
+
+    for command in ("relay", "status"):
+        out = tx(command, setup.queue.table)
+        assert out.returncode == 2 and out.stdout == "", (command, out.stdout, out.stderr)
+        message = out.stderr.strip()
+        assert message.startswith(f"accumulo-export: error: table {setup.queue.table!r} on cluster 'A'"), message
+        assert "holds no row transactions" in message and "'!txo'" in message and "'!tx:v'" in message
+        assert "RowTransactions.init" in message and f"export queue {setup.queue.qid!r}" in message
+    # initialised, no transaction yet (setup.txs ran init only): accepted
+    relayed = tx("relay", setup.txs.table)
+    assert relayed.returncode == 0 and json.loads(relayed.stdout)["relayed"] == 0, relayed.stderr
+    status = tx("status", setup.txs.table, "--json")
+    assert status.returncode == 0 and json.loads(status.stdout)["cells"] == 0, status.stderr
+    # a producer that never ran init (no locality group): its version cells say what the table is
+    bare = RowTransactions(setup.conn_a, unique_table("txbare"))
+    setup.conn_a.create_table(bare.table)
+    assert tx("status", bare.table).returncode == 2  # nothing in it yet: nothing says it is a producer's
+    bare.run("row", lambda t: t.put(b"c", b"n", b"1"))
+    bare.close()
+    assert tx("relay", bare.table).returncode == 0
+    # a combine queue's table: its row transactions' outbox family is another one, which the message names
+    combine = CombineConfig(table=unique_table("txdc"), cid="wc", num_buckets=4)
+    CombineQueue(setup.conn_a, combine).init()
+    out = tx("relay", combine.table)
+    assert out.returncode == 2 and "combine queue 'wc'" in out.stderr and "--outbox-family o" in out.stderr
+    assert tx("relay", combine.table, "--outbox-family", "o").returncode == 0
 
 
 def test_combine_relays_updates_a_crashed_producer_left(accumulo, monkeypatch):

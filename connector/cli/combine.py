@@ -249,13 +249,14 @@ def _run(args: argparse.Namespace, gateway: Any, config: CombineConfig, export: 
                 raise UsageError(str(exc)) from None
         else:
             report = _combine_with_spark(args, combine)
+        metrics.observe(report)  # the last counters (a relay after the last round, say), which no round showed
     t = report.totals
     for error in t.errors:
         print(f"accumulo-export: combine error: {error}", file=sys.stderr)
     print(json.dumps({"rounds": report.rounds, "keys": t.keys, "updates": t.updates, "changed": t.changed,
                       "deleted": t.deleted, "exports": t.exports + t.leftovers, "conflicts": t.conflicts,
-                      "failed": t.failed, "remaining": report.remaining, "seconds": round(report.seconds, 2),
-                      "updates_per_s": round(report.rate, 1)}))
+                      "failed": t.failed, "remaining": report.remaining, "relayed": report.relayed,
+                      "seconds": round(report.seconds, 2), "updates_per_s": round(report.rate, 1)}))
     if interrupted:
         return 130
     # a batch run ends with nothing queued unless keys failed; a stream stops with whatever arrived last

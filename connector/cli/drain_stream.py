@@ -1,5 +1,7 @@
 """Supervising a streaming drain from the command line: it runs until Ctrl-C or SIGTERM, which end it after
-the running micro-batch (a stream stopped so ends normally), with progress every ``PROGRESS_SECONDS``."""
+the running micro-batch (a stream stopped so ends normally), with progress every ``PROGRESS_SECONDS``. A Spark
+stream's counters include the micro-batch still running (its tasks' progress rows) and what the planner's
+relay moved (:class:`connector.spark.drain_job.StreamCounters`)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from typing import TYPE_CHECKING
 
 from connector.jobs import DrainJob, DrainReport, LocalEngine, stream_drain
@@ -24,7 +27,8 @@ def stream_with_spark(args: argparse.Namespace, job: DrainJob, spark: SparkSessi
                       folders: list[str]) -> tuple[DrainReport, KeyboardInterrupt | None]:
     """The Spark stream (a structured streaming query) until Ctrl-C or SIGTERM; the report, and what stopped
     it. The temporary folders it makes are added to ``folders``, for the caller to remove after Spark stops."""
-    from connector.spark.drain_job import collect_stream_reports, start_stream
+    from connector.accumulo import AccumuloError
+    from connector.spark.drain_job import StreamCounters, start_stream
     from connector.spark.engine import task_error
 
     report_dir = tempfile.mkdtemp(prefix="drain-stream-")
@@ -35,7 +39,9 @@ def stream_with_spark(args: argparse.Namespace, job: DrainJob, spark: SparkSessi
         folders.append(checkpoint)
     stop: KeyboardInterrupt | None = None  # how the stream was stopped: Ctrl-C or SIGTERM (Terminated)
     report = DrainReport()
-    query = start_stream(spark, job, checkpoint, report_dir, check=False)
+    # the tasks keep progress rows under this id (one per stream run), which the counters fold and remove
+    counters = StreamCounters(job, report_dir, uuid.uuid4().hex)
+    query = start_stream(spark, job, checkpoint, report_dir, check=False, progress_id=counters.progress_id)
     stream_started = time.monotonic()
     kept = f" (checkpoint {checkpoint})" if job.settings.checkpoint else ""
     print(f"streaming drain started{kept}; Ctrl-C or SIGTERM stops it", file=sys.stderr, flush=True)
@@ -44,7 +50,7 @@ def stream_with_spark(args: argparse.Namespace, job: DrainJob, spark: SparkSessi
             with job.source.connect() as conn:
                 while query.isActive and not terminated.is_set():
                     query.awaitTermination(PROGRESS_SECONDS)
-                    collect_stream_reports(report_dir, report)
+                    counters.collect(conn, report)
                     report.seconds = time.monotonic() - stream_started
                     view(report, count_entries(conn, job.queue, limit=PROGRESS_COUNT_LIMIT))
             if terminated.is_set():
@@ -53,7 +59,13 @@ def stream_with_spark(args: argparse.Namespace, job: DrainJob, spark: SparkSessi
             stop = exc
             print("stopping after the running micro-batch ...", file=sys.stderr, flush=True)
             query.stop()
-    collect_stream_reports(report_dir, report)
+    # the last reports; a micro-batch the stop cut short counts through its rows (its work was done)
+    try:
+        with job.source.connect() as conn:
+            counters.collect(conn, report)
+            counters.close(conn)
+    except AccumuloError:  # A does not answer: the reports still count (the rows only hold counters)
+        counters.collect(None, report)
     failure = None if stop else query.exception()
     if failure is not None:
         raise task_error(failure) or RuntimeError(str(failure))

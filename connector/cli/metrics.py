@@ -14,7 +14,7 @@ import errno
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Histogram, start_http_server
@@ -47,6 +47,7 @@ DRAIN_COUNTERS = {
     "cells_written": "cells written on the destination (puts, deletes, tombstones)",
     "bytes_read": "bytes (row + value) of the queue entries read",
     "batches": "rounds (batch) or micro-batches (stream) finished",
+    "outbox_cells_relayed": "outbox cells crashed row-transaction producers left, relayed into the queue",
 }
 COMBINE_COUNTERS = {
     "updates_combined": "queued updates combined (each exactly once)",
@@ -56,18 +57,28 @@ COMBINE_COUNTERS = {
     "keys_failed": "keys left queued because of an error (retried next round)",
     "conflicts": "lost conditions, re-read and retried",
     "batches": "rounds finished",
+    "outbox_cells_relayed": "outbox cells crashed row-transaction producers left, relayed into the combine queue",
 }
+
+
+#: counters read again from the last report at every scrape: a thread of the job (the outbox relay) adds to
+#: them between progress reports, and each is one number that only grows
+LIVE_COUNTERS = ("outbox_cells_relayed",)
 
 
 class Metrics:
     """The metrics of one command: :meth:`observe` takes each progress report, a thread refreshes the lag.
-    A ``Metrics`` made without a port is off: observing costs nothing and nothing is served."""
+    A ``Metrics`` made without a port is off: observing costs nothing and nothing is served. The ``live``
+    counters are read again from the last report observed at every scrape."""
 
     def __init__(self, command: str, labels: Mapping[str, str], counters: Mapping[str, str],
                  read: Callable[[Any], Mapping[str, float]], lag: Callable[[Connection], QueueLag] | None = None,
-                 connect: Callable[[], Connection] | None = None, top: int = TOP_BUCKETS) -> None:
+                 connect: Callable[[], Connection] | None = None, top: int = TOP_BUCKETS,
+                 live: Sequence[str] = ()) -> None:
         self.command, self.labels, self.counter_help, self._read = command, dict(labels), counters, read
         self._lag_fn, self._connect, self.top = lag, connect, top
+        self._live = tuple(name for name in live if name in counters)
+        self._report: Any = None  # the last report observed (the live counters are read from it)
         self._lock = threading.Lock()
         self._counts: dict[str, float] = dict.fromkeys(counters, 0.0)
         self._seen_batches = 0
@@ -129,6 +140,7 @@ class Metrics:
             for name, value in values.items():  # a report is cumulative; never let a counter go back
                 self._counts[name] = max(self._counts[name], float(value))
             self._seen_batches = max(self._seen_batches, batches)
+            self._report = report
         for seconds in durations:
             self.durations.observe(seconds)
 
@@ -166,6 +178,10 @@ class Metrics:
 
     def collect(self) -> Iterator[Metric]:
         with self._lock:
+            if self._report is not None and self._live:
+                values = self._read(self._report)
+                for name in self._live:
+                    self._counts[name] = max(self._counts[name], float(values[name]))
             counts, lag, lag_at, shown = dict(self._counts), self._lag, self._lag_at, dict(self._shown)
         yield InfoMetricFamily(f"{PREFIX}_command", "what this process runs (no hosts, no secrets)",
                                value={"command": self.command, **self.labels})
@@ -202,13 +218,14 @@ def _new_durations(report: Any, new: int) -> list[float]:
 def _drain_counts(r: DrainReport) -> dict[str, float]:
     return {"entries_read": r.entries, "entries_exported": r.exported, "entries_deleted": r.deleted,
             "dead_letters": r.dead_lettered, "cells_written": r.totals.cells + r.live.cells,
-            "bytes_read": r.totals.bytes + r.live.bytes, "batches": r.rounds}
+            "bytes_read": r.totals.bytes + r.live.bytes, "batches": r.rounds, "outbox_cells_relayed": r.relayed}
 
 
 def _combine_counts(r: CombineReport) -> dict[str, float]:
     t = r.totals
     return {"updates_combined": t.updates, "entries_exported": t.exports + t.leftovers, "keys_changed": t.changed,
-            "keys_deleted": t.deleted, "keys_failed": t.failed, "conflicts": t.conflicts, "batches": r.rounds}
+            "keys_deleted": t.deleted, "keys_failed": t.failed, "conflicts": t.conflicts, "batches": r.rounds,
+            "outbox_cells_relayed": r.relayed}
 
 
 def drain_metrics(port: int | None, job: DrainJob) -> Metrics:
@@ -216,7 +233,8 @@ def drain_metrics(port: int | None, job: DrainJob) -> Metrics:
     from connector.queue.status import queue_lag
 
     metrics = Metrics("drain", {"table": job.queue.table, "queue": job.queue.qid, "dest_table": job.dest_table},
-                      DRAIN_COUNTERS, _drain_counts, lambda conn: queue_lag(conn, job.queue), job.source.connect)
+                      DRAIN_COUNTERS, _drain_counts, lambda conn: queue_lag(conn, job.queue), job.source.connect,
+                      live=LIVE_COUNTERS)
     return metrics if port is None else metrics.serve(port)
 
 
@@ -225,5 +243,6 @@ def combine_metrics(port: int | None, job: CombineJob) -> Metrics:
     from connector.combine.status import combine_lag
 
     metrics = Metrics("combine", {"table": job.combine.table, "queue": job.combine.cid}, COMBINE_COUNTERS,
-                      _combine_counts, lambda conn: combine_lag(conn, job.combine), job.source.connect)
+                      _combine_counts, lambda conn: combine_lag(conn, job.combine), job.source.connect,
+                      live=LIVE_COUNTERS)
     return metrics if port is None else metrics.serve(port)

@@ -7,9 +7,12 @@ import json
 import sys
 from typing import Any
 
-from connector.accumulo import AccumuloError
+from connector.accumulo import AccumuloError, Connection
 from connector.clusters_config import cluster
-from connector.transactions.layout import DEFAULT_OUTBOX_FAMILY
+from connector.combine.layout import CONFIG_QUALIFIER as COMBINE_CONFIG_QUALIFIER
+from connector.combine.layout import OUTBOX_FAMILY as COMBINE_OUTBOX_FAMILY
+from connector.queue.layout import CONFIG_FAMILY, CONFIG_QUALIFIER
+from connector.transactions.layout import DEFAULT_OUTBOX_FAMILY, TxLayout
 
 from .common import UsageError
 from .options import Help
@@ -39,7 +42,8 @@ def register_tx_commands(sub: Any) -> None:
 
 
 def cmd_tx(args: argparse.Namespace) -> int:
-    from connector.transactions import TxLayout, outbox_status, relay_table
+    from connector.transactions import outbox_status, relay_table
+    from connector.transactions.status import holds_row_transactions
 
     gateway = cluster(args.cluster)
     layout = TxLayout(outbox_family=args.outbox_family)
@@ -47,6 +51,8 @@ def cmd_tx(args: argparse.Namespace) -> int:
         with gateway.connect() as conn:
             if not conn.table_exists(args.table):
                 raise UsageError(f"table {args.table!r} does not exist on {gateway.describe()}")
+            if not holds_row_transactions(conn, args.table, layout):  # else a relay of it would quietly find 0
+                raise UsageError(_not_a_producer_table(conn, args.table, layout, gateway.describe()))
             if args.tx_command == "relay":
                 stats = relay_table(conn, args.table, layout, max(0.0, args.min_age))
                 print(json.dumps({"relayed": stats.relayed, "exports": stats.exports, "updates": stats.updates,
@@ -67,3 +73,38 @@ def cmd_tx(args: argparse.Namespace) -> int:
               + (f" ({targets})" if targets else "") + (f"; {st.malformed} malformed" if st.malformed else ""))
     return 0
 
+
+
+def _not_a_producer_table(conn: Connection, table: str, layout: TxLayout, where: str) -> str:
+    """Why ``table`` is refused: what a producer table looks like, and what this table holds instead."""
+    outbox = layout.outbox_family.decode()
+    version = f"{layout.version_family.decode()}:{layout.version_qualifier.decode()}"
+    queues, combines = _queues_in(conn, table)
+    held = ""
+    if combines:
+        names = ", ".join(repr(c) for c in combines)
+        held = (f"; it is the table of combine queue {names}, whose row transactions keep their outbox in family "
+                f"{COMBINE_OUTBOX_FAMILY.decode()!r} (--outbox-family {COMBINE_OUTBOX_FAMILY.decode()}; "
+                "'combine run' relays it too)")
+    elif queues:
+        names = ", ".join(repr(q) for q in queues)
+        held = (f"; it is the table of export queue {names}, which producers' outboxes feed: name the producers' "
+                "own table")
+    return (f"table {table!r} on {where} holds no row transactions with outbox family {outbox!r}: a producer "
+            f"table (the one RowTransactions(conn, table) commits to) has that family in a locality group of its "
+            f"own (RowTransactions.init sets it) or version cells {version!r}{held}")
+
+
+def _queues_in(conn: Connection, table: str) -> tuple[list[str], list[str]]:
+    """The export queues and combine queues whose configuration rows ``table`` holds."""
+    queues: list[str] = []
+    combines: list[str] = []
+    columns = [(CONFIG_FAMILY, CONFIG_QUALIFIER), (CONFIG_FAMILY, COMBINE_CONFIG_QUALIFIER)]
+    for cell in conn.scan(table, columns=columns, batch_size=100):
+        if not cell.row.endswith(b"#config"):
+            continue
+        name = cell.row[:-len(b"#config")].decode("utf-8", "replace")
+        (combines if cell.cq == COMBINE_CONFIG_QUALIFIER else queues).append(name)
+        if len(queues) + len(combines) >= 5:
+            break
+    return queues, combines

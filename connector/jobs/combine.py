@@ -77,6 +77,10 @@ class CombineReport:
     def rate(self) -> float:
         return self.totals.updates / self.seconds if self.seconds else 0.0
 
+    def count_relayed(self, stats: Any) -> None:
+        """Count a relay pass (a ``RelayStats``) of this run, as it happens."""
+        self.relayed += stats.relayed
+
 
 ProgressFn = Callable[[CombineReport], None]
 
@@ -173,7 +177,7 @@ def run_combine(engine: Engine, job: CombineJob, progress: ProgressFn | None = N
     report = CombineReport()
     with job.source.connect() as conn:
         plan = _Combine(job, conn, report, progress)
-        report.relayed = run_batch_rounds(engine, job, plan, max_rounds)
+        run_batch_rounds(engine, job, plan, max_rounds, on_relay=report.count_relayed)
     report.seconds = time.monotonic() - plan.started
     return report
 
@@ -188,7 +192,8 @@ def stream_combine(engine: Engine, job: CombineJob, interval: float = 1.0, stop:
     report = CombineReport()
     with job.source.connect() as conn:
         plan = _StreamCombine(job, conn, report, progress)
-        report.relayed = run_stream_rounds(engine, job, plan, interval, stop or threading.Event(), relay_seconds)
+        run_stream_rounds(engine, job, plan, interval, stop or threading.Event(), relay_seconds,
+                          on_relay=report.count_relayed)
         report.remaining = combine_status(conn, job.combine).updates
     report.seconds = time.monotonic() - plan.started
     return report

@@ -158,7 +158,7 @@ def run_drain(engine: Engine, job: DrainJob, progress: ProgressFn | None = None,
     started = time.monotonic()
     with job.source.connect() as src:
         plan = _BatchDrain(job, src, report, started, progress, progress_seconds)
-        report.relayed = run_batch_rounds(engine, job, plan, max_rounds)
+        run_batch_rounds(engine, job, plan, max_rounds, on_relay=report.count_relayed)
     report.seconds = time.monotonic() - started
     return report
 
@@ -250,9 +250,9 @@ def stream_drain(engine: Engine, job: DrainJob, progress: ProgressFn | None = No
     report = DrainReport()
     planner = StreamPlanner(job.source.shared, job.queue, job.settings.sweep_seconds)
     plan = _StreamDrain(job, planner, report, progress)
-    try:
-        report.relayed = run_stream_rounds(engine, job, plan, job.settings.trigger_seconds,
-                                           stop or threading.Event(), job.settings.relay_seconds)
+    try:  # the relay's thread counts into the report as it relays: progress and metrics see it at once
+        run_stream_rounds(engine, job, plan, job.settings.trigger_seconds, stop or threading.Event(),
+                          job.settings.relay_seconds, on_relay=report.count_relayed)
     finally:
         report.seconds = time.monotonic() - plan.started
     return report

@@ -57,6 +57,10 @@ class DrainReport:
     def rate(self) -> float:
         return self.exported / self.seconds if self.seconds else 0.0
 
+    def count_relayed(self, stats: Any) -> None:
+        """Count a relay pass (a ``RelayStats``) of this run, as it happens."""
+        self.relayed += stats.relayed
+
 
 #: called with the report after each round and, while a batch round runs, with its live counters
 ProgressFn = Callable[[DrainReport], None]

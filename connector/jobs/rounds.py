@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 from connector.accumulo.options import GatewayOptions
-from connector.transactions.relay import PeriodicRelay, relay_sources
+from connector.transactions.relay import PeriodicRelay, RelayStats, relay_sources
 
 Groups = tuple[tuple[int, ...], ...]
 
@@ -114,12 +114,21 @@ class StreamPlan(Protocol[S]):
         """Called once per interval, whether a round ran or not."""
 
 
-def run_batch_rounds(engine: Engine, job: RelaySource, plan: BatchPlan[S], max_rounds: int) -> int:
-    """Relay the job's leftover outboxes once, then rounds until the plan is done (or ``max_rounds`` ran: then
-    ``plan.out_of_rounds``). Returns the outbox cells relayed."""
+#: told of the outbox cells a job's relay moved, as it happens (the job's report counts them)
+OnRelay = Callable[[RelayStats], None]
+
+
+def run_batch_rounds(engine: Engine, job: RelaySource, plan: BatchPlan[S], max_rounds: int,
+                     on_relay: OnRelay | None = None) -> int:
+    """Relay the job's leftover outboxes once (``on_relay`` is told what it relayed before the first round),
+    then rounds until the plan is done (or ``max_rounds`` ran: then ``plan.out_of_rounds``). Returns the outbox
+    cells relayed."""
     table, config_row = job.relay_target()
     with job.source.connect() as conn:
-        relayed = relay_sources(conn, table, config_row).relayed
+        relay = relay_sources(conn, table, config_row)
+    relayed = relay.relayed
+    if relayed and on_relay is not None:
+        on_relay(relay)
     for _ in range(max_rounds):
         buckets = plan.next_round()
         if buckets is None:
@@ -133,11 +142,12 @@ def run_batch_rounds(engine: Engine, job: RelaySource, plan: BatchPlan[S], max_r
 
 
 def run_stream_rounds(engine: Engine, job: RelaySource, plan: StreamPlan[S], interval: float,
-                      stop: threading.Event, relay_seconds: float) -> int:
+                      stop: threading.Event, relay_seconds: float, on_relay: OnRelay | None = None) -> int:
     """Every ``interval`` seconds a round over the plan's pending buckets, until ``stop`` is set (or Ctrl-C),
-    with a relay of leftover outboxes running beside it. Returns the outbox cells relayed."""
+    with a relay of leftover outboxes running beside it (on a thread of its own, which tells ``on_relay`` of
+    each pass that relayed something). Returns the outbox cells relayed."""
     table, config_row = job.relay_target()
-    relay = PeriodicRelay(job.source.shared, table, config_row, relay_seconds)
+    relay = PeriodicRelay(job.source.shared, table, config_row, relay_seconds, on_relay=on_relay)
     relay.start()
     with contextlib.closing(relay):
         while not stop.is_set():

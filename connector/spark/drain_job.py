@@ -6,12 +6,19 @@ buckets, each draining its buckets itself: see :mod:`connector.spark.engine`). S
 streaming query at a trigger interval (or AvailableNow) over the ``export-queue-drain`` source, whose tasks
 likewise drain the buckets each micro-batch planned and yield counters (:mod:`connector.spark.drain_source`);
 its checkpoint and read limits are Spark's.
+
+What a stream did reaches its starter three ways, all folded by :class:`StreamCounters`: each micro-batch's
+report (``batch-*.json`` in ``report_dir``, written by ``foreachBatch`` once the micro-batch is done), what the
+planner's relay moved (``relay-*.json`` there), and, while a micro-batch runs, its tasks' progress rows (with a
+``progress_id``), which count until that micro-batch's report arrives and are then removed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
+import logging
 import os
 import time
 from dataclasses import dataclass
@@ -19,16 +26,21 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from connector.accumulo import AccumuloError, Connection
 from connector.jobs import DrainJob, DrainReport, LocalEngine, run_drain
 from connector.jobs.drain import preflight
 from connector.jobs.drain_report import ProgressFn
 from connector.jobs.stats import stats_ddl, stats_from_row, stats_schema
 from connector.queue import DrainStats
+from connector.queue.progress import clear_progress, read_progress_runs
 
+from .drain_source import MICRO_BATCH, RELAY_REPORT_PREFIX, stream_run_id
 from .engine import SparkEngine
 from .export_sink import write_report
 
-#: one row of a drain task's counters (the ``export-queue-drain`` source's schema)
+log = logging.getLogger(__name__)
+
+#: one row of a drain task's counters (the ``export-queue-drain`` source's rows add ``micro_batch``)
 STATS_SCHEMA = stats_schema(DrainStats)
 STATS_DDL = stats_ddl(DrainStats)
 
@@ -42,14 +54,19 @@ def run_batch(spark: SparkSession | None, job: DrainJob, progress: ProgressFn | 
 
 
 def start_stream(spark: SparkSession, job: DrainJob, checkpoint: str, report_dir: str,
-                 available_now: bool = False, *, check: bool = True) -> StreamingQuery:
+                 available_now: bool = False, *, check: bool = True, progress_id: str | None = None) -> StreamingQuery:
     """Start the streaming drain; the caller awaits or stops the returned query. Its trigger interval, read
     limits and sweep are the job's settings (a read limit makes a backlog drain in bounded micro-batches);
-    ``available_now`` drains what is there now and stops."""
+    ``available_now`` drains what is there now and stops. ``report_dir`` receives each micro-batch's counters
+    and what the relay moved; with ``progress_id`` the tasks also keep progress rows, which the caller folds
+    and removes with a :class:`StreamCounters` of the same id."""
     if check:
         preflight(job)
     warm_python_workers(spark, job)
-    reader = spark.readStream.format("export-queue-drain").options(**job.sink_options(report_dir))
+    options = job.sink_options(report_dir)
+    if progress_id is not None:
+        options["progress_id"] = progress_id
+    reader = spark.readStream.format("export-queue-drain").options(**options)
     writer = (reader.load().writeStream.foreachBatch(_BatchReporter(report_dir))
               .option("checkpointLocation", checkpoint))
     if available_now:
@@ -68,8 +85,11 @@ class _BatchReporter:
 
     def __call__(self, counters: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
-        total = sum((DrainStats(**row.asDict()) for row in counters.collect()), DrainStats())
-        write_report(self.report_dir, total, batch_id, wall_seconds=time.monotonic() - started)
+        rows = [row.asDict() for row in counters.collect()]
+        total = sum((stats_from_row(DrainStats, row) for row in rows), DrainStats())
+        micro_batches = sorted({row[MICRO_BATCH] for row in rows if row.get(MICRO_BATCH) is not None})
+        write_report(self.report_dir, total, batch_id, wall_seconds=time.monotonic() - started,
+                     micro_batches=micro_batches)
 
 
 def warm_python_workers(spark: SparkSession, job: DrainJob) -> None:
@@ -83,12 +103,73 @@ def warm_python_workers(spark: SparkSession, job: DrainJob) -> None:
      .option("partitions", str(parallelism)).load().collect())
 
 
-def collect_stream_reports(report_dir: str, report: DrainReport) -> None:
-    """Fold the per-batch reports the stream's commits wrote into ``report``."""
+def collect_stream_reports(report_dir: str, report: DrainReport) -> set[int]:
+    """Fold the reports the stream wrote into ``report`` (and remove them): each micro-batch's counters, and
+    the outbox cells the planner's relay moved (``report.relayed``). Returns the micro-batches (the planner's
+    numbers) whose reports were folded."""
+    done: set[int] = set()
     for path in sorted(glob.glob(os.path.join(report_dir, "*.json"))):
         with open(path) as f:
             written = json.load(f)
         os.remove(path)
+        if os.path.basename(path).startswith(RELAY_REPORT_PREFIX):
+            report.relayed += int(written.get("relayed", 0))
+            continue
         report.totals += stats_from_row(DrainStats, written)
         report.rounds += 1
         report.batch_seconds.append(written.get("wall_seconds") or 0.0)
+        done.update(int(n) for n in written.get("micro_batches") or ())
+    return done
+
+
+class StreamCounters:
+    """Folds what a Spark stream (started with ``report_dir`` and ``progress_id``) did into a ``DrainReport``:
+    the reports of finished micro-batches and the relay into ``report.totals``, ``rounds`` and ``relayed``, and
+    the progress rows of the micro-batch still running into ``report.live``, so a long micro-batch is counted
+    while it runs. A micro-batch counts through its rows until its report is folded, then through the report
+    only (its rows are removed): nothing is counted twice."""
+
+    #: folded micro-batches remembered (a stream runs them one at a time; their rows are removed at once)
+    REMEMBERED = 4096
+
+    def __init__(self, job: DrainJob, report_dir: str, progress_id: str | None) -> None:
+        self.job, self.report_dir, self.progress_id = job, report_dir, progress_id
+        self._done: set[int] = set()
+
+    def collect(self, conn: Connection | None, report: DrainReport) -> None:
+        """Fold what arrived since the last call. The rows are read before the reports: a report that arrives
+        in between then replaces its micro-batch's rows, never adds to them. The rows are best effort (without
+        ``conn``, or when A does not answer, ``report.live`` keeps its last value); the reports are not."""
+        runs = None
+        if self.progress_id is not None and conn is not None:
+            try:
+                runs = read_progress_runs(conn, self.job.queue, f"{self.progress_id}.")
+            except AccumuloError as exc:
+                log.debug("progress rows of stream %s unreadable: %s", self.progress_id, exc)
+        done = collect_stream_reports(self.report_dir, report)
+        self._done |= done
+        if len(self._done) > self.REMEMBERED:
+            self._done = set(sorted(self._done)[-self.REMEMBERED // 2:])
+        if self.progress_id is None:
+            return
+        if conn is not None:
+            for micro_batch in sorted(done):
+                with contextlib.suppress(AccumuloError):  # left rows only hold counters; close() tries again
+                    clear_progress(conn, self.job.queue, stream_run_id(self.progress_id, micro_batch))
+        if runs is not None:
+            report.live = sum((stats for run, stats in runs.items() if _micro_batch_of(run) not in self._done),
+                              DrainStats())
+        elif done:  # unread rows: at least what was folded must leave the live counts
+            report.live = DrainStats()
+
+    def close(self, conn: Connection) -> None:
+        """Remove every progress row of the stream (it stopped; the last :meth:`collect` counted them)."""
+        if self.progress_id is not None:
+            clear_progress(conn, self.job.queue, f"{self.progress_id}.", prefix=True)
+
+
+def _micro_batch_of(run: str) -> int | None:
+    try:
+        return int(run.rsplit(".", 1)[1])
+    except (IndexError, ValueError):
+        return None

@@ -177,14 +177,14 @@ def total(messages: list[Any]) -> DrainStats:
 
 
 def write_report(report_dir: str | None, summary: DrainStats, batch_id: int | None = None,
-                 wall_seconds: float | None = None) -> None:
+                 wall_seconds: float | None = None, **extra: Any) -> None:
     if not report_dir:
         return
     os.makedirs(report_dir, exist_ok=True)
     name = f"batch-{batch_id:08d}.json" if batch_id is not None else f"job-{uuid.uuid4().hex}.json"
     tmp = os.path.join(report_dir, f".{name}.tmp")
     with open(tmp, "w") as f:
-        json.dump(dict(asdict(summary), batch_id=batch_id, at=time.time(), wall_seconds=wall_seconds), f)
+        json.dump(dict(asdict(summary), batch_id=batch_id, at=time.time(), wall_seconds=wall_seconds, **extra), f)
     os.replace(tmp, os.path.join(report_dir, name))
 
 

@@ -26,8 +26,8 @@ from connector.queue.settings import DRAIN, EXPORT, PLAN, DrainSettings
 from connector.settings import Group, OptionError, Settings, Surface, integer, setting
 
 __all__ = ["ACCUMULO", "ACCUMULO_EXPORT", "DEST_PREFIX", "EXPORT_QUEUE", "EXPORT_QUEUE_DRAIN", "GatewayOptions",
-           "OptionError", "SOURCE_PREFIX", "SURFACES", "SinkTarget", "TableRead", "WARM_UP", "WarmUp", "as_dict",
-           "checked", "markdown_tables", "queue_config", "queue_options", "refuse_secrets"]
+           "OptionError", "SOURCE_PREFIX", "SURFACES", "SinkTarget", "StreamProgress", "TableRead", "WARM_UP", "WarmUp",
+           "as_dict", "checked", "markdown_tables", "queue_config", "queue_options", "refuse_secrets"]
 
 SOURCE_PREFIX = "source."
 DEST_PREFIX = "dest."
@@ -41,6 +41,23 @@ class SinkTarget(Settings):
     create_table: bool = setting(True, "create the table when missing (versioning iterator, one version)", flag=None)
     report_dir: str | None = setting(None, "a folder where each batch's (or micro-batch's) counters are written as "
                                            "JSON", flag=None)
+
+
+def progress_id(raw: str) -> str:
+    """An id for progress rows: 1-64 letters, digits, ``_`` or ``-`` (it becomes part of a row)."""
+    if not 0 < len(raw) <= 64 or not all(c.isascii() and (c.isalnum() or c in "_-") for c in raw):
+        raise ValueError(f"must be 1-64 letters, digits, _ or -, got {raw!r}")
+    return raw
+
+
+@dataclass(frozen=True)
+class StreamProgress(Settings):
+    """The streaming drain's live counters (an option of the ``export-queue-drain`` source only)."""
+
+    progress_id: str | None = setting(None, "the tasks keep their running counters in progress rows of the queue "
+                                            "under this id and their micro-batch, so a micro-batch's counts are "
+                                            "seen while it runs (none: no rows); whoever sets it removes the rows "
+                                            "(`accumulo-export drain --stream` does)", parse=progress_id, flag=None)
 
 
 @dataclass(frozen=True)
@@ -81,7 +98,7 @@ ACCUMULO_EXPORT = Surface("accumulo-export", "accumulo-export option",
                           passthrough=_STREAM_SINK)
 EXPORT_QUEUE_DRAIN = Surface("export-queue-drain", "export-queue-drain option",
                              (_SOURCE, _QUEUE, _DEST, Group(SinkTarget),
-                              Group(DrainSettings, tags=frozenset({PLAN, EXPORT, DRAIN}))))
+                              Group(DrainSettings, tags=frozenset({PLAN, EXPORT, DRAIN})), Group(StreamProgress)))
 WARM_UP = Surface("export-queue-warm-up", "export-queue-warm-up option",
                   (*EXPORT_QUEUE_DRAIN.groups, Group(WarmUp)))
 ACCUMULO = Surface("accumulo", "accumulo option",

@@ -178,13 +178,16 @@ class PeriodicRelay:
     """Relays, every ``seconds``, what crashed producers left in the tables recorded as feeding a queue, on a
     thread of its own (a streaming drain runs one). Cells younger than half the period are left for their
     producer, so an outbox a crash left is relayed within about ``seconds``. Errors are logged and retried at
-    the next period; ``stats`` keeps the totals."""
+    the next period; ``stats`` keeps the totals, and ``on_relay(stats)`` (when given) is told of each pass
+    that relayed something, as it happens (how a job's report and metrics count them while it runs)."""
 
     def __init__(self, connect: Callable[[], Connection], queue_table: str, config_row: bytes,
-                 seconds: float = DEFAULT_RELAY_SECONDS) -> None:
+                 seconds: float = DEFAULT_RELAY_SECONDS, *,
+                 on_relay: Callable[[RelayStats], None] | None = None) -> None:
         if seconds <= 0:
             raise ValueError(f"relay period must be > 0 seconds, got {seconds!r}")
         self.connect, self.queue_table, self.config_row, self.seconds = connect, queue_table, config_row, seconds
+        self.on_relay = on_relay
         self.stats = RelayStats()
         self.failures = 0
         self._stop = threading.Event()
@@ -201,6 +204,12 @@ class PeriodicRelay:
         if stats.relayed:
             log.info("relayed %d outbox cells that producers left (%d exports, %d updates)", stats.relayed,
                      stats.exports, stats.updates)
+            if self.on_relay is not None:
+                try:
+                    self.on_relay(stats)
+                except Exception as exc:  # noqa: BLE001 - the relay happened; only its report is lost
+                    log.warning("relayed %d outbox cells but could not report them (%s: %s)", stats.relayed,
+                                type(exc).__name__, exc)
         return stats
 
     def _run(self) -> None:

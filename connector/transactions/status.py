@@ -1,4 +1,5 @@
-"""What waits in a table's outboxes: committed exports and updates not relayed yet."""
+"""What waits in a table's outboxes: committed exports and updates not relayed yet; and whether a table is a
+producer's table at all."""
 
 from __future__ import annotations
 
@@ -48,3 +49,29 @@ def outbox_status(conn: Connection, table: str, layout: TxLayout | None = None) 
     if status.oldest_seq is not None:
         status.age_seconds = max(0.0, (clock_us() - status.oldest_seq) / 1e6)
     return status
+
+
+def holds_row_transactions(conn: Connection, table: str, layout: TxLayout | None = None) -> bool:
+    """Whether ``table`` is a row-transaction producer's table (with ``layout``): its outbox family has a
+    locality group of its own (what ``RowTransactions.init``, the Java producer and ``CombineQueue.init`` set:
+    an initialised table with no transaction yet counts), or it holds a version cell or an outbox cell (a
+    producer that never ran ``init``). A queue's table has none of these. The look is a scan of the version and
+    outbox columns that stops at the first cell: the whole table only when it holds neither."""
+    layout = layout or TxLayout()
+    if outbox_has_group(conn.table_properties(table), layout):
+        return True
+    columns = [(layout.version_family, layout.version_qualifier), layout.outbox_family]
+    cells = conn.scan(table, columns=columns, batch_size=1)
+    try:
+        return next(cells, None) is not None
+    finally:
+        getattr(cells, "close", lambda: None)()  # the scanner, at once
+
+
+def outbox_has_group(properties: dict[str, str], layout: TxLayout) -> bool:
+    """Whether table ``properties`` put ``layout``'s outbox family in an enabled locality group."""
+    family = layout.outbox_family.decode("utf-8")
+    for group in (g for g in properties.get("table.groups.enabled", "").split(",") if g):
+        if family in properties.get(f"table.group.{group}", "").split(","):
+            return True
+    return False
