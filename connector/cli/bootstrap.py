@@ -8,6 +8,7 @@ import dataclasses
 import json
 import os
 import sys
+import threading
 import time
 from typing import Any
 
@@ -20,7 +21,8 @@ from connector.snapshot.state import BootstrapState
 from connector.snapshot.verify import DEFAULT_EXAMPLES
 
 from .common import UsageError, spark_output
-from .options import Help, check_namespace, check_table_name, int_at_least, queue_args
+from .metrics import BootstrapProgress, Metrics, bootstrap_metrics
+from .options import Help, check_namespace, check_table_name, int_at_least, port_number, queue_args
 from .queue import stored_config
 
 #: exit status of a verify that found differences (and did not repair them)
@@ -51,6 +53,9 @@ def register_bootstrap_commands(sub: Any) -> None:
                    help="local: in this process on threads; spark: one Spark task per tablet of A; auto: local "
                         "unless --master is given")
     b.add_argument("--master", help="Spark master (with --engine spark or auto)")
+    b.add_argument("--metrics-port", type=port_number, metavar="PORT",
+                   help="serve Prometheus metrics (tablets written, rows read, cells written) on this port while "
+                        "the bootstrap runs")
     b.add_argument("--forget", action="store_true",
                    help="forget what an unfinished bootstrap of this destination recorded (then start afresh)")
     v = sub.add_parser("verify", formatter_class=Help, help="compare a destination table with what A's rows imply",
@@ -104,20 +109,43 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
             finally:
                 state.release()
         _say(f"forgot the unfinished bootstrap of {job.destination}")
-    if args.engine == "spark" or (args.engine == "auto" and (args.master or os.environ.get("SPARK_MASTER"))):
-        from connector.spark import spark_session
-        from connector.spark.engine import SparkEngine
+    metrics = bootstrap_metrics(args.metrics_port, job)  # a taken port fails here, before anything runs
+    watcher = _watch(job, metrics) if args.metrics_port else None
+    try:
+        if args.engine == "spark" or (args.engine == "auto" and (args.master or os.environ.get("SPARK_MASTER"))):
+            from connector.spark import spark_session
+            from connector.spark.engine import SparkEngine
 
-        with spark_output(verbose=args.verbose):
-            spark = spark_session(args.master, "accumulo-export bootstrap")
-            try:
-                report = run_bootstrap(SparkEngine(spark), job, _say)
-            finally:
-                spark.stop()
-    else:
-        report = run_bootstrap(LocalEngine(), job, _say)
+            with spark_output(verbose=args.verbose):
+                spark = spark_session(args.master, "accumulo-export bootstrap")
+                try:
+                    report = run_bootstrap(SparkEngine(spark), job, _say)
+                finally:
+                    spark.stop()
+        else:
+            report = run_bootstrap(LocalEngine(), job, _say)
+    finally:
+        if watcher is not None:
+            watcher.set()
+        metrics.close()
     _print_bootstrap(report, args.json)
     return EXIT_DIFFERENCES if report.totals.failed else 0
+
+
+def _watch(job: BootstrapJob, metrics: Metrics) -> threading.Event:
+    """Feed the metrics what the bootstrap's state rows say it has written, every 2 s, until the event is set."""
+    stop = threading.Event()
+
+    def watch() -> None:
+        with job.source.connect() as conn:
+            state = BootstrapState(conn, job.queue, job.destination)
+            while not stop.wait(2.0):
+                done = state.done().values()
+                metrics.observe(BootstrapProgress(len(done), sum(d.get("rows") or 0 for d in done),
+                                                  sum(d.get("cells") or 0 for d in done)))
+
+    threading.Thread(target=watch, name="bootstrap-metrics", daemon=True).start()
+    return stop
 
 
 def _print_bootstrap(report: BootstrapReport, as_json: bool) -> None:

@@ -15,6 +15,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Histogram, start_http_server
@@ -27,6 +28,7 @@ from .common import UsageError
 
 if TYPE_CHECKING:
     from connector.jobs import CombineJob, CombineReport, DrainJob, DrainReport
+    from connector.jobs.bootstrap import BootstrapJob
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +66,12 @@ COMBINE_COUNTERS = {
 #: counters read again from the last report at every scrape: a thread of the job (the outbox relay) adds to
 #: them between progress reports, and each is one number that only grows
 LIVE_COUNTERS = ("outbox_cells_relayed",)
+BOOTSTRAP_COUNTERS = {
+    "ranges_written": "tablets of A whose implied cells are written on the destination (this run and earlier ones)",
+    "rows_read": "rows of A read whole and snapshotted",
+    "cells_written": "cells written on the destination",
+    "batches": "tablets of A finished",
+}
 
 
 class Metrics:
@@ -245,4 +253,27 @@ def combine_metrics(port: int | None, job: CombineJob) -> Metrics:
     metrics = Metrics("combine", {"table": job.combine.table, "queue": job.combine.cid}, COMBINE_COUNTERS,
                       _combine_counts, lambda conn: combine_lag(conn, job.combine), job.source.connect,
                       live=LIVE_COUNTERS)
+    return metrics if port is None else metrics.serve(port)
+
+
+@dataclass
+class BootstrapProgress:
+    """What a bootstrap has done so far, as its state rows say (read by :func:`bootstrap_metrics`' caller)."""
+
+    ranges_written: int = 0
+    rows_read: int = 0
+    cells_written: int = 0
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _bootstrap_counts(p: BootstrapProgress) -> dict[str, float]:
+    return {"ranges_written": p.ranges_written, "rows_read": p.rows_read, "cells_written": p.cells_written,
+            "batches": p.ranges_written}
+
+
+def bootstrap_metrics(port: int | None, job: BootstrapJob) -> Metrics:
+    """The metrics of a bootstrap, served on ``port`` from now on (off when ``port`` is None); the caller feeds
+    it :class:`BootstrapProgress` reports."""
+    metrics = Metrics("bootstrap", {"table": job.table, "queue": job.queue.qid, "dest_table": job.dest_table},
+                      BOOTSTRAP_COUNTERS, _bootstrap_counts)
     return metrics if port is None else metrics.serve(port)

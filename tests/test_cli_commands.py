@@ -1,5 +1,5 @@
-"""Second contact (issue 17): the combine queue's path to B, exit statuses, progress, status, stopping, errors
-and checks, as a new user meets them. Cluster tests run on the real embedded clusters."""
+"""The commands as a user meets them: the combine queue's path to B, exit statuses, progress, status,
+stopping on SIGTERM, errors and checks. Cluster tests run on the real embedded clusters."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def _wait(condition, seconds: float = 240) -> None:
         time.sleep(0.5)
 
 
-# --- item 1: the combine queue reaches B through a built-in translator -----------------------------------
+# --- the combine queue reaches B through a built-in translator -----------------------------------
 
 def test_value_translator_writes_each_keys_new_value():
     value = translator_from_name("value=count")
@@ -80,7 +80,7 @@ def test_combine_changes_reach_b_through_the_cli_drain(accumulo, conn_a, conn_b,
     assert {(c.row, c.value) for c in conn_b.scan(dest)} == {(b"apple", b"4"), (b"fig", b"6")}
 
 
-# --- item 2: dead letters make a distinct exit status ---------------------------------------------------
+# --- dead letters make a distinct exit status ---------------------------------------------------
 
 def _small_queue(conn, entries: int = 5, poison: int = 0) -> QueueConfig:
     config = QueueConfig(table=unique_table("q"), qid="dl", num_buckets=4)
@@ -119,7 +119,7 @@ def test_drain_that_dead_letters_exits_3_unless_allowed(conn_a, cli_env):
     assert "--allow-dead-letters" in run_cli(cli_env, "drain", "--help").stdout
 
 
-# --- item 3: progress and summary tell the truth ---------------------------------------------------------
+# --- progress and summary tell the truth ---------------------------------------------------------
 
 @pytest.mark.cluster
 def test_last_progress_of_a_batch_drain_shows_what_is_left(accumulo, conn_a):
@@ -161,7 +161,7 @@ def test_spark_drain_says_spark_is_starting_and_reports_the_whole_time(conn_a, c
     assert summary["exported"] == 30 and summary["total_seconds"] >= summary["seconds"] > 0
 
 
-# --- item 4: queue status after a batch drain -----------------------------------------------------------
+# --- queue status after a batch drain -----------------------------------------------------------
 
 @pytest.mark.cluster
 def test_batch_drain_clears_the_bucket_marks(accumulo, conn_a):
@@ -176,7 +176,7 @@ def test_batch_drain_clears_the_bucket_marks(accumulo, conn_a):
     assert status.empty and status.marked == ()
 
 
-# --- item 5: SIGTERM stops a stream as Ctrl-C does, with a summary ---------------------------------------
+# --- SIGTERM stops a stream as Ctrl-C does, with a summary ---------------------------------------
 
 def _sigterm_stream(conn_a, env: dict, config: QueueConfig, *args: str) -> tuple[int, str, str]:
     proc = _cli_popen(env, *args)
@@ -251,7 +251,7 @@ def test_sigterm_while_spark_starts_ends_a_combine_stream_with_its_summary(conn_
     assert _summary(stdout)["rounds"] == 0
 
 
-# --- item 4: queue init, add and status speak plainly ----------------------------------------------------
+# --- queue init, add and status speak plainly ----------------------------------------------------
 
 @pytest.mark.cluster
 def test_queue_init_add_and_status_speak_plainly(conn_a, cli_env):
@@ -271,7 +271,7 @@ def test_queue_init_add_and_status_speak_plainly(conn_a, cli_env):
     assert "waiting" in text and "buckets marked as holding new entries" in text, text
 
 
-# --- item 6: errors name the problem, the cluster and the table, and no Java -----------------------------
+# --- errors name the problem, the cluster and the table, and no Java -----------------------------
 
 @pytest.mark.cluster
 def test_bad_table_names_and_namespaces_are_refused_before_anything_runs(conn_a, cli_env):
@@ -304,7 +304,7 @@ def test_an_entry_too_large_names_the_limit_not_an_internal_setting(conn_a, cli_
     assert json.loads(run_cli(cli_env, "queue", "status", *q, "--json").stdout)["entries"] == 0
 
 
-# --- item 7: checks as strong as the README says ---------------------------------------------------------
+# --- checks as strong as the README says ---------------------------------------------------------
 
 @pytest.mark.cluster
 def test_add_checks_lines_against_the_stored_translator_and_drain_uses_it(conn_a, conn_b, cli_env):
@@ -336,7 +336,7 @@ def test_add_to_a_queue_never_initialised_is_refused(conn_a, cli_env):
     assert not list(conn_a.scan(table))
 
 
-# --- item 8: combine get ---------------------------------------------------------------------------------
+# --- combine get ---------------------------------------------------------------------------------
 
 @pytest.mark.cluster
 def test_combine_get_prints_combined_values(conn_a, cli_env):
@@ -353,7 +353,7 @@ def test_combine_get_prints_combined_values(conn_a, cli_env):
     assert text.stdout == "pear\t2\n", text.stdout
 
 
-# --- item 9: README figures say under which conditions they were measured --------------------------------
+# --- README figures say under which conditions they were measured --------------------------------
 
 def test_readme_benchmark_figures_state_their_conditions():
     readme = (ROOT / "README.md").read_text()

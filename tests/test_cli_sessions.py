@@ -1,5 +1,5 @@
-"""The first hour with the CLI (issue 7, findings 6-10): progress, quiet output, help, dead letters, README
-snippets that run as written, and nothing left behind. On the real clusters."""
+"""CLI sessions end to end: progress, quiet output, help, dead letters, README snippets that run as written,
+and nothing left behind. On the real clusters."""
 
 from __future__ import annotations
 
