@@ -433,3 +433,45 @@ def test_the_commands_bootstrap_with_spark_then_verify_and_repair(scenario, cli_
         stream.close()
     assert_exact(scenario, scenario.index)
     txs.close()
+
+
+def test_the_bulk_path_keeps_each_rows_version_and_loads_nothing_twice_after_a_kill(scenario, monkeypatch):
+    """Sorted RFiles, cut at the destination's splits and bulk-loaded, keep every cell's timestamp (all
+    versions scanned); a bootstrap killed between a range's load and its record resumes without loading it
+    again."""
+    from connector.accumulo import bulk as bulk_module
+
+    txs = RowTransactions(scenario.conn_a, scenario.counts)
+    for i in range(60):
+        commit(txs, scenario, f"b{i:03d}", i + 1)
+    scenario.conn_a.add_splits(scenario.counts, [b"b029"])
+    dest = unique_table("bulk")
+    scenario.conn_b.create_table(dest)
+    scenario.conn_b.add_splits(dest, [b"00000020", b"00000040"])
+    loads: list[str] = []
+    real_load = bulk_module.BulkImport.load
+    monkeypatch.setattr(bulk_module.BulkImport, "load", lambda self: (loads.append(self.bulk_id), real_load(self)))
+    real_done = BootstrapState.mark_done
+
+    def killed_after_the_first_load(self, index, counters):
+        if loads and "killed" not in loads:
+            loads.append("killed")
+            raise SystemExit("killed")  # the process dies between the load and its record
+        real_done(self, index, counters)
+
+    monkeypatch.setattr(BootstrapState, "mark_done", killed_after_the_first_load)
+    job = bootstrap_job(scenario, dest, method="bulk", final_check=False)
+    with pytest.raises(SystemExit):
+        run_bootstrap(LocalEngine(threads=1), job)
+    scenario.conn_a.write(scenario.queue.table, [Mutation(BootstrapState(scenario.conn_a, scenario.queue,
+                                                                         job.destination).row).delete(b"b", b"lease")])
+    report = run_bootstrap(LocalEngine(threads=1), job)
+    assert report.ranges == 2 and loads.count("killed") == 1
+    assert len([x for x in loads if x != "killed"]) == 2  # each range's files loaded once, the first before the kill
+    assert_exact(scenario, dest)
+    version_cells = scenario.conn_a.scan(scenario.counts, columns=[(b"!tx", b"v")])
+    versions = {c.row: int(c.value.split(b" ")[0]) for c in version_cells}
+    every_version = list(scenario.conn_b.scan(dest))
+    assert len(every_version) == 60 and all(c.ts == versions[c.cq] for c in every_version)
+    assert len(scenario.conn_b.list_splits(dest)) == 2
+    txs.close()

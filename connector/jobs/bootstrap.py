@@ -15,6 +15,7 @@ row's read reaches the destination through it.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -37,6 +38,7 @@ from connector.snapshot import (
     snapshot_source,
     verify_destination,
 )
+from connector.snapshot.bulk import bulk_range, finish_load
 from connector.snapshot.implied import source_bounds
 from connector.snapshot.state import BootstrapState, Plan, destination_id
 from connector.snapshot.verify import entries_written_before
@@ -115,10 +117,20 @@ class RangeWriter:
         assert s.translator is not None
         exporter = shared_exporter(job.dest, job.dest_table, s.translator, s.delete_mode, True)
         state = BootstrapState(conn, job.queue, job.destination, token=self.token)
+        bulks = state.bulks() if s.method != "live" else {}
         total = SnapshotStats()
         for i in indices:
             started = time.monotonic()
-            stats = bootstrap_range(conn, job.table, self.ranges[i], source, job.queue, exporter)
+            if i in bulks and finish_load(exporter.connection, job.dest_table, *bulks[i]):
+                state.mark_done(i, {"resumed_load": bulks[i][0]})
+                continue
+            if s.method == "live":
+                stats = bootstrap_range(conn, job.table, self.ranges[i], source, job.queue, exporter)
+            else:
+                splits = exporter.connection.list_splits(job.dest_table)
+                stats = bulk_range(conn, job.table, self.ranges[i], source, job.queue, exporter, splits,
+                                   functools.partial(state.mark_bulk, i),
+                                   live_below=s.bulk_cells if s.method == "auto" else 0)
             stats.seconds = time.monotonic() - started
             state.mark_done(i, {"rows": stats.rows, "exports": stats.exports, "cells": stats.cells})
             total += stats

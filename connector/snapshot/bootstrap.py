@@ -29,6 +29,9 @@ from .functions import SnapshotSource, check_snapshot_name
 from .implied import Bounds, SnapshotStats, implied_chunks
 from .verify import DEFAULT_SETTLE_SECONDS
 
+#: with method auto, a tablet of A implying at least this many cells is bulk-loaded (bench_bootstrap.py)
+BULK_CELLS = 100_000
+
 
 @dataclass(frozen=True)
 class BootstrapSettings(Settings):
@@ -42,6 +45,11 @@ class BootstrapSettings(Settings):
                                      metavar=METAVAR)
     delete_mode: str = setting(DeleteMode.DELETE.value, "the destination's delete mode, as its drain writes it",
                                choices=[m.value for m in DeleteMode])
+    method: str = setting("auto", "how cells reach the destination: live (its writer), bulk (sorted RFiles the "
+                                  "gateway writes and bulk-loads, timestamps kept) or auto (bulk for a tablet of A "
+                                  "that implies at least --bulk-cells cells)", choices=["auto", "live", "bulk"])
+    bulk_cells: int = setting(BULK_CELLS, "with --method auto: the fewest cells a tablet of A must imply to be "
+                                          "bulk-loaded", parse=integer(1))
     final_check: bool = setting(True, "after the snapshot, wait for the queue's older entries to be drained, "
                                       "then verify the destination and repair what differs", parse=boolean,
                                 flag=None)

@@ -7,6 +7,7 @@ bootstrap that was killed resumes where it stopped, and two bootstraps of one de
     b:plan    JSON: the producer table, the snapshot, the tablet ranges of A to read (hex bounds), the
               server time the bootstrap started (the final check waits for the queue's entries older than it)
     r:<n>     range n is done: JSON {"rows", "exports", "cells"}
+    k:<n>     range n's bulk load: JSON {"bulk": staging directory id, "phase": "writing" or "loading"}
 
 Taking the lease is one conditional mutation (absent, or the very value of an expired lease), so of two
 bootstraps started together exactly one runs; the other is refused with the holder's name. Every write of a
@@ -35,6 +36,7 @@ log = logging.getLogger(__name__)
 STATE_FAMILY = b"b"
 LEASE, PLAN = b"lease", b"plan"
 RANGE_FAMILY = b"r"
+BULK_FAMILY = b"k"
 #: a lease not renewed for this long is free (its bootstrap was killed)
 LEASE_SECONDS = 60.0
 LEASE_RENEW_SECONDS = 10.0
@@ -167,11 +169,27 @@ class BootstrapState:
         """Range ``index`` is written (durably) on the destination."""
         self._must(Mutation(self.row).put(RANGE_FAMILY, str(index).encode(), json.dumps(counters).encode()))
 
+    def mark_bulk(self, index: int, bulk_id: str, phase: str) -> None:
+        """Range ``index`` is being bulk-loaded from staging directory ``bulk_id``: its files are being
+        ``writing`` (never loaded yet) or ``loading`` (all closed; the load may have happened)."""
+        self._must(Mutation(self.row).put(BULK_FAMILY, str(index).encode(),
+                                          json.dumps({"bulk": bulk_id, "phase": phase}).encode()))
+
+    def bulks(self) -> dict[int, tuple[str, str]]:
+        """Range -> (staging directory id, phase) of the bulk loads recorded."""
+        out = {}
+        for cell in self.conn.scan(self.queue.table, Range.exact_row(self.row), columns=[BULK_FAMILY]):
+            record = json.loads(cell.value)
+            out[int(cell.cq)] = (record["bulk"], record["phase"])
+        return out
+
     def clear(self) -> None:
         """Forget plan and progress: the bootstrap finished."""
         mutation = Mutation(self.row).delete(STATE_FAMILY, PLAN)
         for index in self.done():
             mutation.delete(RANGE_FAMILY, str(index).encode())
+        for index in self.bulks():
+            mutation.delete(BULK_FAMILY, str(index).encode())
         self._must(mutation)
 
     def server_time_ms(self) -> int:
