@@ -10,6 +10,7 @@ Shaped like pyaccumulo/happybase::
             print(cell.row, cell.value)
 """
 
+from .bulk import BulkFile, BulkImport, sort_cells
 from .cells import Cell, IteratorSetting, Key, Range
 from .conditional import Condition, ConditionalMutation, ConditionalWriter
 from .connection import DEFAULT_PORT, Connection
@@ -35,10 +36,12 @@ from .transport import RetryPolicy
 from .writer import BatchWriter
 
 __all__ = [
-    "AccumuloError", "AccumuloSecurityError", "AccumuloServerError", "BatchWriter", "Cell", "ColumnUpdate",
+    "AccumuloError", "AccumuloSecurityError", "AccumuloServerError", "BatchWriter", "BulkFile", "BulkImport", "Cell",
+    "ColumnUpdate",
     "Condition", "ConditionalMutation", "ConditionalWriter", "Connection", "ConnectionLostError",
     "DEFAULT_MAX_FRAME_BYTES", "DEFAULT_PORT",
     "InvalidMutationError", "IteratorSetting", "Key", "Mutation", "MutationsRejectedError", "Range",
     "RetryPolicy", "SECRET_ENV", "SECRET_FILE_ENV", "TableExistsError", "TableNotFoundError",
     "TimedOutError", "TlsError", "TlsOptions", "UnknownScannerError", "UnknownWriterError", "resolve_secret",
+    "sort_cells",
 ]
