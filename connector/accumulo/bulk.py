@@ -32,6 +32,7 @@ saying the bulk path needs this project's gateway. The gateway's side, the stagi
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Any
 
@@ -67,22 +68,46 @@ def sort_cells(cells: pa.RecordBatch | pa.Table) -> pa.RecordBatch:
     """An updates batch (``native_wire.UPDATE_SCHEMA``: row, cf, cq, cv, ts, value, delete) in Accumulo's Key
     order (:data:`KEY_ORDER`), exact duplicate keys removed (the first one kept), as one batch. A batch
     without the ``delete`` column gets one (a null value is a delete, as ``BatchWriter.add_cells`` reads it).
-    Cells without a timestamp sort last; a bulk file refuses them."""
+    Cells without a timestamp sort last; a bulk file refuses them. A batch already in order with no duplicate
+    comes back as it is, after one vectorized pass over it."""
     table = pa.Table.from_batches([cells]) if isinstance(cells, pa.RecordBatch) else cells
     if "delete" not in table.column_names:
         table = table.append_column("delete", pc.is_null(table.column("value")))
-    table = table.take(pc.sort_indices(table, sort_keys=KEY_ORDER, null_placement="at_end")).combine_chunks()
-    n = table.num_rows
-    if n > 1:
-        same = None
-        for name, _ in KEY_ORDER:
-            column = table.column(name)
-            equal = pc.fill_null(pc.equal(column.slice(1), column.slice(0, n - 1)), False)
-            same = equal if same is None else pc.and_(same, equal)
-        keep = pa.concat_arrays([pa.array([True]), pc.invert(same).combine_chunks()])  # type: ignore[arg-type]
-        table = table.filter(keep)
-    batches = table.combine_chunks().to_batches()
+    table = table.combine_chunks()
+    if table.num_rows > 1 and not _rising(table):
+        table = table.take(pc.sort_indices(table, sort_keys=KEY_ORDER)).combine_chunks()  # nulls last
+        keep = pa.concat_arrays([pa.array([True]), pc.invert(_same_as_previous(table))])
+        table = table.filter(keep).combine_chunks()
+    batches = table.to_batches()
     return batches[0] if batches else pa.RecordBatch.from_pylist([], schema=table.schema)
+
+
+def _pairs(table: pa.Table, name: str) -> tuple[pa.Array, pa.Array]:
+    """Each cell's ``name`` (from the second on) and its predecessor's."""
+    column = table.column(name).chunk(0)
+    return column.slice(1), column.slice(0, len(column) - 1)
+
+
+def _same_as_previous(table: pa.Table) -> pa.Array:
+    """For each cell from the second on: whether its key equals the previous cell's (nulls never equal)."""
+    same = None
+    for name, _ in KEY_ORDER:
+        after, before = _pairs(table, name)
+        equal = pc.fill_null(pc.equal(after, before), False)
+        same = equal if same is None else pc.and_(same, equal)
+    return same
+
+
+def _rising(table: pa.Table) -> bool:
+    """Whether every key is strictly above the one before it in Key order (nulls: not)."""
+    above = None  # from the last key part to the first: above_i = part_i above or (part_i equal and above_i+1)
+    for name, order in reversed(KEY_ORDER):
+        after, before = _pairs(table, name)
+        higher = pc.greater(after, before) if order == "ascending" else pc.less(after, before)
+        higher = pc.fill_null(higher, False)
+        above = higher if above is None else pc.or_(higher, pc.and_(pc.fill_null(pc.equal(after, before), False),
+                                                                    above))
+    return bool(pc.all(above).as_py())
 
 
 class BulkImport:
@@ -289,6 +314,9 @@ class BulkFile:
                 replacement = self._client.createBulkFileWriter(self.connection.shared_secret,
                                                                 self.bulk.bulk_id, self.name)
                 self._client.closeWriter(replacement)
+            else:  # the gateway deleted the file already; this only frees the writer (it repeats the failure)
+                with contextlib.suppress(proxy.MutationsRejectedException, proxy.UnknownWriter):
+                    self._client.closeWriter(self.writer_id)
         except Exception as exc:  # noqa: BLE001 - the gateway discards an idle file writer anyway
             log.debug("%r: abort could not discard the file on the gateway (%s)", self, exc)
         finally:

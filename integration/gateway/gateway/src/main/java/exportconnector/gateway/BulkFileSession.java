@@ -145,6 +145,7 @@ final class BulkFileSession extends UpdateSession {
     failure = "bulk file " + name + " of bulk import " + bulkId + " failed after " + written
         + " cell(s) and was deleted, nothing of it will be loaded (write it again): " + why;
     LOG.info("{}", failure);
+    imports.forget(this); // no longer being written: it does not hold up importBulk
     discardFile();
   }
 
