@@ -18,6 +18,7 @@ from connector.accumulo import (
     sort_cells,
 )
 from connector.accumulo.native_wire import UPDATE_SCHEMA
+from integration.harness import StandaloneGateway
 
 from .conftest import unique_table
 from .upstream_proxy import UpstreamProxy
@@ -183,6 +184,26 @@ def test_a_file_written_again_replaces_it_and_an_aborted_file_is_discarded(conn_
         assert bulk.files_left() == 1
         bulk.load()
     assert all_versions(conn_b, versions_table) == [(b"second", b"f", b"q", 1, b"v")]
+
+
+def test_the_deployable_jar_stages_under_gateway_bulk_dir(accumulo, conn_b, versions_table, tmp_path):
+    """The jar (Accumulo 2.1.6 client) against the 2.1.4 cluster, with gateway.bulk.dir a file: URI: the
+    staging directory is there while files wait, and gone after the import."""
+    staging = tmp_path / "bulk-staging"
+    gateway = StandaloneGateway(accumulo["b"], extra_properties={"gateway.bulk.dir": staging.as_uri()})
+    gateway.start()
+    try:
+        with gateway.connect() as conn, conn.bulk_import(versions_table) as bulk:
+            with bulk.file("f") as f:
+                f.add_cells(batch([put(b"r", b"q", 42, b"v")]))
+            assert sorted(p.name for p in (staging / bulk.bulk_id).iterdir()) == ["_bulk", "f.rf"]
+            bulk.load()
+            assert not list((staging / bulk.bulk_id).glob("*.rf"))  # moved into the table (a local file system
+            # keeps the .crc of the load map the client wrote: removed with the directory)
+        assert list(staging.iterdir()) == []
+    finally:
+        gateway.stop()
+    assert all_versions(conn_b, versions_table) == [(b"r", b"f", b"q", 42, b"v")]
 
 
 def test_bulk_calls_on_a_missing_table_or_with_a_bad_name_are_refused(conn_b, versions_table):
