@@ -322,6 +322,7 @@ def test_config_errors_fail_at_start_with_the_setting_named(accumulo, tmp_path):
         ({"gateway.tls.enabled": "true"}, "gateway.tls.enabled=true needs gateway.tls.cert.file"),
         ({"gateway.tls.cert.file": "x.pem"}, "gateway.tls.cert.file is set but gateway.tls.enabled is not true"),
         ({"gateway.max.frame.bytes": "12"}, "gateway.max.frame.bytes must be between 1024"),
+        ({"gateway.bulk.dir": "relative/bulk"}, "gateway.bulk.dir must be an absolute path"),
         ({"gateway.secret.file": str(tmp_path / "missing")}, "cannot read the gateway shared secret file"),
     ]
     for extra, message in cases:

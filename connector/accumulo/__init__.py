@@ -10,6 +10,7 @@ Shaped like pyaccumulo/happybase::
             print(cell.row, cell.value)
 """
 
+from .bulk import BulkFile, BulkImport, sort_cells
 from .cells import Cell, IteratorSetting, Key, Range
 from .conditional import Condition, ConditionalMutation, ConditionalWriter
 from .connection import DEFAULT_PORT, Connection
@@ -36,11 +37,10 @@ from .wire.native import CELLS_SCHEMA, UPDATE_SCHEMA
 from .writer import BatchWriter
 
 __all__ = [
-    "AccumuloError", "AccumuloSecurityError", "AccumuloServerError", "BatchWriter", "CELLS_SCHEMA", "Cell",
-    "ColumnUpdate", "Condition", "ConditionalMutation", "ConditionalWriter", "Connection", "ConnectionLostError",
-    "DEFAULT_MAX_FRAME_BYTES", "DEFAULT_PORT",
-    "InvalidMutationError", "IteratorSetting", "Key", "Mutation", "MutationsRejectedError", "Range",
-    "RetryPolicy", "SECRET_ENV", "SECRET_FILE_ENV", "TableExistsError", "TableNotFoundError",
-    "TimedOutError", "TlsError", "TlsOptions", "UPDATE_SCHEMA", "UnknownScannerError", "UnknownWriterError",
-    "resolve_secret",
+    "AccumuloError", "AccumuloSecurityError", "AccumuloServerError", "BatchWriter", "BulkFile", "BulkImport",
+    "CELLS_SCHEMA", "Cell", "ColumnUpdate", "Condition", "ConditionalMutation", "ConditionalWriter", "Connection",
+    "ConnectionLostError", "DEFAULT_MAX_FRAME_BYTES", "DEFAULT_PORT", "InvalidMutationError", "IteratorSetting", "Key",
+    "Mutation", "MutationsRejectedError", "Range", "RetryPolicy", "SECRET_ENV", "SECRET_FILE_ENV", "TableExistsError",
+    "TableNotFoundError", "TimedOutError", "TlsError", "TlsOptions", "UPDATE_SCHEMA", "UnknownScannerError",
+    "UnknownWriterError", "resolve_secret", "sort_cells",
 ]

@@ -12,6 +12,7 @@ from typing import Any
 import pyarrow as pa
 
 from ._idl import proxy
+from .bulk import BulkImport
 from .cells import Cell, IteratorSetting, Range
 from .conditional import ConditionalWriter
 from .errors import (
@@ -342,17 +343,20 @@ class Connection:
 
     def scan(self, table: str, range: Range | None = None, columns: Sequence[Any] | None = None,
              authorizations: Iterable[BytesLike] | None = None,
-             iterators: Sequence[IteratorSetting] = (), batch_size: int = 1000) -> Iterator[Cell]:
-        """Yield the cells of ``range`` in key order, fetched ``batch_size`` at a time."""
-        return scan(self, table, range, columns, authorizations, iterators, batch_size)
+             iterators: Sequence[IteratorSetting] = (), batch_size: int = 1000,
+             isolated: bool = False) -> Iterator[Cell]:
+        """Yield the cells of ``range`` in key order, fetched ``batch_size`` at a time. ``isolated``: each row
+        whole at one version (only this project's gateway: :mod:`.whole_rows`, :mod:`.extensions`)."""
+        return scan(self, table, range, columns, authorizations, iterators, batch_size, isolated)
 
     def scan_batches(self, table: str, range: Range | None = None, columns: Sequence[Any] | None = None,
                      authorizations: Iterable[BytesLike] | None = None,
-                     iterators: Sequence[IteratorSetting] = (), batch_size: int = 1000) -> Iterator[pa.RecordBatch]:
+                     iterators: Sequence[IteratorSetting] = (), batch_size: int = 1000,
+                     isolated: bool = False) -> Iterator[pa.RecordBatch]:
         """As :meth:`scan`, but one Arrow batch per page of up to ``batch_size`` cells (columns row, cf,
         cq, cv, ts int64, value), decoded natively. Resumes after the last cell yielded when the
         connection or the scanner is lost."""
-        return scan_batches(self, table, range, columns, authorizations, iterators, batch_size)
+        return scan_batches(self, table, range, columns, authorizations, iterators, batch_size, isolated)
 
     def batch_scan(self, table: str, ranges: Sequence[Range], columns: Sequence[Any] | None = None,
                    authorizations: Iterable[BytesLike] | None = None,
@@ -363,6 +367,11 @@ class Connection:
 
     def conditional_writer(self, table: str, **options: Any) -> ConditionalWriter:
         return ConditionalWriter(self, table, **options)
+
+    def bulk_import(self, table: str, *, bulk_id: str | None = None) -> BulkImport:
+        """A bulk load of sorted RFiles into ``table`` that keeps each cell's timestamp (:mod:`.bulk`; only this
+        project's gateway); ``bulk_id`` resumes one created before."""
+        return BulkImport(self, table, bulk_id=bulk_id)
 
 
 def _opt_bytes(value: BytesLike | None) -> bytes | None:

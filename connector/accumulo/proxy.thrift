@@ -5,6 +5,9 @@
 // compact. Calls that act on a table take the gateway's shared secret as argument 1; calls on an open
 // writer or scanner take the opaque id that the create call returned.
 //
+// This gateway's extensions: struct fields numbered from 101 (upstream's proxy skips them) and the calls at
+// the end of the service (upstream's answers them with UNKNOWN_METHOD). gatewayExtensions() names them.
+//
 // One file, two consumers: thriftpy2 loads it at run time, and the gateway's Maven build generates its
 // Java bindings from it.
 
@@ -66,6 +69,11 @@ struct ScanOptions {
   // this gateway's extension (upstream's proxy skips the field): how long a scan may wait for a tablet
   // server before it fails with TimedOutException; unset or 0: as long as it takes
   101:optional i64 timeoutMs
+  // this gateway's extension: true reads each row whole at one version (Accumulo's
+  // Scanner.enableIsolation(): a row never mixes cells of two writes to it). Upstream's proxy skips the
+  // field and the scan silently runs without isolation, so a client must not rely on it unless
+  // gatewayExtensions() names "scan.isolated" (the Python client checks that before reading)
+  102:optional bool isolated
 }
 
 struct BatchScanOptions {
@@ -264,5 +272,51 @@ service AccumuloProxy {
     throws (1:AccumuloException ouch1, 2:AccumuloSecurityException ouch2)
 
   void changeUserAuthorizations(1:string sharedSecret, 2:string user, 3:set<binary> authorizations)
+    throws (1:AccumuloException ouch1, 2:AccumuloSecurityException ouch2)
+
+  // ---- this gateway's extensions (not in upstream's proxy, which answers each of these calls with a
+  // TApplicationException UNKNOWN_METHOD; the Python client turns that into an AccumuloError saying the
+  // feature needs this project's gateway) ----
+
+  // The extensions this gateway serves, by name: "scan.timeoutMs" (ScanOptions/BatchScanOptions field 101),
+  // "scan.isolated" (ScanOptions field 102), "bulk.rfile" (the bulk calls below).
+  set<string> gatewayExtensions(1:string sharedSecret)
+    throws (1:AccumuloSecurityException ouch1)
+
+  // Bulk loads of sorted RFiles that keep their cells' timestamps. A bulk import is a staging directory on
+  // the cluster's file system (under gateway.bulk.dir) for one destination table; the gateway writes RFiles
+  // into it with Accumulo's RFile writer and loads them with importDirectory(dir).to(table).tableTime(false).
+  // Ids are opaque; any gateway of the cluster with the same gateway.bulk.dir resolves them.
+
+  // A new, empty staging directory for table tableName; returns the bulk import's id.
+  string createBulkImport(1:string sharedSecret, 2:string tableName)
+    throws (1:AccumuloException ouch1, 2:AccumuloSecurityException ouch2, 3:TableNotFoundException ouch3)
+
+  // A writer of one RFile, fileName (letters, digits, '_', '-'; ".rf" is added) of bulk import bulkId: use
+  // the id with update (cells), flush (reports a failure) and closeWriter (completes the file; only then
+  // does the file count for importBulk). The cells of each update call are sorted by Accumulo's Key order
+  // (row, family, qualifier, visibility ascending, timestamp descending, a delete before a put); across
+  // calls keys must keep rising. A key lower than the last one written, or a cell without a timestamp,
+  // fails the file: its partial file is deleted, later updates are dropped, and every flush / closeWriter
+  // throws MutationsRejectedException naming the key. An exact duplicate of the last key is dropped. A
+  // second writer of the same name replaces the first (a file written again after a lost connection).
+  // A file writer closed for idling (gateway.idle.timeout.ms) or at shutdown is discarded, not completed.
+  string createBulkFileWriter(1:string sharedSecret, 2:string bulkId, 3:string fileName)
+    throws (1:AccumuloException ouch1, 2:AccumuloSecurityException ouch2)
+
+  // Loads the completed files: importDirectory(dir).to(table).tableTime(false).load(), which keeps every
+  // cell's timestamp. Files still being written on this gateway make it fail. Accumulo moves the files into
+  // the table, so calling it again after it succeeded loads nothing (there is nothing left to load).
+  void importBulk(1:string sharedSecret, 2:string bulkId)
+    throws (1:AccumuloException ouch1, 2:AccumuloSecurityException ouch2, 3:TableNotFoundException ouch3)
+
+  // How many completed files wait in the staging directory: 0 once importBulk succeeded, so a client that
+  // resumes can tell whether the import happened. AccumuloException if the bulk import does not exist.
+  i32 bulkFilesLeft(1:string sharedSecret, 2:string bulkId)
+    throws (1:AccumuloException ouch1, 2:AccumuloSecurityException ouch2)
+
+  // Removes the staging directory with whatever it holds (file writers of it on this gateway are
+  // discarded); removing one that is gone already is harmless.
+  void deleteBulkImport(1:string sharedSecret, 2:string bulkId)
     throws (1:AccumuloException ouch1, 2:AccumuloSecurityException ouch2)
 }

@@ -25,8 +25,10 @@ from .errors import (
     UnknownScannerError,
     translate,
 )
+from .extensions import SCAN_ISOLATED, require_extension
 from .mutation import BytesLike, to_bytes
 from .session import Session
+from .whole_rows import resume_range, whole_rows
 from .wire.next_k import next_k_batch
 
 log = logging.getLogger(__name__)
@@ -99,23 +101,28 @@ def _next_page(conn: Session, scanner_id: str, k: int) -> tuple[list[Cell], bool
 def _resumable(conn: Session, table: str, rng: Range | None, columns: Sequence[Any] | None,
                authorizations: Iterable[BytesLike] | None, iterators: Sequence[IteratorSetting],
                batch_size: int, fetch: Callable[[Any, str, int], tuple[P, bool]],
-               last_key: Callable[[P], Key | None]) -> Iterator[P]:
+               last_key: Callable[[P], Key | None], isolated: bool = False) -> Iterator[P]:
     """Pages of ``range`` in key order; a lost connection or scanner resumes on a fresh scanner right
-    after the last cell of the last page yielded (``last_key``; None for an empty page)."""
+    after the last cell of the last page yielded (``last_key``; None for an empty page). ``isolated``: each
+    row whole at one version, only from a gateway that confirms it (:mod:`.extensions`)."""
     rng = rng or Range()
     auths = _auths(authorizations)
     thrift_columns = columns_to_thrift(columns)
     thrift_iters = [i.to_thrift() for i in iterators] or None
     last: Key | None = None
     failures = 0
+    if isolated:  # complete rows only; a resumed scan starts at the next row (.whole_rows)
+        fetch = whole_rows(fetch)
     while True:
-        current = rng if last is None else rng.after(last)
+        current = rng if last is None else resume_range(rng, last) if isolated else rng.after(last)
         options = proxy.ScanOptions(authorizations=auths, range=current.to_thrift(), columns=thrift_columns,
                                     iterators=thrift_iters, bufferSize=batch_size,
-                                    timeoutMs=conn.server_wait_ms or None)
+                                    timeoutMs=conn.server_wait_ms or None, isolated=isolated or None)
         with _within_server_wait(conn, table):
             scanner_id = conn.call("createScanner", table, options)
             try:
+                if isolated:  # asked of the gateway holding the scanner: upstream's skips the field silently
+                    require_extension(conn, SCAN_ISOLATED, f"an isolated scan of table {table!r}")
                 while True:
                     page, more = _page(conn, fetch, scanner_id, batch_size)
                     key = last_key(page)
@@ -149,18 +156,18 @@ def _last_batch_key(batch: pa.RecordBatch) -> Key | None:
 
 def scan(conn: Session, table: str, rng: Range | None, columns: Sequence[Any] | None,
          authorizations: Iterable[BytesLike] | None, iterators: Sequence[IteratorSetting],
-         batch_size: int) -> Iterator[Cell]:
+         batch_size: int, isolated: bool = False) -> Iterator[Cell]:
     for cells in _resumable(conn, table, rng, columns, authorizations, iterators, batch_size, next_k_cells,
-                            _last_cell_key):
+                            _last_cell_key, isolated):
         yield from cells
 
 
 def scan_batches(conn: Session, table: str, rng: Range | None, columns: Sequence[Any] | None,
                  authorizations: Iterable[BytesLike] | None, iterators: Sequence[IteratorSetting],
-                 batch_size: int) -> Iterator[pa.RecordBatch]:
+                 batch_size: int, isolated: bool = False) -> Iterator[pa.RecordBatch]:
     """As :func:`scan`, one cells batch per ``nextK`` page, decoded natively (empty pages skipped)."""
     for batch in _resumable(conn, table, rng, columns, authorizations, iterators, batch_size, next_k_batch,
-                            _last_batch_key):
+                            _last_batch_key, isolated):
         if batch.num_rows:
             yield batch
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from connector.accumulo import UPDATE_SCHEMA, Connection
+from connector.accumulo import UPDATE_SCHEMA, Connection, sort_cells
 from connector.export import AccumuloExporter
 from connector.queue import QueueConfig
 
@@ -69,8 +69,6 @@ def _write(bulk: object, batches: list[pa.RecordBatch], splits: Sequence[bytes],
     """Sort ``batches`` and write them as one file per destination tablet they touch; returns the files so far."""
     if not batches:
         return files
-    from connector.accumulo.bulk import sort_cells  # noqa: PLC0415 - TEMP until the bulk client lands
-
     cells = sort_cells(pa.Table.from_batches(batches))
     tablets = range_indices(cells.column("row"), splits)
     boundaries = [0, *(i + 1 for i in pc.indices_nonzero(pc.not_equal(tablets[1:], tablets[:-1])).to_pylist()),

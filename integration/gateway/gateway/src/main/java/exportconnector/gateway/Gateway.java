@@ -5,6 +5,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.TreeMap;
 import java.util.TreeSet;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
@@ -59,7 +60,8 @@ final class Gateway implements AccumuloProxy.Iface, AutoCloseable {
 
   private final AccumuloClient client;
   private final SharedSecret secret;
-  private final SessionRegistry<WriterSession> writers = new SessionRegistry<>("writer");
+  /** Table writers and bulk file writers: the writer calls (update, flush, closeWriter) serve both. */
+  private final SessionRegistry<UpdateSession> writers = new SessionRegistry<>("writer");
   private final SessionRegistry<ScannerSession> scanners = new SessionRegistry<>("scanner");
   private final SessionRegistry<ConditionalWriterSession> conditionals =
       new SessionRegistry<>("conditional writer");
@@ -72,10 +74,19 @@ final class Gateway implements AccumuloProxy.Iface, AutoCloseable {
   });
   // one warning per unknown writer id, not one per update call
   private final Set<String> warnedUnknownWriters = ConcurrentHashMap.newKeySet();
+  private final BulkImports bulk;
 
-  Gateway(AccumuloClient client, SharedSecret secret, long idleTimeoutMs) {
+  /**
+   * The extensions of the IDL this gateway serves (gatewayExtensions): ScanOptions' and
+   * BatchScanOptions' timeoutMs, ScanOptions' isolated, and the bulk calls. Clients spell them too
+   * ({@code connector/accumulo/extensions.py}).
+   */
+  static final Set<String> EXTENSIONS = Set.of("scan.timeoutMs", "scan.isolated", "bulk.rfile");
+
+  Gateway(AccumuloClient client, SharedSecret secret, long idleTimeoutMs, String bulkDir) {
     this.client = client;
     this.secret = secret;
+    this.bulk = new BulkImports(client, bulkDir);
     long idleNanos = TimeUnit.MILLISECONDS.toNanos(idleTimeoutMs);
     // sweep often enough that a session lives at most ~1.25x its idle time
     long period = Math.max(50, Math.min(idleTimeoutMs / 4, 30_000));
@@ -297,6 +308,9 @@ final class Gateway implements AccumuloProxy.Iface, AutoCloseable {
         if (o.isSetTimeoutMs() && o.timeoutMs > 0) {
           s.setTimeout(o.timeoutMs, TimeUnit.MILLISECONDS);
         }
+        if (o.isSetIsolated() && o.isolated) {
+          s.enableIsolation(); // each row read whole, at one version
+        }
       } catch (RuntimeException e) {
         s.close();
         throw e;
@@ -464,7 +478,7 @@ final class Gateway implements AccumuloProxy.Iface, AutoCloseable {
   /** Oneway: cannot throw, so failures are kept for the writer's next flush or close. */
   @Override
   public void update(String writer, Map<ByteBuffer,List<ColumnUpdate>> cells) {
-    WriterSession s = enterWriter(writer);
+    UpdateSession s = enterWriter(writer);
     if (s != null) {
       try {
         s.update(cells);
@@ -476,7 +490,7 @@ final class Gateway implements AccumuloProxy.Iface, AutoCloseable {
 
   /** {@link #update} for a call that {@link UpdateDecoder} read straight from its frame. */
   void update(UpdateDecoder.Decoded call) {
-    WriterSession s = enterWriter(call.writer);
+    UpdateSession s = enterWriter(call.writer);
     if (s != null) {
       try {
         s.update(call);
@@ -487,8 +501,8 @@ final class Gateway implements AccumuloProxy.Iface, AutoCloseable {
   }
 
   /** The writer, entered; null (with one warning per id) if it is unknown. */
-  private WriterSession enterWriter(String writer) {
-    WriterSession s = writers.enter(writer);
+  private UpdateSession enterWriter(String writer) {
+    UpdateSession s = writers.enter(writer);
     if (s == null) {
       // the next flush or close on this id reports UnknownWriter, so the loss is not silent
       if (warnedUnknownWriters.size() > 1000) {
@@ -503,7 +517,7 @@ final class Gateway implements AccumuloProxy.Iface, AutoCloseable {
 
   @Override
   public void flush(String writer) throws TException {
-    WriterSession s = writers.enter(writer);
+    UpdateSession s = writers.enter(writer);
     if (s == null) {
       throw new UnknownWriter("unknown writer " + writer);
     }
@@ -516,7 +530,7 @@ final class Gateway implements AccumuloProxy.Iface, AutoCloseable {
 
   @Override
   public void closeWriter(String writer) throws TException {
-    WriterSession s = writers.enter(writer);
+    UpdateSession s = writers.enter(writer);
     if (s == null) {
       throw new UnknownWriter("unknown writer " + writer);
     }
@@ -603,6 +617,81 @@ final class Gateway implements AccumuloProxy.Iface, AutoCloseable {
     call(() -> {
       client.securityOperations().changeUserAuthorizations(user,
           Conversions.authorizations(authorizations == null ? Set.of() : authorizations));
+      return null;
+    });
+  }
+
+  // ---- this gateway's extensions ----
+
+  @Override
+  public Set<String> gatewayExtensions(String sharedSecret) throws TException {
+    secret.check(sharedSecret);
+    return new TreeSet<>(EXTENSIONS);
+  }
+
+  @Override
+  public String createBulkImport(String sharedSecret, String tableName) throws TException {
+    secret.check(sharedSecret);
+    return call(() -> bulk.create(tableName));
+  }
+
+  /** A file writer; one already open on this gateway for the same file is discarded first. */
+  @Override
+  public String createBulkFileWriter(String sharedSecret, String bulkId, String fileName)
+      throws TException {
+    secret.check(sharedSecret);
+    return call(() -> {
+      String name = BulkImports.checkFileName(fileName);
+      synchronized (bulk.lock(bulkId)) {
+        BulkImports.Staging staging = bulk.resolve(bulkId);
+        discard(bulk.openFile(bulkId, name));
+        Map<String,String> fileProperties = new TreeMap<>();
+        client.tableOperations().getConfiguration(staging.table()).forEach((k, v) -> {
+          if (k.startsWith("table.file.")) { // compression, block sizes: as the table's own files
+            fileProperties.put(k, v);
+          }
+        });
+        BulkFileSession s = new BulkFileSession(bulk, staging, name, fileProperties);
+        discard(bulk.opened(s)); // one that raced in on another connection
+        return writers.add(s).id;
+      }
+    });
+  }
+
+  /** Takes an open bulk file writer out of service, deleting its partial file. */
+  private void discard(BulkFileSession s) {
+    if (s != null && writers.enter(s.id) != null) {
+      writers.remove(s);
+      s.exit();
+      s.release();
+    }
+  }
+
+  @Override
+  public void importBulk(String sharedSecret, String bulkId) throws TException {
+    secret.check(sharedSecret);
+    call(() -> {
+      bulk.load(bulkId);
+      return null;
+    });
+  }
+
+  @Override
+  public int bulkFilesLeft(String sharedSecret, String bulkId) throws TException {
+    secret.check(sharedSecret);
+    return call(() -> bulk.files(bulk.resolve(bulkId)).size());
+  }
+
+  @Override
+  public void deleteBulkImport(String sharedSecret, String bulkId) throws TException {
+    secret.check(sharedSecret);
+    call(() -> {
+      synchronized (bulk.lock(bulkId)) {
+        for (BulkFileSession s : bulk.openFiles(bulkId)) {
+          discard(s);
+        }
+        bulk.delete(bulkId);
+      }
       return null;
     });
   }

@@ -33,6 +33,7 @@ public final class GatewayConfig {
   public static final String TLS_KEYSTORE_PASSWORD_FILE = "gateway.tls.keystore.password.file";
   public static final String TLS_CLIENT_CA_FILE = "gateway.tls.client.ca.file";
   public static final String TLS_PROTOCOLS = "gateway.tls.protocols";
+  public static final String BULK_DIR = "gateway.bulk.dir";
 
   public static final int DEFAULT_PORT = 42424;
   public static final long DEFAULT_IDLE_TIMEOUT_MS = 10 * 60 * 1000L;
@@ -59,6 +60,7 @@ public final class GatewayConfig {
     KEYS.put(TLS_KEYSTORE_PASSWORD_FILE, "");
     KEYS.put(TLS_CLIENT_CA_FILE, "");
     KEYS.put(TLS_PROTOCOLS, DEFAULT_TLS_PROTOCOLS);
+    KEYS.put(BULK_DIR, BulkImports.DEFAULT_DIR);
   }
 
   /** TLS settings of the Thrift port; null fields are unset. */
@@ -73,6 +75,8 @@ public final class GatewayConfig {
   final long idleTimeoutMs;
   final int maxFrameBytes;
   final Tls tls; // null: plain Thrift
+  /** Where bulk imports stage their files: a path on the default file system or a URI. */
+  final String bulkDir;
 
   private GatewayConfig(Path source, Map<String,String> p) {
     this.source = source;
@@ -83,6 +87,7 @@ public final class GatewayConfig {
     this.secretFile = path(base, require(p, SECRET_FILE));
     this.idleTimeoutMs = number(p, IDLE_TIMEOUT_MS, 1, Long.MAX_VALUE);
     this.maxFrameBytes = (int) number(p, MAX_FRAME_BYTES, MIN_MAX_FRAME_BYTES, Integer.MAX_VALUE);
+    this.bulkDir = bulkDir(get(p, BULK_DIR));
     String enabled = get(p, TLS_ENABLED).trim().toLowerCase();
     if (!enabled.equals("true") && !enabled.equals("false")) {
       throw bad(TLS_ENABLED + " must be true or false, got '" + enabled + "'");
@@ -162,6 +167,21 @@ public final class GatewayConfig {
           + clientProperties + ": " + e);
     }
     return props;
+  }
+
+  /** A file system path, not resolved against this file's folder: absolute, with or without a scheme. */
+  private static String bulkDir(String v) {
+    org.apache.hadoop.fs.Path path;
+    try {
+      path = new org.apache.hadoop.fs.Path(v);
+    } catch (IllegalArgumentException e) {
+      throw bad(BULK_DIR + " is not a path: '" + v + "' (" + e.getMessage() + ")");
+    }
+    if (!path.isUriPathAbsolute()) {
+      throw bad(BULK_DIR + " must be an absolute path (/data/bulk, on the default file system) or a URI"
+          + " (hdfs://namenode:8020/data/bulk), got '" + v + "'");
+    }
+    return v;
   }
 
   private static String get(Map<String,String> p, String key) {

@@ -112,7 +112,7 @@ public final class GatewayMain {
       try {
         // authenticates; every user may read their own authorizations
         client.securityOperations().getUserAuthorizations(client.whoami());
-        Gateway gateway = new Gateway(client, secret, config.idleTimeoutMs);
+        Gateway gateway = new Gateway(client, secret, config.idleTimeoutMs, config.bulkDir);
         server = GatewayServer.start(DeclaredExceptionsGuard.wrap(gateway), gateway, config.host,
             config.port, name, config.maxFrameBytes, config.tls);
         LOG.info("gateway {} for Accumulo user {} listening on {}:{} ({})", name, client.whoami(),

@@ -30,6 +30,8 @@ final class Usage {
     MEANING.put(GatewayConfig.TLS_CLIENT_CA_FILE, "PEM CA certificate(s) every client certificate must"
         + " chain to (unset: no client certificates)");
     MEANING.put(GatewayConfig.TLS_PROTOCOLS, "enabled TLS versions");
+    MEANING.put(GatewayConfig.BULK_DIR, "where bulk imports stage their RFiles: an absolute path on the"
+        + " default file system of the Hadoop configuration on the classpath, or a URI (hdfs://...)");
   }
 
   private Usage() {}

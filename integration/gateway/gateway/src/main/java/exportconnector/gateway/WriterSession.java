@@ -32,7 +32,7 @@ import org.slf4j.LoggerFactory;
  * closed in the background, where it may still write what it holds once a server is back (harmless
  * for versioned cells and for deletes of exported entries; the client resends what it needs).
  */
-final class WriterSession extends Session {
+final class WriterSession extends UpdateSession {
   private static final Logger LOG = LoggerFactory.getLogger(WriterSession.class);
   /** Rows named in a rejection message; the rest are counted. */
   private static final int ROWS_SHOWN = 3;
@@ -77,6 +77,7 @@ final class WriterSession extends Session {
   }
 
   /** Applies one update call: all of its mutations, or none if any cell does not convert. */
+  @Override
   void update(Map<ByteBuffer,List<ColumnUpdate>> cells) {
     List<Mutation> mutations;
     try {
@@ -89,6 +90,7 @@ final class WriterSession extends Session {
   }
 
   /** The same for a call that {@link UpdateDecoder} read straight from its frame. */
+  @Override
   void update(UpdateDecoder.Decoded call) {
     if (call.error != null) {
       refused(call.rows, call.error);
@@ -140,6 +142,7 @@ final class WriterSession extends Session {
   }
 
   /** Makes everything written so far durable, then reports any recorded failure. */
+  @Override
   void flush() throws org.apache.accumulo.proxy.thrift.MutationsRejectedException {
     if (writer == null) {
       reopen();
@@ -165,6 +168,7 @@ final class WriterSession extends Session {
   }
 
   /** For closeWriter: flushes and closes, then reports any recorded failure. */
+  @Override
   void closeAndReport() throws org.apache.accumulo.proxy.thrift.MutationsRejectedException {
     if (writer != null) {
       BatchWriter w = writer;
