@@ -9,9 +9,9 @@ import random
 
 import pyarrow as pa
 import pytest
-from connector.accumulo import UPDATE_SCHEMA
 
 from connector.accumulo import (
+    UPDATE_SCHEMA,
     AccumuloError,
     Connection,
     Mutation,

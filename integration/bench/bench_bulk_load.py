@@ -26,9 +26,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
-from connector.accumulo.native_wire import UPDATE_SCHEMA  # noqa: E402
 
-from connector.accumulo import Range, sort_cells  # noqa: E402
+from connector.accumulo import (  # noqa: E402
+    UPDATE_SCHEMA,  # noqa: E402
+    Range,
+    sort_cells,
+)
 from integration.harness import clusters  # noqa: E402
 
 
