@@ -6,7 +6,9 @@ the destination per tablet range of the destination (:mod:`connector.snapshot.co
 cell only where they differ). A difference may only be in flight: a commit the stream has not drained yet, or
 one that landed after A was read. So the second pass waits until the queue no longer holds what it held when
 the first pass ended (``settle_seconds`` at most), then reads A and the differing ranges again. A difference is
-reported only if it is there in both passes with the destination's cell unchanged; the rest were in flight.
+reported only if it is there in both passes with the destination's cell, the value A implies and the row's
+version unchanged; the rest were in flight (a row that commits between the passes, say: a later verify
+confirms its difference once the row is quiet).
 
 **Why a confirmed difference is real**, without any bound on clocks: the destination held the same cell (same
 timestamp and value, or the same absence) when the first pass ended, so every commit behind it was visible
@@ -163,8 +165,8 @@ def verify_destination(a: Connection, table: str, source: SnapshotSource, queue:
         actual = _actual(dest, bounds[i])
         actual_counts[i] = actual.num_rows
         second = compare(by_range.get(i, expected.schema.empty_table()), actual)
-        # the same difference twice: B's cell and the value A implies both unchanged (a row's version may
-        # move on with commits to its other cells)
+        # the same difference twice: B's cell, the value A implies and its row's version all unchanged (a row
+        # that committed between the passes is in flight: a later verify confirms a difference once it is quiet)
         before = {_identity(d) for d in first[i]}
         confirmed[i] = [d for d in second if _identity(d) in before]
         seen |= {d.key for d in second}
@@ -181,7 +183,7 @@ def verify_destination(a: Connection, table: str, source: SnapshotSource, queue:
 
 
 def _identity(d: CellDiff) -> tuple[object, ...]:
-    return d.key, d.kind, d.actual, d.ts, d.expected
+    return d.key, d.kind, d.actual, d.ts, d.expected, d.version
 
 
 def _expected(a: Connection, table: str, source: SnapshotSource, queue: QueueConfig,
