@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -211,6 +212,35 @@ def bootstrap_killed_once(env: dict[str, str], args: list[str], conn: Connection
     return f"SIGKILLed after {done} ranges", json.loads(out.strip().splitlines()[-1])
 
 
+class StreamSupervisor:
+    """The streaming drain, restarted from its checkpoint if it stops with an error (a Python worker that did
+    not start in time on a loaded machine, say), as a service manager would restart it."""
+
+    def __init__(self, spark: object, job: DrainJob, folder: str) -> None:
+        self.spark, self.job, self.folder = spark, job, folder
+        self.restarts = 0
+        self._stop = threading.Event()
+        self.query = self._start()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _start(self) -> Any:
+        return start_stream(self.spark, self.job, f"{self.folder}/checkpoint", f"{self.folder}/reports")
+
+    def _watch(self) -> None:
+        while not self._stop.wait(1.0):
+            if not self.query.isActive and not self._stop.is_set():
+                failure = str(self.query.exception() or "stopped").splitlines()[0][:200]
+                print(f"the stream stopped ({failure}); restarting it from its checkpoint", flush=True)
+                self.restarts += 1
+                self.query = self._start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self.query.stop()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--history", type=int, default=12_000, help="transactions before the new index exists")
@@ -264,7 +294,7 @@ def main() -> int:
         job = DrainJob(source=a.gateway_options(), dest=b.gateway_options(), queue=queue, dest_table="count_index",
                        settings=DrainSettings(trigger_seconds=0.5))
         folder = tempfile.mkdtemp(prefix="demo-stream-")
-        query = start_stream(spark, job, f"{folder}/checkpoint", f"{folder}/reports")
+        query = StreamSupervisor(spark, job, folder)
         print("streaming drain into the new index started", flush=True)
         per = opts.transactions // opts.producers
         t_produce = time.monotonic()
@@ -272,7 +302,7 @@ def main() -> int:
         procs = [start(f"p{i}", i, per) for i in range(opts.producers)]
         boot_args = ["--source", "A", "--table", queue.table, "--queue", queue.qid, "--producer-table", COUNTS,
                      "--dest", "B", "--dest-table", "count_index",
-                     "--snapshot", "examples.inverted_count_index:snapshot"]
+                     "--snapshot", "examples.inverted_count_index:snapshot", "--settle-seconds", "300"]
         boot: dict[str, object] = {}
         booter = threading.Thread(target=lambda: boot.update(zip(
             ("kill", "summary"), bootstrap_killed_once(env, boot_args, conn_a, queue), strict=True)), daemon=True)
@@ -321,7 +351,8 @@ def main() -> int:
         print(f"transactions          {per * opts.producers} committed in {produce_s:.1f}s "
               f"({per * opts.producers / produce_s:,.0f}/s) while the index was built, {conflicts} conflicts retried")
         print(f"stream beside them    {exported_live:,} entries exported while the producers ran "
-              f"({exported_live / produce_s:,.0f} entries/s); the oldest waiting entry's age, sampled every 0.5 s: "
+              f"({exported_live / produce_s:,.0f} entries/s; {query.restarts} restarts); the oldest waiting entry's "
+              "age, sampled every 0.5 s: "
               f"p50 {lag_p50:.2f}s, p99 {lag_p99:.2f}s")
         print(f"bootstrap             {boot.get('kill', 'not run')}; the rerun resumed {summary.get('resumed_ranges')} "
               f"of {summary.get('ranges')} ranges, wrote {summary.get('cells')} cells; final check: "
