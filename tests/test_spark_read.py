@@ -114,9 +114,9 @@ def test_authorizations_decide_which_visibilities_are_read(spark, accumulo, spli
     ({"prefix": "m", "start_row": "a"}, "option 'prefix' cannot be combined"),
     ({"columns": "f1,,f2"}, "option 'columns' has an empty item"),
     ({"columns": ":q"}, "option 'columns'.*no column family"),
-    ({"batch_size": "0"}, "option 'batch_size' must be >= 1"),
+    ({"batch_size": "0"}, "accumulo option 'batch_size': must be >= 1, got 0"),
     ({"port": ""}, "option 'port' is required"),
-    ({"secret": "x"}, "option 'secret' would put a secret in the Spark plan"),
+    ({"secret": "x"}, "option 'secret' would put a secret in plain sight.*secret_file.*secret_env"),
 ])
 def test_bad_options_are_named(spark, accumulo, split_table, options, message):
     table, _ = split_table

@@ -55,7 +55,7 @@ def test_stream_finds_marked_entries_fast_and_unmarked_ones_by_the_sweep(spark, 
     job = scenario.job()
     reader = (spark.readStream.format("export-queue").options(**job.source_options())
               .option("sweep_seconds", "8").load())
-    query = (reader.writeStream.format("accumulo-export").options(**job.sink_options(str(tmp_path / "r")))
+    query = (reader.writeStream.format("accumulo-export").options(**job.export_options(str(tmp_path / "r")))
              .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(processingTime="0.5 seconds").start())
     try:
         time.sleep(12)  # past the first sweep of an empty queue
@@ -202,7 +202,7 @@ def test_a_byte_read_limit_drains_a_backlog_in_bounded_micro_batches(spark, scen
     job = scenario.job()
     query = (spark.readStream.format("export-queue").options(**job.source_options())
              .option("max_bytes_per_trigger", str(limit)).load()
-             .writeStream.format("accumulo-export").options(**job.sink_options(str(tmp_path / "r")))
+             .writeStream.format("accumulo-export").options(**job.export_options(str(tmp_path / "r")))
              .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(processingTime="0.2 seconds").start())
     try:
         deadline = time.monotonic() + 180

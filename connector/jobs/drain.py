@@ -76,10 +76,15 @@ class DrainJob:
                 **self.settings.to_options(tags={PLAN})}
 
     def sink_options(self, report_dir: str) -> dict[str, str]:
-        """The ``export-queue-drain`` source's options for this drain (the ``accumulo-export`` sink's too,
-        but for the planning ones)."""
-        opts = {**self.source_options(), **self.dest.to_options("dest."), "table": self.dest_table,
-                **self.settings.to_options(tags={EXPORT, DRAIN})}
+        """The ``export-queue-drain`` source's options for this drain."""
+        return {**self.source_options(), **self.export_options(report_dir),
+                **self.settings.to_options(tags={DRAIN})}
+
+    def export_options(self, report_dir: str) -> dict[str, str]:
+        """The ``accumulo-export`` sink's options for this drain (fed by an ``export-queue`` stream: it
+        deletes what it exported from this queue), and no others: the sink refuses a name it does not take."""
+        opts = {**self.source.to_options("source."), **queue_options(self.queue),
+                **self.dest.to_options("dest."), "table": self.dest_table, **self.settings.to_options(tags={EXPORT})}
         if report_dir:
             opts["report_dir"] = report_dir
         return opts
