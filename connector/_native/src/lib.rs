@@ -370,19 +370,24 @@ fn range_digests(
     splits: Vec<Vec<u8>>,
 ) -> PyResult<(Vec<u64>, Vec<u64>)> {
     let cols = import_batch(cells)?;
-    let bytes = |name: &str| -> Result<Bytes<'_>, Error> { Bytes::new(cols.require(name)?, name) };
-    let fields = [
-        bytes("row")?,
-        bytes("cf")?,
-        bytes("cq")?,
-        bytes("cv")?,
-        bytes("value")?,
-    ];
+    let fields = hashed_fields(&cols)?;
     let len = cols.len;
     Ok(py.detach(|| {
         let parts = (0..len).map(|i| fields.each_ref().map(|f| f.get(i).unwrap_or_default()));
         digest::digests(parts, &splits)
     }))
+}
+
+/// The columns a cell's content hash covers (row, cf, cq, cv, value), in that order.
+fn hashed_fields(cols: &arrow_ffi::Columns) -> Result<[Bytes<'_>; 5], Error> {
+    let bytes = |name: &str| -> Result<Bytes<'_>, Error> { Bytes::new(cols.require(name)?, name) };
+    Ok([
+        bytes("row")?,
+        bytes("cf")?,
+        bytes("cq")?,
+        bytes("cv")?,
+        bytes("value")?,
+    ])
 }
 
 /// The index of the tablet range of `splits` (sorted; a tablet ends at its split row inclusive) holding
@@ -411,14 +416,7 @@ fn range_indices(
 #[pyfunction]
 fn cell_hashes(py: Python<'_>, cells: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
     let cols = import_batch(cells)?;
-    let bytes = |name: &str| -> Result<Bytes<'_>, Error> { Bytes::new(cols.require(name)?, name) };
-    let fields = [
-        bytes("row")?,
-        bytes("cf")?,
-        bytes("cq")?,
-        bytes("cv")?,
-        bytes("value")?,
-    ];
+    let fields = hashed_fields(&cols)?;
     let len = cols.len;
     Ok(py.detach(|| {
         (0..len)
