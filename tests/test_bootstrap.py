@@ -47,6 +47,14 @@ def gated_snapshot(row: bytes, cells: Sequence[Cell]) -> list[tuple[str, dict]]:
     return snapshot(row, cells)
 
 
+def slow_snapshot(row: bytes, cells: Sequence[Cell]) -> list[tuple[str, dict]]:
+    """The example's snapshot, 0.3 s a row (a bootstrap in another process that can be stopped half way)."""
+    from examples.inverted_count_index import snapshot
+
+    time.sleep(0.3)
+    return snapshot(row, cells)
+
+
 def hold(row: bytes) -> tuple[threading.Event, threading.Event]:
     _hold[row], _reached[row] = threading.Event(), threading.Event()
     return _hold[row], _reached[row]
@@ -439,6 +447,50 @@ def test_the_commands_bootstrap_with_spark_then_verify_and_repair(scenario, cli_
         fixed = run_cli(cli_env, "verify", *common, "--repair", "--json")
         assert fixed.returncode == 0 and json.loads(fixed.stdout)["repaired"] == 1
         assert run_cli(cli_env, "verify", *common).returncode == 0
+    finally:
+        stream.close()
+    assert_exact(scenario, scenario.index)
+    txs.close()
+
+
+def test_sigterm_stops_a_bootstrap_after_its_running_ranges_freeing_its_lease_and_a_rerun_resumes(scenario, cli_env):
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from .conftest import ROOT, run_cli
+
+    txs = RowTransactions(scenario.conn_a, scenario.counts)
+    for i in range(40):
+        commit(txs, scenario, f"t{i:03d}", i + 1)
+    scenario.conn_a.add_splits(scenario.counts, [f"t{i:03d}".encode() for i in range(4, 40, 5)])  # 9 tablets
+    common = ["bootstrap", "--source", "A", "--table", scenario.queue.table, "--queue", scenario.queue.qid,
+              "--producer-table", scenario.counts, "--dest", "B", "--dest-table", scenario.index,
+              "--snapshot", f"{__name__}:slow_snapshot", "--method", "live"]
+    stream = Stream(scenario, scenario.index)
+    try:
+        drained(scenario)
+        proc = subprocess.Popen([sys.executable, "-m", "connector.cli", *common, "--json"], env=cli_env, cwd=ROOT,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        state = BootstrapState(scenario.conn_a, scenario.queue, f"B/{scenario.index}")
+        deadline = time.monotonic() + 180
+        while not state.done() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        os.kill(proc.pid, signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 143, err[-3000:]
+        assert "run the same command again to resume" in err and "stopped by SIGTERM" in err, err[-3000:]
+        done = len(state.done())
+        assert 1 <= done < 9  # the running ranges finished, the others did not start
+        lease = scenario.conn_a.scan(scenario.queue.table, columns=[(b"b", b"lease")])
+        assert [c for c in lease if c.row == state.row] == []  # freed at once, not left to expire
+        rerun = run_cli(cli_env, *common, "--json", timeout=600)
+        assert rerun.returncode == 0, rerun.stderr[-3000:]
+        summary = json.loads(rerun.stdout.strip().splitlines()[-1])
+        assert summary["resumed_ranges"] == done and summary["ranges"] == 9
+        assert summary["final_check"]["differences"] == 0
     finally:
         stream.close()
     assert_exact(scenario, scenario.index)

@@ -4,9 +4,11 @@ engine's failure handling."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -71,6 +73,33 @@ def test_a_timeout_fails_the_local_round_with_the_jobs_error_and_starts_no_more_
     with pytest.raises(DrainError, match=r"no tablet server .* \(--server-wait / server_wait sets the bound\)"):
         LocalEngine(threads=1).run(_round(work, tuple((b,) for b in range(20))))
     assert len(started) < 20
+
+
+def test_an_interrupted_local_round_lets_the_running_group_finish_and_starts_no_other():
+    """Ctrl-C (or the CLI's SIGTERM) reaches the main thread while it waits: the group that runs finishes (a
+    bootstrap's range is recorded, a drain's batch deleted), the others never start, the interrupt goes on."""
+    ran: list[int] = []
+    main = threading.main_thread().ident
+    assert main is not None
+
+    def work(group_id: int, _buckets: tuple[int, ...]) -> DrainStats:
+        if group_id == 0:
+            time.sleep(0.2)  # the main thread has submitted the round and waits
+            signal.pthread_kill(main, signal.SIGUSR1)
+            time.sleep(0.3)
+        ran.append(group_id)
+        return DrainStats(entries=1)
+
+    def interrupt(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGUSR1, interrupt)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            LocalEngine(threads=1).run(_round(work, ((0,), (1,), (2,))))
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert ran == [0]
 
 
 def test_another_error_fails_the_local_round_as_it_is():

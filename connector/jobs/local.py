@@ -6,7 +6,7 @@ For small queues and quick streams: no Spark start-up (seconds), no JVM. It impo
 from __future__ import annotations
 
 import threading
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import TypeVar
 
 from connector.accumulo import TimedOutError
@@ -22,7 +22,8 @@ LOCAL_THREADS = 2
 class LocalEngine:
     """Runs a round's groups on ``threads`` threads. The first group that fails fails the round: groups not
     started yet are not started (after a timeout each would wait out the bound again), and its error is
-    raised (a timeout as the job's error, with what to do)."""
+    raised (a timeout as the job's error, with what to do). Interrupted (Ctrl-C, or SIGTERM in the CLI), it
+    lets the running groups finish and starts no other before the interrupt goes on."""
 
     def __init__(self, threads: int = LOCAL_THREADS) -> None:
         if threads < 1:
@@ -46,8 +47,15 @@ class LocalEngine:
                 raise
 
         with ThreadPoolExecutor(self.threads, thread_name_prefix="round") as pool:
-            futures = [pool.submit(run_group, g) for g in range(len(round.groups))]
-            wait(futures, return_when=FIRST_EXCEPTION)
+            futures: list[Future[S]] = []
+            try:
+                futures += (pool.submit(run_group, g) for g in range(len(round.groups)))
+                wait(futures, return_when=FIRST_EXCEPTION)
+            except BaseException:  # Ctrl-C or SIGTERM: the running groups finish, no other one starts
+                failing.set()
+                for f in futures:
+                    f.cancel()
+                raise
             failed = next((f for f in futures if f.done() and not f.cancelled() and f.exception()), None)
             if failed is not None:
                 for f in futures:
