@@ -125,9 +125,12 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
         else:
             report = run_bootstrap(LocalEngine(), job, _say)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the running tasks finished their ranges, the lease is free
-        with job.source.connect() as conn:
-            done = len(BootstrapState(conn, job.queue, job.destination).done())
-        _say(f"stopped with {done} ranges of {job.table} written; run the same command again to resume")
+        try:
+            with job.source.connect() as conn:
+                done = f"{len(BootstrapState(conn, job.queue, job.destination).done())} ranges"
+        except AccumuloError:  # A does not answer: the stop still goes on
+            done = "the recorded ranges"
+        _say(f"stopped with {done} of {job.table} written; run the same command again to resume")
         raise
     finally:
         if watcher is not None:
