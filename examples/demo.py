@@ -51,7 +51,7 @@ from connector import (  # noqa: E402
 from connector.clusters_config import CONFIG_ENV, write_clusters  # noqa: E402
 from connector.queue.status import queue_lag  # noqa: E402
 from connector.snapshot.state import BootstrapState  # noqa: E402
-from connector.spark.drain_job import collect_stream_reports  # noqa: E402
+from connector.spark.drain_job import collect_stream_reports, stop_stream  # noqa: E402
 from connector.transactions.relay import pending_outbox  # noqa: E402
 from examples.inverted_count_index import actual_index, expected_index  # noqa: E402
 from integration.harness import clusters  # noqa: E402
@@ -238,7 +238,7 @@ class StreamSupervisor:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(5)
-        self.query.stop()
+        stop_stream(self.query)
 
 
 def main() -> int:

@@ -28,7 +28,7 @@ def stream_with_spark(args: argparse.Namespace, job: DrainJob, spark: SparkSessi
     """The Spark stream (a structured streaming query) until Ctrl-C or SIGTERM; the report, and what stopped
     it. The temporary folders it makes are added to ``folders``, for the caller to remove after Spark stops."""
     from connector.accumulo import AccumuloError
-    from connector.spark.drain_job import StreamCounters, start_stream
+    from connector.spark.drain_job import StreamCounters, start_stream, stop_stream
     from connector.spark.engine import task_error
 
     report_dir = tempfile.mkdtemp(prefix="drain-stream-")
@@ -58,7 +58,7 @@ def stream_with_spark(args: argparse.Namespace, job: DrainJob, spark: SparkSessi
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
             stop = exc
             print("stopping after the running micro-batch ...", file=sys.stderr, flush=True)
-            query.stop()
+            stop_stream(query)
     # the last reports; a micro-batch the stop cut short counts through its rows (its work was done)
     try:
         with job.source.connect() as conn:

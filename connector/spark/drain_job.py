@@ -76,6 +76,21 @@ def start_stream(spark: SparkSession, job: DrainJob, checkpoint: str, report_dir
     return writer.start()
 
 
+#: how long a stop waits for the running micro-batch to end
+STOP_WAIT_SECONDS = 30.0
+
+
+def stop_stream(query: StreamingQuery, wait_seconds: float = STOP_WAIT_SECONDS) -> None:
+    """Stop the stream between micro-batches: wait (up to ``wait_seconds``) until none runs, then stop it.
+    A stop in the middle of one interrupts its ``foreachBatch`` call into Python, and Spark (4.x) matches the
+    error that makes with a regular expression that recurses per character of the Python traceback: a long
+    one overflowed the driver thread's stack (a ``StackOverflowError`` printed at the end of ``make demo``)."""
+    deadline = time.monotonic() + wait_seconds
+    while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    query.stop()
+
+
 @dataclass(frozen=True)
 class _BatchReporter:
     """The streaming drain's ``foreachBatch``: runs the micro-batch (its tasks drain their buckets: see
