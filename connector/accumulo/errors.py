@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from connector.errors import ConnectorError
 
-from . import error_names
+from .error_names import SECURITY, SEPARATOR, SERVER, TABLE_NOT_FOUND, TIMED_OUT
 
 
 class AccumuloError(ConnectorError):
@@ -88,12 +88,12 @@ def translate(exc: BaseException) -> BaseException:
     if isinstance(exc, TApplicationException):
         # calls whose IDL declares no exception (tableExists, listTables) carry the type in the message
         message = exc.message or str(exc)
-        by_name = {error_names.TIMED_OUT: TimedOutError,
-                   error_names.SECURITY: AccumuloSecurityError,
-                   error_names.TABLE_NOT_FOUND: TableNotFoundError,
-                   error_names.SERVER: AccumuloServerError}
+        by_name = {TIMED_OUT: TimedOutError,
+                   SECURITY: AccumuloSecurityError,
+                   TABLE_NOT_FOUND: TableNotFoundError,
+                   SERVER: AccumuloServerError}
         for name, ours in by_name.items():
             if message.startswith(name):
-                return ours(message.split(error_names.SEPARATOR, 1)[-1])
+                return ours(message.split(SEPARATOR, 1)[-1])
         return AccumuloError(f"gateway error: {message}")
     return exc
