@@ -272,6 +272,13 @@ class Connection:
     def list_tables(self) -> set[str]:
         return set(self.call("listTables"))
 
+    def table_id(self, table: str) -> str:
+        """The id Accumulo gave ``table`` (its tablets' rows in ``accumulo.metadata`` start with it)."""
+        ids = self.call("tableIdMap")
+        if table not in ids:
+            raise TableNotFoundError(f"table {table!r} does not exist")
+        return str(ids[table])
+
     def create_table(self, table: str, *, versioning: bool = True, logical_time: bool = False,
                      exist_ok: bool = False) -> bool:
         """Create ``table`` (with the versioning iterator unless ``versioning=False``). Returns True if created."""

@@ -217,6 +217,11 @@ service AccumuloProxy {
 
   set<string> listTables(1:string sharedSecret)
 
+  // table name -> table id, as upstream's proxy: the id keys a table's tablets in accumulo.metadata (queue
+  // files' statistics read them)
+  map<string, string> tableIdMap(1:string sharedSecret)
+    throws (1:AccumuloException ouch1, 2:AccumuloSecurityException ouch2)
+
   void removeTableProperty(1:string sharedSecret, 2:string tableName, 3:string property)
     throws (1:AccumuloException ouch1, 2:AccumuloSecurityException ouch2, 3:TableNotFoundException ouch3)
 

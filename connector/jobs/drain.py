@@ -16,13 +16,13 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from connector.accumulo import AccumuloError, Connection
 from connector.accumulo.options import GatewayOptions
 from connector.export import AccumuloExporter, translator_from_name
 from connector.export.fanout import FanoutExporter
 from connector.queue import DrainStats, QueueConfig, QueueConfigError, drain_buckets, queue_status
+from connector.queue.compaction import QueueCompactor
 from connector.queue.config import queue_options
 from connector.queue.destinations import Destination, drain_exporter, registered_destinations
 from connector.queue.marks import read_marks, settle_marks
@@ -178,14 +178,15 @@ class _BatchDrain:
         self.empty_rounds = 0
         self.entries_before = 0
         self.round_began = 0.0
+        self.compactor = QueueCompactor(job.queue, job.settings.compact_dead_keys)
 
     def next_round(self) -> list[int] | None:
         job, report = self.job, self.report
-        marks = read_marks(self.src, job.queue)  # before the status: see _settle_after_batch
+        marks = read_marks(self.src, job.queue)  # before the status: see settle()
         status = queue_status(self.src, job.queue)
         report.remaining = report.depth_before_round = self.entries_before = status.entries
         if status.empty:
-            _settle_after_batch(self.src, job, marks)
+            self.settle(marks)
             return None
         # a malformed row inside a bucket's range is that bucket's to dead-letter, but status does not say
         # which bucket holds it: then every bucket is visited
@@ -207,6 +208,7 @@ class _BatchDrain:
         report.batch_seconds.append(time.monotonic() - self.round_began)
         report.totals += round_total
         report.seconds = time.monotonic() - self.started
+        self.compactor.deleted(self.src, round_total.deleted)
         # what is left, as far as this drain knows (the progress line after a round shows it)
         report.depth_before_round = max(0, self.entries_before - round_total.deleted)
         report.history.append({"round": report.rounds, "exported": round_total.exported,
@@ -220,7 +222,7 @@ class _BatchDrain:
         marks = read_marks(self.src, job.queue)
         status = queue_status(self.src, job.queue)
         if status.entries == 0:
-            _settle_after_batch(self.src, job, marks)
+            self.settle(marks)
             # done; only rows outside every bucket range may be left, which no drain reaches
             report.unreachable = status.malformed
             report.remaining = 0
@@ -234,13 +236,15 @@ class _BatchDrain:
     def out_of_rounds(self, max_rounds: int) -> None:
         raise DrainError(f"queue not empty after {max_rounds} rounds")
 
-
-def _settle_after_batch(conn: Any, job: DrainJob, marks: dict[int, bytes]) -> None:
-    """Clear the bucket marks a batch drain left behind (else ``queue status`` shows marked buckets on an empty
-    queue, and a stream visits them once more). ``marks`` were read before a status scan found the queue empty,
-    so each token's entries are gone; a mark a producer set since holds a new token, which the condition keeps."""
-    if marks:
-        settle_marks(conn, job.queue, marks, drained_whole=marks)
+    def settle(self, marks: dict[int, bytes]) -> None:
+        """The queue was found empty. Clear the bucket marks the drain left behind (else ``queue status`` shows
+        marked buckets on an empty queue, and a stream visits them once more): ``marks`` were read before the
+        status scan, so each token's entries are gone; a mark a producer set since holds a new token, which the
+        condition keeps. Then compact the queue's tablets if the files hold enough delete markers (those of
+        earlier drains too)."""
+        if marks:
+            settle_marks(self.src, self.job.queue, marks, drained_whole=marks)
+        self.compactor.check(self.src, 0)
 
 
 def stream_drain(engine: Engine, job: DrainJob, progress: ProgressFn | None = None, *,
@@ -253,7 +257,8 @@ def stream_drain(engine: Engine, job: DrainJob, progress: ProgressFn | None = No
     if check:
         preflight(job)
     report = DrainReport()
-    planner = StreamPlanner(job.source.shared, job.queue, job.settings.sweep_seconds)
+    planner = StreamPlanner(job.source.shared, job.queue, job.settings.sweep_seconds,
+                            compact_dead_keys=job.settings.compact_dead_keys)
     plan = _StreamDrain(job, planner, report, progress)
     try:  # the relay's thread counts into the report as it relays: progress and metrics see it at once
         run_stream_rounds(engine, job, plan, job.settings.trigger_seconds, stop or threading.Event(),
@@ -285,7 +290,9 @@ class _StreamDrain:
         return plain_round(self.job.round(buckets, None))
 
     def after_round(self, buckets: list[int], stats: DrainStats) -> None:
-        settle_marks(self.job.source.shared(), self.job.queue, self.tokens, drained_whole=self.tokens)
+        conn = self.job.source.shared()
+        settle_marks(conn, self.job.queue, self.tokens, drained_whole=self.tokens)
+        self.planner.compactor.deleted(conn, stats.deleted)
         report = self.report
         report.rounds += 1
         report.batch_seconds.append(time.monotonic() - self.round_began)

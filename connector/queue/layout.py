@@ -131,12 +131,17 @@ class QueueLayout:
         """The range holding every entry row of this queue (all buckets)."""
         return Range.prefix(self._entry_prefix)
 
+    def outer_splits(self) -> tuple[bytes, bytes]:
+        """The split points around the queue's tablets, ``<qid>#`` and ``<qid>:~``: its tablets hold its rows
+        only, and a compaction or flush of the rows after the first, up to the second, touches nothing else."""
+        return self._qid_bytes + b"#", self._qid_bytes + b":~"
+
     def split_points(self, buckets_per_tablet: int) -> list[bytes]:
         """Table splits that give each run of ``buckets_per_tablet`` buckets its own tablet, and keep the
         queue apart from other data: ``<qid>#``, ``<qid>:~`` and the bucket rows of b, 2b, ... < num_buckets."""
         if not isinstance(buckets_per_tablet, int) or buckets_per_tablet < 1:
             raise QueueConfigError(f"buckets_per_tablet must be an int >= 1, got {buckets_per_tablet!r}")
-        splits = [self._qid_bytes + b"#", self._qid_bytes + b":~"]
+        splits = list(self.outer_splits())
         splits += [self.bucket_row(b) for b in range(buckets_per_tablet, self.num_buckets, buckets_per_tablet)]
         return sorted(splits)
 

@@ -16,10 +16,11 @@ import pyarrow.compute as pc
 
 from connector.accumulo import Connection
 
+from .compaction import QueueCompactor
 from .config import QueueConfig
 from .layout import ENTRY_FAMILY, ENTRY_QUALIFIER
 from .marks import read_marks
-from .settings import DEFAULT_SWEEP_SECONDS
+from .settings import DEFAULT_COMPACT_DEAD_KEYS, DEFAULT_SWEEP_SECONDS
 from .status import KEYS_ONLY
 
 #: a sweep stops counting after this many keys (the buckets it did not reach count as that many each)
@@ -56,12 +57,16 @@ class StreamPlanner:
 
     The sweep runs on a thread of its own, started at the first call and then every ``sweep_seconds``, so a
     trigger never waits for it (a sweep of a large backlog takes seconds); its findings join the next plan
-    after it finished. Its findings may be stale: a bucket drained meanwhile is then read and found empty."""
+    after it finished. Its findings may be stale: a bucket drained meanwhile is then read and found empty.
+    After counting, the sweep compacts the queue's tablets if their files hold ``compact_dead_keys`` keys more
+    than it counted entries (:class:`connector.queue.compaction.QueueCompactor`)."""
 
     def __init__(self, connect: Callable[[], Connection], config: QueueConfig,
-                 sweep_seconds: float = DEFAULT_SWEEP_SECONDS, max_sweep_keys: int = MAX_SWEEP_KEYS) -> None:
+                 sweep_seconds: float = DEFAULT_SWEEP_SECONDS, max_sweep_keys: int = MAX_SWEEP_KEYS,
+                 compact_dead_keys: int = DEFAULT_COMPACT_DEAD_KEYS) -> None:
         self.connect, self.config = connect, config
         self.sweep_seconds, self.max_sweep_keys = sweep_seconds, max_sweep_keys
+        self.compactor = QueueCompactor(config, compact_dead_keys)
         self._last_sweep: float | None = None
         self._sweeper: threading.Thread | None = None
         self._found: set[int] = set()
@@ -72,7 +77,7 @@ class StreamPlanner:
         # Spark pickles the stream reader (and so its planner) to the read tasks, which never plan: the
         # sweep's thread, lock and findings stay here
         return {"connect": self.connect, "config": self.config, "sweep_seconds": self.sweep_seconds,
-                "max_sweep_keys": self.max_sweep_keys}
+                "max_sweep_keys": self.max_sweep_keys, "compact_dead_keys": self.compactor.dead_keys}
 
     def __setstate__(self, state: dict) -> None:
         self.__init__(**state)  # type: ignore[misc]
@@ -101,7 +106,10 @@ class StreamPlanner:
 
     def _sweep(self) -> None:
         try:
-            found = {b for b, n in pending_by_bucket(self.connect(), self.config, self.max_sweep_keys).items() if n}
+            conn = self.connect()
+            counts = pending_by_bucket(conn, self.config, self.max_sweep_keys)
+            found = {b for b, n in counts.items() if n}
+            self.compactor.check(conn, sum(counts.values()))
         except BaseException as exc:  # noqa: BLE001 - raised by the next pending() on the planning thread
             with self._lock:
                 self._failure = exc

@@ -26,6 +26,8 @@ DEFAULT_SWEEP_SECONDS = 30.0
 DEFAULT_RELAY_SECONDS = 10.0
 #: the most bytes (row + value) of entries per exported batch
 DEFAULT_BUFFER_BYTES = 1 << 20
+#: a drain compacts the queue's tablets when their files hold this many dead keys (connector.queue.compaction)
+DEFAULT_COMPACT_DEAD_KEYS = 100_000
 #: how long a read or write on A or B may wait for a tablet server during a drain (seconds)
 DEFAULT_SERVER_WAIT = 300.0
 
@@ -60,6 +62,10 @@ class DrainSettings(Settings):
     sweep_seconds: float = setting(DEFAULT_SWEEP_SECONDS, "a stream's longest wait for an entry written without a "
                                    "bucket mark (a full sweep of the queue runs this often)", parse=seconds,
                                    tags={PLAN}, metavar="SECONDS")
+    compact_dead_keys: int = setting(
+        DEFAULT_COMPACT_DEAD_KEYS, "compact the queue's tablets once about this many delete markers may have "
+        "collected in them (counted as the drain deletes, or found in their files): every scan of a bucket walks "
+        "past its markers until a compaction drops them; 0: never", parse=integer(0), tags={PLAN}, metavar="KEYS")
     relay_seconds: float = setting(DEFAULT_RELAY_SECONDS, "a stream relays what crashed row-transaction producers "
                                    "left in the outboxes feeding the queue within about this long (a batch drain "
                                    "relays them once before it starts)", parse=seconds, tags={DRAIN},
@@ -81,6 +87,9 @@ class DrainSettings(Settings):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
                 raise OptionError(f"{name} must be an int >= 1, got {value!r}")
+        dead = self.compact_dead_keys
+        if not isinstance(dead, int) or isinstance(dead, bool) or dead < 0:
+            raise OptionError(f"compact_dead_keys must be an int >= 0, got {dead!r}")
         for name in ("server_wait", "trigger_seconds", "sweep_seconds", "relay_seconds"):
             value = getattr(self, name)
             if not isinstance(value, int | float) or not 0 < value < float("inf"):

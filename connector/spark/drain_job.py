@@ -21,7 +21,6 @@ import json
 import logging
 import os
 import time
-from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
@@ -32,6 +31,7 @@ from connector.jobs.drain import preflight
 from connector.jobs.drain_report import ProgressFn
 from connector.jobs.stats import stats_ddl, stats_from_row, stats_schema
 from connector.queue import DrainStats
+from connector.queue.compaction import QueueCompactor
 from connector.queue.progress import clear_progress, read_progress_runs
 
 from .drain_source import MICRO_BATCH, RELAY_REPORT_PREFIX, stream_run_id
@@ -67,7 +67,7 @@ def start_stream(spark: SparkSession, job: DrainJob, checkpoint: str, report_dir
     if progress_id is not None:
         options["progress_id"] = progress_id
     reader = spark.readStream.format("export-queue-drain").options(**options)
-    writer = (reader.load().writeStream.foreachBatch(_BatchReporter(report_dir))
+    writer = (reader.load().writeStream.foreachBatch(_BatchReporter(report_dir, job))
               .option("checkpointLocation", checkpoint))
     if available_now:
         writer = writer.trigger(availableNow=True)
@@ -91,12 +91,15 @@ def stop_stream(query: StreamingQuery, wait_seconds: float = STOP_WAIT_SECONDS) 
     query.stop()
 
 
-@dataclass(frozen=True)
 class _BatchReporter:
     """The streaming drain's ``foreachBatch``: runs the micro-batch (its tasks drain their buckets: see
-    :mod:`connector.spark.drain_source`) and writes the summed counters as the batch's report."""
+    :mod:`connector.spark.drain_source`), writes the summed counters as the batch's report, and counts the
+    entries deleted towards the next compaction of the queue's tablets (the planner, in a process of its own,
+    only sees the files)."""
 
-    report_dir: str
+    def __init__(self, report_dir: str, job: DrainJob) -> None:
+        self.report_dir, self.job = report_dir, job
+        self.compactor = QueueCompactor(job.queue, job.settings.compact_dead_keys)
 
     def __call__(self, counters: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
@@ -105,6 +108,8 @@ class _BatchReporter:
         micro_batches = sorted({row[MICRO_BATCH] for row in rows if row.get(MICRO_BATCH) is not None})
         write_report(self.report_dir, total, batch_id, wall_seconds=time.monotonic() - started,
                      micro_batches=micro_batches)
+        if total.deleted and self.compactor.dead_keys:
+            self.compactor.deleted(self.job.source.shared(), total.deleted)
 
 
 def warm_python_workers(spark: SparkSession, job: DrainJob) -> None:

@@ -160,7 +160,8 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.gateway, self.config, self.per_partition = read.gateway, read.config, read.per_partition
         self.max_entries = read.settings.max_entries_per_trigger
         self.max_bytes = read.settings.max_bytes_per_trigger
-        self.planner = StreamPlanner(self.gateway.shared, self.config, read.settings.sweep_seconds)
+        self.planner = StreamPlanner(self.gateway.shared, self.config, read.settings.sweep_seconds,
+                                     compact_dead_keys=read.settings.compact_dead_keys)
         self._available_now: dict[str, int] | None = None  # per bucket: entries still to schedule
         self._settled = 0  # the last batch whose marks were settled
 

@@ -21,6 +21,7 @@ import sys
 import tempfile
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -28,10 +29,13 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from connector.queue import DrainSettings, ExportQueue, QueueConfig, queue_status  # noqa: E402
+from connector.queue.compaction import queue_files  # noqa: E402
+from connector.queue.status import KEYS_ONLY  # noqa: E402
 from connector.spark import DrainJob, spark_session, start_stream  # noqa: E402
+from connector.spark.drain_job import stop_stream  # noqa: E402
 from integration.bench.bench_cpu_per_entry import kind_of  # noqa: E402
 from integration.bench.bench_drain_latency import RateProducer, percentile, poll_visible  # noqa: E402
-from integration.harness import clusters  # noqa: E402
+from integration.harness import Cluster, clusters  # noqa: E402
 
 #: the process kinds of ``bench_cpu_per_entry.kind_of``, as this report names them
 LABELS = {"python driver": "python driver", "python workers": "python worker", "spark jvm": "spark jvm",
@@ -110,22 +114,84 @@ def print_rss(title: str, rss: dict[int, tuple[str, str, int]], before: dict[int
                 print(f"  {kind:22s} pid {pid:7d}      gone  {what} (was {kib / 1024:.0f} MiB)")
 
 
-def latency_windows(added_at: np.ndarray, seen_at: np.ndarray, window: float) -> list[str]:
-    """One line per window of added entries: how many, how many seen, latency p50/p99/max."""
+def window_latencies(added_at: np.ndarray, seen_at: np.ndarray, window: float) -> list[tuple[int, int, np.ndarray]]:
+    """Per window of added entries: how many were added, how many seen, and their latencies."""
     start = float(np.nanmin(added_at))
-    lines = []
     n_windows = int(np.ceil((np.nanmax(added_at) - start + 1e-9) / window)) or 1
     which = np.floor((added_at - start) / window).astype(int)
+    out = []
     for w in range(n_windows):
         mine = which == w
         seen = mine & ~np.isnan(seen_at)
-        latency = (seen_at - added_at)[seen]
-        head = f"  window {w + 1} ({w * window:.0f}-{(w + 1) * window:.0f} s): added {int(mine.sum())}, " \
-               f"seen {int(seen.sum())}"
+        out.append((int(mine.sum()), int(seen.sum()), (seen_at - added_at)[seen]))
+    return out
+
+
+def latency_windows(added_at: np.ndarray, seen_at: np.ndarray, window: float) -> list[str]:
+    """One line per window of added entries: how many, how many seen, latency p50/p99/max; then the last
+    window's p50 and p99 against the second's (the first holds the stream's warm-up)."""
+    lines = []
+    windows = window_latencies(added_at, seen_at, window)
+    for w, (added, seen, latency) in enumerate(windows):
+        head = f"  window {w + 1} ({w * window:.0f}-{(w + 1) * window:.0f} s): added {added}, seen {seen}"
         if latency.size:
             head += (f", latency p50={percentile(latency, 50):.3f}s p99={percentile(latency, 99):.3f}s "
                      f"max={latency.max():.3f}s")
         lines.append(head)
+    if len(windows) >= 3 and windows[1][2].size and windows[-1][2].size:
+        second, last = windows[1][2], windows[-1][2]
+        lines.append(f"  last window / second window: p50 x{percentile(last, 50) / percentile(second, 50):.2f}, "
+                     f"p99 x{percentile(last, 99) / percentile(second, 99):.2f} (flat: <= 1.2)")
+    return lines
+
+
+class QueueProbe:
+    """Every ``every`` seconds (on a thread of its own, with its own connection to A): the keys in the files
+    of the queue's tablets (Accumulo's metadata), and the time and result of a keys-only scan of all the
+    queue's entries, as a drain's scans walk them (delete markers included, until a compaction drops them)."""
+
+    def __init__(self, cluster: Cluster, queue: QueueConfig, every: float = 10.0) -> None:
+        self.cluster, self.queue, self.every = cluster, queue, every
+        self.samples: list[tuple[float, int, int, float, int]] = []  # (time, file keys, files, scan s, returned)
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        conn = self.cluster.connect()
+        while not self.stop.wait(self.every):
+            files = queue_files(conn, self.queue)
+            began = time.perf_counter()
+            returned = sum(page.num_rows for page in conn.scan_batches(
+                self.queue.table, self.queue.layout.queue_range(), iterators=[KEYS_ONLY], batch_size=10_000))
+            self.samples.append((began, files.keys, files.files, time.perf_counter() - began, returned))
+
+    def windows(self, start: float, window: float) -> list[str]:
+        """One line per window: the mean keys in the queue's files, the mean entries a scan returned, their
+        ratio, and the mean time of a full scan of the queue."""
+        lines = []
+        for w in range(int(np.ceil((self.samples[-1][0] - start) / window)) if self.samples else 0):
+            mine = [s for s in self.samples if w * window <= s[0] - start < (w + 1) * window]
+            if not mine:
+                continue
+            keys, files, seconds, returned = (float(np.mean([s[i] for s in mine])) for i in (1, 2, 3, 4))
+            lines.append(f"  window {w + 1}: queue files {files:.1f} holding {keys:.0f} keys (max "
+                         f"{max(s[1] for s in mine)}), scan returned {returned:.0f} entries: "
+                         f"{(keys + returned) / max(returned, 1.0):.1f} keys per entry returned; full queue scan "
+                         f"{seconds * 1000:.0f} ms (max {max(s[3] for s in mine) * 1000:.0f} ms)")
+        return lines
+
+
+def phase_windows(progress: list, started_epoch: float, window: float) -> list[str]:
+    """One line per window: the micro-batches that started in it and the mean of each phase's duration."""
+    by_window: dict[int, list] = {}
+    for p in progress:
+        began = datetime.fromisoformat(p.timestamp.replace("Z", "+00:00")).timestamp()
+        if began >= started_epoch:
+            by_window.setdefault(int((began - started_epoch) // window), []).append(p)
+    lines = []
+    for w, batches in sorted(by_window.items()):
+        phases = sorted({k for p in batches for k in p.durationMs})
+        means = ", ".join(f"{k}={np.mean([p.durationMs.get(k, 0) for p in batches]):.0f}" for k in phases)
+        lines.append(f"  window {w + 1}: {len(batches)} micro-batches, {means}")
     return lines
 
 
@@ -136,6 +202,8 @@ def main() -> int:
     parser.add_argument("--window", type=float, help="seconds per latency window (default: a sixth of the run)")
     parser.add_argument("--buckets", type=int, default=13)
     parser.add_argument("--trigger", type=float, default=0.2, help="micro-batch interval, seconds")
+    parser.add_argument("--compact-dead-keys", type=int,
+                        help="the drain's compact_dead_keys (default: the drain's default; 0: never compact)")
     opts = parser.parse_args()
     seconds = opts.minutes * 60
     window = opts.window or seconds / 6
@@ -147,24 +215,31 @@ def main() -> int:
         ExportQueue(conn_a, queue).init()
         conn_b.create_table("soak_dest", exist_ok=True)
         spark = spark_session(app_name="bench soak")
+        spark.conf.set("spark.sql.streaming.numRecentProgressUpdates", "1000000")  # every micro-batch's phases
+        extra = {} if opts.compact_dead_keys is None else {"compact_dead_keys": opts.compact_dead_keys}
         job = DrainJob(source=a.gateway_options(), dest=b.gateway_options(), queue=queue, dest_table="soak_dest",
                        settings=DrainSettings(buckets_per_partition=-(-opts.buckets // 2),
-                                              trigger_seconds=opts.trigger))
+                                              trigger_seconds=opts.trigger, **extra))
         tmp = tempfile.mkdtemp(prefix="soak-")
         query = start_stream(spark, job, f"{tmp}/ckpt", f"{tmp}/reports")
         rss_start = rss_by_process()
         print_rss("at the start (stream running, nothing produced yet)", rss_start)
         producer = RateProducer(a, queue, opts.rate, total)
         producing = threading.Thread(target=producer.run, name="producer")
+        probe = QueueProbe(a, queue)
+        probing = threading.Thread(target=probe.run, name="queue probe", daemon=True)
         started = time.perf_counter()
         producing.start()
+        probing.start()
         seen_at = poll_visible(conn_b, "soak_dest", producer, deadline=started + seconds + 120)
         producing.join()
+        probe.stop.set()
         produced_in = max(float(np.nanmax(producer.added_at)) - started, 1e-9)
         rss_end = rss_by_process()
+        progress = list(query.recentProgress)
         depth = queue_status(conn_a, queue).entries
         failure = query.exception() if not query.isActive else None
-        query.stop()
+        stop_stream(query)
         spark.stop()
         print_rss("at the end", rss_end, rss_start)
         seen = int(np.count_nonzero(~np.isnan(seen_at)))
@@ -180,6 +255,13 @@ def main() -> int:
         if latency.size:
             print(f"whole run: latency p50={percentile(latency, 50):.3f}s p99={percentile(latency, 99):.3f}s "
                   f"max={latency.max():.3f}s")
+        print("micro-batches per window of the run (mean ms per phase: latestOffset plans from the marks, "
+              "addBatch runs the tasks that read, export and delete):")
+        for line in phase_windows(progress, time.time() - (time.perf_counter() - started), window):
+            print(line)
+        print("A's queue, per window of the run (sampled every 10 s):")
+        for line in probe.windows(started, window):
+            print(line)
         ratio = seen / producer.added if producer.added else 0.0
         print(f"ratio={ratio:.6f}")
         return 0 if lost == 0 and failure is None else 1

@@ -259,6 +259,12 @@ final class Gateway implements AccumuloProxy.Iface, AutoCloseable {
   }
 
   @Override
+  public Map<String, String> tableIdMap(String sharedSecret) throws TException {
+    secret.check(sharedSecret);
+    return call(() -> client.tableOperations().tableIdMap());
+  }
+
+  @Override
   public void removeTableProperty(String sharedSecret, String tableName, String property)
       throws TException {
     secret.check(sharedSecret);
