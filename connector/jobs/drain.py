@@ -208,7 +208,7 @@ class _BatchDrain:
         report.batch_seconds.append(time.monotonic() - self.round_began)
         report.totals += round_total
         report.seconds = time.monotonic() - self.started
-        self.compactor.deleted(self.src, round_total.deleted)
+        self.compactor.deleted(job.source.shared(), round_total.deleted)
         # what is left, as far as this drain knows (the progress line after a round shows it)
         report.depth_before_round = max(0, self.entries_before - round_total.deleted)
         report.history.append({"round": report.rounds, "exported": round_total.exported,
@@ -244,7 +244,7 @@ class _BatchDrain:
         earlier drains too)."""
         if marks:
             settle_marks(self.src, self.job.queue, marks, drained_whole=marks)
-        self.compactor.check(self.src, 0)
+        self.compactor.check(self.job.source.shared(), 0)
 
 
 def stream_drain(engine: Engine, job: DrainJob, progress: ProgressFn | None = None, *,

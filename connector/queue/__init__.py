@@ -5,7 +5,8 @@ Modules, one idea each: ``layout`` (rows, buckets, splits, dead letters), ``conf
 ``codec`` (exports to entries and back, with :mod:`connector.serializers`), ``producer`` (adding), ``status``
 (what waits), ``stored_config`` (what ``init`` recorded), ``reader`` (reading entries), ``batches`` (re-cut
 and read ahead), ``drain`` (exporting and deleting them), ``progress`` (a drain round's live counters),
-``dead_letters`` (what a drain set aside), ``marks`` (bucket notifications for streaming drains)::
+``dead_letters`` (what a drain set aside), ``marks`` (bucket notifications for streaming drains), ``compaction``
+(dropping the delete markers drains leave)::
 
     config = QueueConfig(table="exports", qid="idx", num_buckets=64)
     with ExportQueue(conn_a, config) as queue:

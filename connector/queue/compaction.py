@@ -86,10 +86,11 @@ class QueueCompactor:
     - :meth:`check`: the tablets' files hold ``dead_keys`` more keys than the queue has entries, and at least
       as many: what other drains, or drains that stopped or crashed, left.
 
-    A compaction never fails its drain: a gateway user without the permissions (reading
-    ``accumulo.metadata``, compacting the table) gets one warning and no more attempts; another error is
-    logged and tried again ``min_interval`` later. The drain goes on either way, only slower while markers
-    collect. Thread-safe (a stream's sweep checks on its own thread)."""
+    The drain does not wait for a compaction, nor for the request (made on a thread of its own). A compaction
+    never fails its drain: a gateway user without the permissions (reading ``accumulo.metadata``, compacting
+    the table) gets one warning and no more attempts; another error is logged and tried again ``min_interval``
+    later. The drain goes on either way, only slower while markers collect. Thread-safe (a stream's sweep
+    checks on its own thread)."""
 
     def __init__(self, config: QueueConfig, dead_keys: int, min_interval: float = MIN_COMPACTION_INTERVAL) -> None:
         self.config, self.dead_keys, self.min_interval = config, dead_keys, min_interval
@@ -98,6 +99,7 @@ class QueueCompactor:
         self._refused = False
         self._warned = False
         self._lock = threading.Lock()
+        self._request: threading.Thread | None = None
         #: compactions asked for so far
         self.requested = 0
 
@@ -132,15 +134,26 @@ class QueueCompactor:
         return self._last is None or time.monotonic() - self._last >= self.min_interval
 
     def _compact(self, conn: Connection, why: str) -> bool:
-        try:
-            compact_queue(conn, self.config)
-        except AccumuloError as exc:
-            self._failed(exc)
-            return False
+        """Ask on a thread of its own: Accumulo flushes the tablets' memory before it returns, which would hold
+        up the drain's batch meanwhile (non-daemon: a process ending waits for the request to be made)."""
         self._last, self._deleted = time.monotonic(), 0
         self.requested += 1
         log.info("queue %s: compacting its tablets: %s", self.config.qid, why)
+        self._request = threading.Thread(target=self._ask, args=(conn,), name=f"compact-{self.config.qid}")
+        self._request.start()
         return True
+
+    def _ask(self, conn: Connection) -> None:
+        try:
+            compact_queue(conn, self.config)
+        except AccumuloError as exc:
+            with self._lock:
+                self._failed(exc)
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Wait until the last compaction asked for was accepted (or refused)."""
+        if self._request is not None:
+            self._request.join(timeout)
 
     def _failed(self, exc: AccumuloError) -> None:
         if isinstance(exc, AccumuloSecurityError):
