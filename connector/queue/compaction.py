@@ -10,7 +10,8 @@ So a drain asks Accumulo to flush and compact the queue's tablets once enough de
 (:class:`QueueCompactor`), and only those tablets: the split points ``queue init`` adds bound them (``<qid>#``
 and ``<qid>:~``). A compaction keeps every entry: a late entry (an older seq, behind any number of markers) is
 still read, and nothing is skipped; only the markers go. Its cost is proportional to what the drain deleted
-since the last one (the queue's live entries are few when it keeps up).
+since the last one, plus the queue's live rows (waiting entries, dead letters), which it rewrites: few when
+the drain keeps up.
 
 The counts of keys in files come from Accumulo's metadata table (per file: size and keys, written with the
 file), so checking them costs a short scan; keys still in memory are not there, which is why drains also
@@ -24,7 +25,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from connector.accumulo import AccumuloError, AccumuloSecurityError, Connection, Range
+from connector.accumulo import AccumuloSecurityError, Connection, Range
 
 from .config import QueueConfig
 
@@ -71,8 +72,8 @@ def queue_files(conn: Connection, config: QueueConfig) -> QueueFiles:
 
 
 def compact_queue(conn: Connection, config: QueueConfig, wait: bool = False) -> None:
-    """Ask Accumulo to flush and fully compact the queue's tablets (none of the table's others); ``wait``:
-    return once done, else at once."""
+    """Ask Accumulo to flush and fully compact the queue's tablets (no tablet outside the queue's split
+    points); ``wait``: return once done, else once Accumulo flushed their memory (it waits for that)."""
     first, last = config.layout.outer_splits()
     conn.compact_table(config.table, first, last, flush=True, wait=wait)
 
@@ -84,19 +85,24 @@ class QueueCompactor:
     - :meth:`deleted`: a drain counts the entries it deleted (markers still in memory included, which no
       file shows yet), and a compaction (which flushes memory first) is due once they reach ``dead_keys``;
     - :meth:`check`: the tablets' files hold ``dead_keys`` more keys than the queue has entries, and at least
-      as many: what other drains, or drains that stopped or crashed, left.
+      as many: what other drains, or drains that stopped or crashed, left. Keys that are neither entries nor
+      markers (dead letters, marks, another queue's rows in the same tablets) would look dead too: after its
+      first compaction a compactor counts only growth over the least excess it saw since, so they cause one
+      useless compaction at most, not one per check.
 
     The drain does not wait for a compaction, nor for the request (made on a thread of its own). A compaction
-    never fails its drain: a gateway user without the permissions (reading ``accumulo.metadata``, compacting
-    the table) gets one warning and no more attempts; another error is logged and tried again ``min_interval``
-    later. The drain goes on either way, only slower while markers collect. Thread-safe (a stream's sweep
-    checks on its own thread)."""
+    never fails its drain: a gateway user who may not read ``accumulo.metadata`` loses the check, one who may
+    not compact the table loses both, each with one warning; any other error is logged and the compactor tries
+    again ``min_interval`` later. The drain goes on either way, only slower while markers collect. Thread-safe
+    (a stream's sweep checks on its own thread)."""
 
     def __init__(self, config: QueueConfig, dead_keys: int, min_interval: float = MIN_COMPACTION_INTERVAL) -> None:
         self.config, self.dead_keys, self.min_interval = config, dead_keys, min_interval
         self._deleted = 0
+        self._floor = 0  # the least excess of keys over entries seen since the last compaction asked for
         self._last: float | None = None
-        self._refused = False
+        self._may_read_metadata = True
+        self._may_compact = True
         self._warned = False
         self._lock = threading.Lock()
         self._request: threading.Thread | None = None
@@ -116,27 +122,29 @@ class QueueCompactor:
         """Compact if the tablets' files hold enough dead keys, given the queue holds about ``entries``
         entries. Returns whether it asked for a compaction."""
         with self._lock:
-            if not self._due():
+            if not self._due() or not self._may_read_metadata:
                 return False
             try:
                 files = queue_files(conn, self.config)
-            except AccumuloError as exc:
-                self._failed(exc)
+            except Exception as exc:  # noqa: BLE001 - a check never fails its drain
+                self._failed(exc, reading=True)
                 return False
-            if files.dead_keys(entries) < max(self.dead_keys, entries):
+            excess = files.dead_keys(entries)
+            self._floor = min(self._floor, excess)
+            if excess - self._floor < max(self.dead_keys, entries):
                 return False
             return self._compact(conn, f"its {files.files} files hold {files.keys} keys for about {entries} "
                                        f"entries")
 
     def _due(self) -> bool:
-        if not self.dead_keys or self._refused:
+        if not self.dead_keys or not self._may_compact:
             return False
         return self._last is None or time.monotonic() - self._last >= self.min_interval
 
     def _compact(self, conn: Connection, why: str) -> bool:
         """Ask on a thread of its own: Accumulo flushes the tablets' memory before it returns, which would hold
         up the drain's batch meanwhile (non-daemon: a process ending waits for the request to be made)."""
-        self._last, self._deleted = time.monotonic(), 0
+        self._last, self._deleted, self._floor = time.monotonic(), 0, 1 << 62
         self.requested += 1
         log.info("queue %s: compacting its tablets: %s", self.config.qid, why)
         self._request = threading.Thread(target=self._ask, args=(conn,), name=f"compact-{self.config.qid}")
@@ -146,25 +154,30 @@ class QueueCompactor:
     def _ask(self, conn: Connection) -> None:
         try:
             compact_queue(conn, self.config)
-        except AccumuloError as exc:
+        except Exception as exc:  # noqa: BLE001 - logged: a compaction never fails its drain
             with self._lock:
-                self._failed(exc)
+                self._failed(exc, reading=False)
 
     def wait(self, timeout: float | None = None) -> None:
         """Wait until the last compaction asked for was accepted (or refused)."""
         if self._request is not None:
             self._request.join(timeout)
 
-    def _failed(self, exc: AccumuloError) -> None:
+    def _failed(self, exc: Exception, reading: bool) -> None:
         if isinstance(exc, AccumuloSecurityError):
-            self._refused = True
-            log.warning("queue %s: may not compact its tablets (%s); delete markers collect until Accumulo "
-                        "compacts them itself, and scans of the queue slow down meanwhile", self.config.qid, exc)
+            if reading:
+                self._may_read_metadata = False
+                what = "may not read accumulo.metadata, so it counts only what it deletes itself"
+            else:
+                self._may_compact = False
+                what = "may not compact them: delete markers collect until Accumulo compacts them itself"
+            log.warning("queue %s: the drain %s (%s); scans of the queue slow down while markers collect",
+                        self.config.qid, what, exc)
             return
         self._last = time.monotonic()
         (log.debug if self._warned else log.warning)(
-            "queue %s: could not check or compact its tablets (%s); trying again in %.0f s", self.config.qid, exc,
-            self.min_interval)
+            "queue %s: could not check or compact its tablets (%s: %s); trying again in %.0f s", self.config.qid,
+            type(exc).__name__, exc, self.min_interval)
         self._warned = True
 
 

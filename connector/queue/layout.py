@@ -132,8 +132,9 @@ class QueueLayout:
         return Range.prefix(self._entry_prefix)
 
     def outer_splits(self) -> tuple[bytes, bytes]:
-        """The split points around the queue's tablets, ``<qid>#`` and ``<qid>:~``: its tablets hold its rows
-        only, and a compaction or flush of the rows after the first, up to the second, touches nothing else."""
+        """The split points around the queue's tablets, ``<qid>#`` and ``<qid>:~``: a compaction or flush of
+        the rows after the first, up to the second, touches no tablet of the table's other rows (only another
+        queue's, one whose id extends this one's with a character from ``#`` to ``:``, as ``q1`` does ``q``)."""
         return self._qid_bytes + b"#", self._qid_bytes + b":~"
 
     def split_points(self, buckets_per_tablet: int) -> list[bytes]:

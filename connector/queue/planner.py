@@ -108,14 +108,13 @@ class StreamPlanner:
         try:
             conn = self.connect()
             counts = pending_by_bucket(conn, self.config, self.max_sweep_keys)
-            found = {b for b, n in counts.items() if n}
-            self.compactor.check(conn, sum(counts.values()))
         except BaseException as exc:  # noqa: BLE001 - raised by the next pending() on the planning thread
             with self._lock:
                 self._failure = exc
             return
         with self._lock:
-            self._found |= found
+            self._found |= {b for b, n in counts.items() if n}
+        self.compactor.check(conn, sum(counts.values()))  # never raises: it logs
 
     def _take_found(self) -> set[int]:
         with self._lock:

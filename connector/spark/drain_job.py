@@ -109,7 +109,10 @@ class _BatchReporter:
         write_report(self.report_dir, total, batch_id, wall_seconds=time.monotonic() - started,
                      micro_batches=micro_batches)
         if total.deleted and self.compactor.dead_keys:
-            self.compactor.deleted(self.job.source.shared(), total.deleted)
+            try:
+                self.compactor.deleted(self.job.source.shared(), total.deleted)
+            except Exception as exc:  # noqa: BLE001 - the micro-batch is done: a compaction never fails it
+                log.warning("queue %s: no compaction asked for: %s", self.job.queue.qid, exc)
 
 
 def warm_python_workers(spark: SparkSession, job: DrainJob) -> None:
