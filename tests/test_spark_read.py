@@ -144,3 +144,70 @@ def test_tablet_spans_clip_to_the_requested_rows():
     assert spans([b"c", b"m"], b"c", b"c\x00") == [(b"c", b"c\x00")]  # the split row alone: its tablet only
     assert spans([b"c", b"m"], b"m\x00", None) == [(b"m\x00", None)]
     assert spans([b"c", b"m"], None, b"c\x00") == [(None, b"c\x00")]
+
+
+@pytest.fixture
+def pushdown_enabled(spark):
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    yield
+    spark.conf.unset("spark.sql.python.filterPushdown.enabled")
+
+
+def test_pushed_filters_narrow_the_scan_and_read_what_spark_would(spark, accumulo, split_table, pushdown_enabled):
+    from pyspark.sql import functions as F  # noqa: N812
+
+    table, conn = split_table
+    b = lambda text: F.lit(bytearray(text))  # noqa: E731 - a binary literal
+
+    def both(where):
+        pushed = read(spark, accumulo, table, pushdown="true").filter(where)
+        return pushed, cells_of(pushed), cells_of(read(spark, accumulo, table).filter(where))
+
+    # a row range and a family: three of the five tablets, only f1 fetched
+    df, got, want = both((F.col("row") >= b(b"d")) & (F.col("row") < b(b"n")) & (F.col("cf") == b(b"f1")))
+    assert got == want == [c for c in scanned(conn, table, range=Range.rows("d", "n", end_inclusive=False))
+                           if c[1] == b"f1"]
+    assert df.rdd.getNumPartitions() == 3
+    # family and qualifier pairs, with a filter Spark keeps (ts) and a negation
+    df, got, want = both(F.col("cf").isin(bytearray(b"f1"), bytearray(b"f2")) & (F.col("cq") == b(b"q3"))
+                         & (F.col("ts") >= 8) & (F.col("row") != b(b"d")))
+    assert got == want and {(r[1], r[2]) for r in got} == {(b"f2", b"q3")} and len(got) == 12
+    # IN on rows: read from the least to the greatest, the rest filtered by Spark
+    df, got, want = both(F.col("row").isin(bytearray(b"c"), bytearray(b"g")))
+    assert got == want and {r[0] for r in got} == {b"c", b"g"}
+    assert df.rdd.getNumPartitions() == 2
+    # no row can pass: no partition at all
+    df, got, want = both((F.col("row") == b(b"z\xff")) & (F.col("row") < b(b"a")))
+    assert got == want == [] and df.rdd.getNumPartitions() == 0
+    # without the option the same query scans every tablet
+    assert read(spark, accumulo, table).filter(F.col("row") == b(b"d")).rdd.getNumPartitions() == len(SPLITS) + 1
+
+
+def test_pushdown_needs_spark_s_setting_and_says_so(spark, accumulo, split_table):
+    from pyspark.sql import functions as F  # noqa: N812
+
+    table, _ = split_table
+    with pytest.raises(Exception, match="DATA_SOURCE_PUSHDOWN_DISABLED"):
+        read(spark, accumulo, table, pushdown="true").filter(F.col("row") == F.lit(bytearray(b"d"))).collect()
+
+
+def test_push_filters_takes_what_a_scan_can_do_and_leaves_the_rest():
+    from pyspark.sql.datasource import EqualTo, In, IsNotNull, LessThan, Not, StringStartsWith
+
+    from connector.spark.table_filters import MAX_COLUMNS, Scan, push_filters
+
+    everything = Scan(None, None, None)
+    cq = EqualTo(("cq",), b"q")
+    scan, left = push_filters([cq], everything)  # a qualifier alone cannot be fetched
+    assert scan == everything and left == [cq]
+    not_row, text, ts = Not(EqualTo(("row",), b"a")), EqualTo(("row",), "a"), LessThan(("ts",), 3)
+    scan, left = push_filters([not_row, text, ts, IsNotNull(("cv",)), StringStartsWith(("row",), "x")], everything)
+    assert scan == everything and left[:3] == [not_row, text, ts] and len(left) == 4
+    many = In(("cq",), [b"q%d" % i for i in range(MAX_COLUMNS + 1)])
+    scan, left = push_filters([EqualTo(("cf",), b"f"), many], everything)  # too many pairs: family only
+    assert scan.columns == (b"f",) and left == [many]
+    columns_option = Scan(b"a", b"z", (b"f1",))
+    scan, left = push_filters([EqualTo(("cf",), b"f2")], columns_option)  # the option's columns stand
+    assert scan == columns_option and len(left) == 1
+    scan, left = push_filters([EqualTo(("cf",), b"f1"), EqualTo(("cf",), b"f2")], everything)
+    assert scan.empty and left == []

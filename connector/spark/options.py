@@ -73,6 +73,8 @@ class TableRead(Settings):
     authorizations: str | None = setting(None, "comma-separated; cells whose visibility they do not satisfy are "
                                                "not read (default: all of the gateway user's)", flag=None)
     batch_size: int = setting(10_000, "cells per scan page, one Arrow batch each", parse=integer(1), flag=None)
+    pushdown: bool = setting(False, "take Spark's filters on row, cf and cq as scan ranges and fetched columns "
+                                    "(Spark 4.1+, with spark.sql.python.filterPushdown.enabled=true)", flag=None)
 
 
 @dataclass(frozen=True)

@@ -13,16 +13,18 @@ Options: the cluster's gateway as for ``GatewayOptions`` without a prefix (``hos
 ``secret_file`` or ``secret_env``, ``tls_*``, ``server_wait``, ``name``); ``table``; rows: ``prefix``, or
 ``start_row`` and/or ``end_row`` (both inclusive; UTF-8 text); ``columns`` (comma-separated families or
 ``family:qualifier``); ``authorizations`` (comma-separated; default: all of the gateway user's);
-``batch_size`` (cells per scan page, 10,000).
+``batch_size`` (cells per scan page, 10,000); ``pushdown`` ("true": Spark's filters on ``row``, ``cf`` and
+``cq`` narrow the scans, see :mod:`.table_filters`; Spark 4.1+ with ``spark.sql.python.filterPushdown.enabled``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyspark
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
@@ -30,6 +32,9 @@ from connector.accumulo import AccumuloSecurityError, Connection, Range
 from connector.accumulo.cells import Key, following_prefix
 
 from .options import ACCUMULO, GatewayOptions, OptionError, TableRead, checked
+
+if TYPE_CHECKING:
+    from pyspark.sql.datasource import Filter
 
 # NOT NULL as the scan batches' fields are: Spark checks that the batches read match this schema exactly
 SCHEMA = ("row binary not null, cf binary not null, cq binary not null, cv binary not null, ts long not null, "
@@ -64,6 +69,8 @@ class ReadSettings:
     columns: tuple[Column, ...] | None
     authorizations: tuple[bytes, ...] | None
     batch_size: int
+    pushdown: bool = False
+    empty: bool = False  # filters no cell can pass were pushed
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReadSettings:
@@ -73,14 +80,23 @@ class ReadSettings:
         auths = _list(read.authorizations, "authorizations")
         return cls(gateway=GatewayOptions.parse(options, "", where), table=read.table, start=start, stop=stop,
                    columns=_columns(read.columns), authorizations=None if auths is None else tuple(auths),
-                   batch_size=read.batch_size)
+                   batch_size=read.batch_size, pushdown=read.pushdown)
 
     def plan(self, conn: Connection) -> list[RowSpan]:
         """One span per tablet overlapping the requested rows, clipped to them, in row order."""
         if not conn.table_exists(self.table):
             raise OptionError(f"option 'table': no table {self.table!r} on {self.gateway.describe()}")
         self._check_readable(conn)
+        if self.empty:
+            return []
         return tablet_spans(conn.list_splits(self.table), self.start, self.stop)
+
+    def narrowed(self, filters: list[Filter]) -> tuple[ReadSettings, list[Filter]]:
+        """These settings narrowed by the filters a scan can take, and the filters left for Spark."""
+        from .table_filters import Scan, push_filters  # Spark 4.1+ only: its filter classes are imported there
+
+        scan, left = push_filters(filters, Scan(self.start, self.stop, self.columns))
+        return replace(self, start=scan.start, stop=scan.stop, columns=scan.columns, empty=scan.empty), left
 
     def _check_readable(self, conn: Connection) -> None:
         """Read at most one cell of the first requested row, so that a permission or authorization problem
@@ -162,6 +178,9 @@ class AccumuloTableDataSource(DataSource):
     def __init__(self, options: Any) -> None:
         super().__init__(options)
         self.settings = ReadSettings.parse(checked(ACCUMULO, options))  # refused at load(), before any action
+        if self.settings.pushdown and _version(pyspark.__version__) < (4, 1):
+            raise OptionError(f"option 'pushdown' needs Spark 4.1 or newer (filter pushdown of Python data "
+                              f"sources); this is PySpark {pyspark.__version__}")
 
     @classmethod
     def name(cls) -> str:
@@ -176,7 +195,7 @@ class AccumuloTableDataSource(DataSource):
         # a schema given with .schema() may declare the columns nullable: the batches must say the same
         arrow = pa.schema([pa.field(f.name, pa.int64() if f.name == "ts" else pa.binary(), f.nullable)
                            for f in schema.fields])
-        return TableReader(self.settings, arrow)
+        return (FilteringTableReader if self.settings.pushdown else TableReader)(self.settings, arrow)
 
 
 class TableReader(DataSourceReader):
@@ -193,3 +212,17 @@ class TableReader(DataSourceReader):
         for batch in self.settings.read(partition):
             yield batch if batch.schema.equals(self.arrow_schema) else pa.RecordBatch.from_arrays(
                 batch.columns, schema=self.arrow_schema)
+
+
+class FilteringTableReader(TableReader):
+    """The reader with option ``pushdown``: Spark hands it the query's filters before planning (only then:
+    Spark refuses a reader that takes filters while ``spark.sql.python.filterPushdown.enabled`` is off)."""
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:  # noqa: N802 - Spark's name
+        self.settings, left = self.settings.narrowed(filters)
+        return left
+
+
+def _version(text: str) -> tuple[int, int]:
+    major, minor = text.split(".")[:2]
+    return int(major), int("".join(ch for ch in minor if ch.isdigit()) or 0)
