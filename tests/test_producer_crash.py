@@ -55,7 +55,7 @@ kill_plans = st.tuples(
 ).map(lambda first_rest: [first_rest[0], *first_rest[1]])
 
 
-@pytest.mark.parametrize("batch", [1, 20, 100])  # run, and run_all of a few and of many (hypothesis drew 1 only)
+@pytest.mark.parametrize("batch", [1, 20, 100])  # run, and run_all of a few and of many
 @settings(max_examples=2, deadline=None, phases=[Phase.generate], derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(plan=kill_plans)
