@@ -73,7 +73,7 @@ class Producer:
 
     ``repeat_every``: every n-th committed export is added to the queue once more, as a relay repeated after
     a crash would (same key, seq and value): the drain must take it in its stride. ``close()`` (or ``with``)
-    flushes the deletes of relayed outbox cells and closes the connection's writers."""
+    relays what the relayer still holds and closes the connection's writers."""
 
     def __init__(self, conn: Connection, config: QueueConfig, counts_table: str, vocabulary: list[str],
                  seed: int, *, skew: float = 1.0, batch: int = DEFAULT_BATCH, repeat_every: int = 0) -> None:

@@ -54,7 +54,7 @@ class DocumentProducer:
     the word-count deltas. Each change is ONE row transaction on the document's row: read the old text from the
     row, write the new text (or delete it) and queue each word's delta to the combine queue, all in one
     commit (the row's outbox carries the deltas; the relay moves them into the combine queue). ``updates``:
-    deltas of committed changes. ``close()`` (or ``with``) flushes the deletes of relayed outbox cells."""
+    deltas of committed changes. ``close()`` (or ``with``) relays what the relayer still holds."""
 
     def __init__(self, conn: Connection, docs_table: str, combine: CombineConfig, doc_ids: list[str],
                  vocabulary: list[str], seed: int, batch: int = 50) -> None:

@@ -86,6 +86,7 @@ def test_run_all_commits_rows_in_rounds(conn_a):
     txs = _txs(conn_a)
     rows = [f"r{i % 30}" for i in range(100)]  # same rows more than once: they run in order
     seqs = txs.run_all([(r, bump(queue)) for r in rows])
+    txs.flush()
     assert len(set(seqs)) == 100
     counts = {c.row.decode(): int(c.value) for c in conn_a.scan(txs.table, columns=[(b"c", b"n")])}
     assert counts == {f"r{i}": 4 if i < 10 else 3 for i in range(30)}
@@ -185,7 +186,7 @@ def test_unknown_outcome_that_applied_is_not_committed_twice(conn_a, monkeypatch
 
 
 def test_crash_between_commit_and_relay_then_relay_twice(conn_a, monkeypatch):
-    from connector.transactions import relay as relay_module
+    from connector.transactions import relayer as relayer_module
 
     queue = _queue(conn_a)
     txs = _txs(conn_a)
@@ -193,7 +194,7 @@ def test_crash_between_commit_and_relay_then_relay_twice(conn_a, monkeypatch):
     def crash(self, items):
         raise SystemExit("producer killed after its commit")
 
-    monkeypatch.setattr(relay_module.Relay, "relay", crash)
+    monkeypatch.setattr(relayer_module.BackgroundRelay, "submit", crash)
     with pytest.raises(SystemExit):
         txs.run("w", bump(queue))
     monkeypatch.undo()
@@ -300,6 +301,8 @@ def test_unknown_outcome_settled_after_another_commit_followed(conn_a, accumulo,
 
     seq = txs.run("w", once)
     assert runs == [seq], "the version's token history shows our commit: the function does not run again"
+    txs.flush()
+    other.close()
     [count] = [c for c in _cells(conn_a, txs.table) if c.cq == b"n"]
     assert count.value == b"2"
     assert sorted(e.seq for e in _entries(conn_a, queue))[0] == seq and len(_entries(conn_a, queue)) == 2
@@ -314,21 +317,89 @@ def test_a_queue_initialised_differently_is_refused_before_anything_is_written(c
     assert _cells(conn_a, txs.table) == [] and _entries(conn_a, queue) == []
 
 
-def test_a_failed_relay_says_the_commit_happened_and_leaves_the_outbox(conn_a, monkeypatch):
+@pytest.mark.parametrize("relay_delay", [None, 0.05])
+def test_a_failed_relay_says_the_commit_happened_and_is_retried(conn_a, monkeypatch, relay_delay):
+    """Relaying before ``run`` returns (None), the call raises; in the background, ``flush`` does. Either way
+    the commit stands, the outbox stays in the row, and the relayer delivers it once the queue is back."""
     from connector.transactions import RelayError
     from connector.transactions import relay as relay_module
 
     queue = _queue(conn_a)
-    txs = _txs(conn_a)
+    txs = _txs(conn_a, relay_delay=relay_delay)
 
     def unreachable(self, items):
         raise ConnectionError("queue table unreachable")
 
     monkeypatch.setattr(relay_module.Relay, "relay", unreachable)
-    with pytest.raises(RelayError, match="committed.*unreachable.*tx relay"):
-        txs.run("w", bump(queue))
-    monkeypatch.undo()
+    if relay_delay is None:
+        with pytest.raises(RelayError, match="committed.*unreachable.*tx relay"):
+            txs.run("w", bump(queue))
+    else:
+        assert txs.run("w", bump(queue)) is not None
+        with pytest.raises(RelayError, match="committed.*unreachable.*tx relay"):
+            txs.flush(timeout=30)
     [count] = [c for c in _cells(conn_a, txs.table) if c.cq == b"n"]
     assert count.value == b"1"
-    assert relay_table(conn_a, txs.table).relayed == 1
+    assert outbox_status(conn_a, txs.table).cells == 1 and _entries(conn_a, queue) == []
+    monkeypatch.undo()
+    txs.flush(timeout=30)  # the relayer's next attempt
+    txs.close()
     assert [e.value for e in _entries(conn_a, queue)] == [{"old": 0, "new": 1}]
+    assert outbox_status(conn_a, txs.table).empty
+
+
+def test_run_returns_before_the_relay_and_flush_waits_for_it(conn_a, monkeypatch):
+    """The relay is off the commit's path: with the relay held up, transactions commit and return, their
+    exports reach the queue only once it goes on, in rounds shared by many transactions, and ``flush`` (and
+    ``close``) wait for them."""
+    import threading
+
+    from connector.transactions import relay as relay_module
+
+    queue = _queue(conn_a)
+    txs = _txs(conn_a, relay_delay=0.05)
+    release = threading.Event()
+    rounds: list[int] = []
+    real = relay_module.Relay.relay
+
+    def held(self, items):
+        release.wait(60)
+        rounds.append(len(items))
+        return real(self, items)
+
+    monkeypatch.setattr(relay_module.Relay, "relay", held)
+    seqs = [txs.run(f"w{i % 5}", bump(queue)) for i in range(40)]
+    assert all(seqs) and txs.commits == 40
+    assert _entries(conn_a, queue) == [] and txs.unrelayed == 40
+    release.set()
+    txs.flush(timeout=60)
+    assert txs.unrelayed == 0 and sum(rounds) == 40 and len(rounds) < 40, rounds
+    txs.close()
+    entries = _entries(conn_a, queue)
+    assert sorted(e.seq for e in entries) == sorted(seqs)
+    assert outbox_status(conn_a, txs.table).empty
+
+
+def test_commits_wait_for_room_when_the_relay_falls_behind(conn_a, monkeypatch):
+    """``max_unrelayed`` bounds what waits in memory: a commit past it waits for the relayer."""
+    import threading
+
+    from connector.transactions import relay as relay_module
+
+    queue = _queue(conn_a)
+    txs = _txs(conn_a, relay_delay=0.0, max_unrelayed=3)
+    release = threading.Event()
+    real = relay_module.Relay.relay
+    monkeypatch.setattr(relay_module.Relay, "relay", lambda self, items: (release.wait(60), real(self, items))[1])
+    for i in range(3):
+        txs.run(f"r{i}", bump(queue))
+    fourth = threading.Thread(target=txs.run, args=("r3", bump(queue)))
+    fourth.start()
+    fourth.join(1.0)
+    assert fourth.is_alive(), "the fourth commit waits while three cells wait"
+    assert txs.commits == 4, "it committed; only handing its outbox over waits"
+    release.set()
+    fourth.join(30)
+    assert not fourth.is_alive()
+    txs.close()
+    assert len(_entries(conn_a, queue)) == 4

@@ -51,7 +51,7 @@ class Setup:
         before = queue_status(self.conn_a, self.queue).entries
         # this producer's relay only: a stream's periodic relay running meanwhile (on a loaded machine the
         # commits take long enough for it to look) must not be 'killed' too
-        monkeypatch.setattr(self.txs._relay, "relay", killed)
+        monkeypatch.setattr(self.txs._relayer, "submit", killed)
         for word in words:
             with pytest.raises(SystemExit):
                 self.txs.run(word, bump(self.queue))
@@ -197,7 +197,7 @@ def test_combine_command_counts_what_its_relay_relayed(accumulo, monkeypatch, cl
     CombineQueue(conn, combine).init()
     txs = RowTransactions(conn, unique_table("txdocs"))
     txs.init()
-    monkeypatch.setattr(txs._relay, "relay", lambda items: (_ for _ in ()).throw(SystemExit))
+    monkeypatch.setattr(txs._relayer, "submit", lambda items: (_ for _ in ()).throw(SystemExit))
     with pytest.raises(SystemExit):
         txs.run("doc", lambda tx: [tx.update(combine, word, 1) for word in ("a", "b", "a")])
     monkeypatch.undo()
@@ -271,7 +271,7 @@ def test_combine_relays_updates_a_crashed_producer_left(accumulo, monkeypatch):
 
     txs.run("doc1", write_doc("a b a"))
     txs.close()
-    monkeypatch.setattr(relay_module.Relay, "relay", lambda self, items: (_ for _ in ()).throw(SystemExit))
+    monkeypatch.setattr(txs._relayer, "submit", lambda items: (_ for _ in ()).throw(SystemExit))
     with pytest.raises(SystemExit):
         txs.run("doc2", write_doc("b c"))
     monkeypatch.undo()

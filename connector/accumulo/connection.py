@@ -246,6 +246,11 @@ class Connection:
     def shared_secret(self) -> str:
         return self._secret
 
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called (every later call raises)."""
+        return self._closed
+
     def close(self) -> None:
         """Close every socket this connection opened."""
         self._closed = True

@@ -5,13 +5,17 @@
         old = int(tx.get(b"c", b"n", default=b"0"))
         tx.put(b"c", b"n", str(old + 1).encode())
         tx.export(queue, key=word, value={"old": old, "new": old + 1})
-    seq = txs.run(word, bump)                      # commits, relays the outbox, returns the commit's seq
+    seq = txs.run(word, bump)                      # commits and returns the commit's seq
+    txs.flush()                                    # only if the exports must be in the queue now
 
 The guarantee: the row's new cells, its new version and the outbox (every export and update the function
-buffered) commit together or not at all, and every committed outbox cell reaches its queue (this producer
-relays it right after the commit; if it dies first, a streaming drain of the queue or ``accumulo-export tx
-relay`` does). Only one row is one transaction: a change spanning rows needs the combine queue (updates are
-folded per key) or a transactional system such as Fluo.
+buffered) commit together or not at all, and every committed outbox cell reaches its queue: this producer's
+relayer thread relays it within about ``relay_delay`` seconds of the commit, many transactions in one round of
+flushes; if the producer dies first, a streaming drain of the queue or ``accumulo-export tx relay`` does.
+``run`` returns once the commit is durable; a caller that needs the exports in their queues before it goes on
+calls :meth:`RowTransactions.flush` (or passes ``relay_delay=None``: every call relays before it returns).
+Only one row is one transaction: a change spanning rows needs the combine queue (updates are folded per key)
+or a transactional system such as Fluo.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from connector.accumulo import Connection
 from connector.accumulo.mutation import BytesLike, to_bytes
 
 from .commit import ACCEPTED, REJECTED, UNKNOWN, Committer
-from .errors import RelayError, TransactionConflictError, TransactionError
+from .errors import TransactionConflictError, TransactionError
 from .layout import (
     OUTBOX_GROUP,
     OutboxCell,
@@ -38,7 +42,7 @@ from .layout import (
     parse_version,
     version_tokens,
 )
-from .relay import Relay
+from .relayer import DEFAULT_MAX_UNRELAYED, DEFAULT_RELAY_DELAY, BackgroundRelay
 from .targets import Targets
 from .transaction import RowState, Transaction, read_rows
 
@@ -75,26 +79,38 @@ class RowTransactions:
     """Runs row transactions on one table of cluster A (see the module's description).
 
     ``layout``: where versions and outboxes live (defaults ``!tx:v`` and ``!txo``); ``max_attempts``: runs of
-    one transaction before :class:`TransactionConflictError`; ``clock_us``: wall-clock microseconds (the floor
-    of a commit's seq). One instance may be shared by threads (calls take turns) but not by processes.
+    one transaction before :class:`TransactionConflictError`; ``relay_delay``: seconds a committed outbox
+    waits for others to share its relay (None: each call relays before it returns); ``max_unrelayed``:
+    outbox cells waiting for the relayer before commits wait for room; ``clock_us``: wall-clock microseconds
+    (the floor of a commit's seq). One instance may be shared by threads (calls take turns) but not by
+    processes. Close it (or use it as a context manager): that relays what waits.
     """
 
     def __init__(self, conn: Connection, table: str, *, layout: TxLayout | None = None,
                  max_attempts: int = DEFAULT_MAX_ATTEMPTS, writer_options: Mapping[str, Any] | None = None,
+                 relay_delay: float | None = DEFAULT_RELAY_DELAY, max_unrelayed: int = DEFAULT_MAX_UNRELAYED,
                  clock_us: Callable[[], int] = clock_us) -> None:
         if max_attempts < 1:
             raise ValueError(f"max_attempts must be >= 1, got {max_attempts!r}")
         self.conn, self.table = conn, table
         self.layout = layout or TxLayout()
         self.max_attempts = max_attempts
+        self.relay_delay = relay_delay
         self._clock = clock_us
         self._targets = Targets(conn, table, self.layout)
         self._committer = Committer(conn, table, self.layout)
         # deletes of relayed outbox cells: durable within a second (a lost one only means a harmless re-relay)
-        self._relay = Relay(conn, table, self.layout, writer_options, delete_every=1.0)
+        self._relayer = BackgroundRelay(conn, table, self.layout, writer_options,
+                                        delay=0.0 if relay_delay is None else relay_delay,
+                                        max_unrelayed=max_unrelayed, delete_every=1.0)
         self._lock = threading.Lock()
-        #: totals: commits, conflicts (lost conditions and unknown outcomes that had not applied), relayed cells
-        self.commits = self.conflicts = self.relayed = 0
+        #: totals: commits, conflicts (lost conditions and unknown outcomes that had not applied)
+        self.commits = self.conflicts = 0
+
+    @property
+    def relayed(self) -> int:
+        """Outbox cells relayed so far (this producer's and leftovers of others)."""
+        return self._relayer.relayed
 
     def __repr__(self) -> str:
         return f"RowTransactions(table={self.table!r})"
@@ -113,7 +129,8 @@ class RowTransactions:
         ``fn`` may run more than once: when another commit changed the row meanwhile, the row is read again
         and ``fn`` runs again on the new state. After ``max_attempts`` runs, :class:`TransactionConflictError`.
         An exception from ``fn`` (or from a serializer refusing a value) propagates and nothing is written.
-        After the commit, the outbox is relayed to its queues before ``run`` returns."""
+        The outbox is relayed to its queues by the relayer within about ``relay_delay`` seconds (before ``run``
+        returns if ``relay_delay`` is None)."""
         return self.run_all([(row, fn)])[0]
 
     def run_all(self, items: Iterable[tuple[BytesLike, Callable[[Transaction], object]]]) -> list[int | None]:
@@ -125,7 +142,7 @@ class RowTransactions:
         (None: nothing buffered).
 
         If a function raises, nothing of the round it ran in is written and the exception propagates; rows
-        committed in earlier rounds (retries of lost conditions) stay committed and were relayed."""
+        committed in earlier rounds (retries of lost conditions) stay committed and are relayed."""
         works: dict[bytes, _RowWork] = {}
         count = 0
         for index, (row, fn) in enumerate(items):
@@ -137,28 +154,29 @@ class RowTransactions:
             waiting = list(works.values())
             while waiting:
                 waiting = self._round(waiting, results)
+        if self.relay_delay is None:
+            self._relayer.flush()
         return results
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Wait until the outbox of every transaction committed so far is in its queues. Raises
+        :class:`~connector.transactions.RelayError` if the relay fails (the commits stand and their outboxes
+        stay in the rows; the relayer keeps trying) or takes longer than ``timeout`` seconds."""
+        self._relayer.flush(timeout)
+
+    @property
+    def unrelayed(self) -> int:
+        """Outbox cells committed by this producer and not relayed yet."""
+        return self._relayer.unrelayed
 
     def _round(self, works: list[_RowWork], results: list[int | None]) -> list[_RowWork]:
         """One round over distinct rows; returns the rows to run again."""
         states = read_rows(self.conn, self.table, self.layout, [w.row for w in works])
         relay: list[tuple[bytes, OutboxCell]] = []
         try:
-            again = self._commit_round(works, states, results, relay)
-        except BaseException:
-            if relay:  # a function raised: what did commit reaches its queues all the same
-                self.relayed += self._relay.relay(relay).relayed
-            raise
-        if relay:
-            try:
-                self.relayed += self._relay.relay(relay).relayed
-            except Exception as exc:
-                rows = sorted({row for row, _ in relay})
-                raise RelayError(f"row transactions on table {self.table!r} committed (rows {rows[:5]!r}"
-                                 f"{' ...' if len(rows) > 5 else ''}), but relaying their outbox failed: {exc}. "
-                                 "The outbox stays in the rows: the next transaction on a row, a streaming drain "
-                                 "of the queue or 'accumulo-export tx relay' relays it") from exc
-        return again
+            return self._commit_round(works, states, results, relay)
+        finally:  # also when a function raised: what did commit reaches its queues all the same
+            self._relayer.submit(relay)
 
     def _commit_round(self, works: list[_RowWork], states: dict[bytes, RowState], results: list[int | None],
                       relay: list[tuple[bytes, OutboxCell]]) -> list[_RowWork]:
@@ -245,13 +263,17 @@ class RowTransactions:
         likely being relayed by its own producer right now: relaying it too would be harmless, but doubled)."""
         cutoff = self._clock() - LEFTOVER_AGE_US
         return [(state.row, c) for c in state.outbox
-                if c.ts < cutoff and c not in ours and (state.row, c.qualifier) not in self._relay.unflushed]
+                if c.ts < cutoff and c not in ours and not self._relayer.owns(state.row, c.qualifier)]
 
-    def close(self) -> None:
-        """Release the writers (everything committed was relayed already)."""
+    def close(self, timeout: float | None = 60.0) -> None:
+        """Relay what waits (up to ``timeout`` seconds) and release the writers. If that relay fails,
+        :class:`~connector.transactions.RelayError` says so; the outboxes stay in their rows for a drain's relay
+        or ``accumulo-export tx relay``."""
         with self._lock:
-            self._committer.close()
-            self._relay.close()
+            try:
+                self._relayer.close(timeout)
+            finally:
+                self._committer.close()
 
     def __enter__(self) -> RowTransactions:
         return self

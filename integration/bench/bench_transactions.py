@@ -4,12 +4,18 @@ and exports the change. Three ways, in the same run against the same embedded cl
 
 - ``plain``: what producers did before row transactions: a BatchWriter for the row and ``ExportQueue.add``
   for the export (two writers, no atomicity, no read: a blind write of the cell);
-- ``run``: ``RowTransactions.run`` per transaction (read, conditional commit, relay of the outbox);
-- ``run_all``: ``RowTransactions.run_all`` over chunks of 1,000 transactions (one read, one conditional call and
-  one relay per round).
+- ``conditional``: one conditional mutation per transaction and nothing else (condition: a cell never
+  written is absent), the round trip a commit cannot do without: the floor of ``run``'s latency;
+- ``run_inline``: ``RowTransactions(relay_delay=None).run`` per transaction: read, conditional commit, and the
+  relay of the outbox before ``run`` returns (the producer before the relayer thread);
+- ``run``: ``RowTransactions.run`` per transaction: read and conditional commit; the relayer thread relays
+  many transactions' outboxes together (``close()`` waits for it, inside the timed part);
+- ``run_all``: ``RowTransactions.run_all`` over chunks of 1,000 transactions (one read, one conditional call per
+  round; the relay on the relayer thread).
 
 Prints transactions/s for each (over the slowest producer's own time, without process start-up), the
-conflict retry rate (lost conditions per transaction), and a final
+latency of one call (p50, p99; the transaction modes and ``conditional``), the conflict retry rate (lost
+conditions per transaction), ``run/run_inline``, ``run_p50/conditional_p50`` and a final
 ``ratio=<run_all/plain>``. Run: ``make bench`` or ``.venv/bin/python integration/bench/bench_transactions.py``.
 """
 
@@ -54,7 +60,17 @@ def worker(mode: str, table: str, qtable: str, buckets: int, n: int, rows: int, 
 
     t0 = time.perf_counter()
     conflicts = 0
-    if mode == "plain":
+    latencies: list[float] = []
+    if mode == "conditional":
+        from connector.accumulo import Condition, ConditionalMutation
+
+        with conn.conditional_writer(table) as cw:
+            for i, row in enumerate(picks):
+                m = ConditionalMutation(row, [Condition(b"c", b"never")]).put(b"c", b"n", str(i).encode())
+                t = time.perf_counter()
+                cw.write(m)
+                latencies.append(time.perf_counter() - t)
+    elif mode == "plain":
         seq = seed * 10**9  # disjoint per producer: two producers' (row, seq) must not collide into one entry
         with ExportQueue(conn, queue) as q, conn.batch_writer(table) as w:
             for i, row in enumerate(picks):
@@ -63,16 +79,21 @@ def worker(mode: str, table: str, qtable: str, buckets: int, n: int, rows: int, 
                 w.add_mutation(Mutation(row).put(b"c", b"n", b"1", timestamp=seq + i))
                 q.add(row, {"old": 0, "new": 1}, seq + i)
     else:
-        txs = RowTransactions(conn, table)
-        if mode == "run":
+        txs = RowTransactions(conn, table, relay_delay=None if mode == "run_inline" else 0.05)
+        if mode in ("run", "run_inline"):
             for row in picks:
+                t = time.perf_counter()
                 txs.run(row, bump)
+                latencies.append(time.perf_counter() - t)
         else:
             for i in range(0, n, CHUNK):
+                t = time.perf_counter()
                 txs.run_all([(row, bump) for row in picks[i:i + CHUNK]])
+                latencies.append(time.perf_counter() - t)
         txs.close()
         conflicts = txs.conflicts
-    print(json.dumps({"seconds": time.perf_counter() - t0, "transactions": n, "conflicts": conflicts}))
+    print(json.dumps({"seconds": time.perf_counter() - t0, "transactions": n, "conflicts": conflicts,
+                      "latencies": latencies}))
 
 
 def run_mode(mode: str, env: dict, conn, opts: argparse.Namespace) -> dict:  # noqa: ANN001
@@ -90,8 +111,8 @@ def run_mode(mode: str, env: dict, conn, opts: argparse.Namespace) -> dict:  # n
     if any(p.returncode for p in procs):
         raise SystemExit(f"a {mode} producer failed")
     total = per * opts.producers
-    depth = queue_status(conn, queue).entries
-    if mode != "plain":
+    depth = queue_status(conn, queue).entries if mode != "conditional" else total
+    if mode not in ("plain", "conditional"):
         counts = sum(int(c.value) for c in conn.scan(table, columns=[(b"c", b"n")], batch_size=10_000))
         assert counts == total, f"{mode}: counters sum to {counts}, not {total}"
         assert outbox_status(conn, table).empty, f"{mode}: outbox cells left"
@@ -99,7 +120,9 @@ def run_mode(mode: str, env: dict, conn, opts: argparse.Namespace) -> dict:  # n
     conflicts = sum(o["conflicts"] for o in outs)
     # the producers' own time (the slowest one's), without the processes' start-up
     busy = max(o["seconds"] for o in outs)
-    return {"rate": total / busy, "busy": busy, "wall": wall, "conflicts": conflicts, "total": total}
+    latencies = np.array([x for o in outs for x in o["latencies"]] or [0.0]) * 1000
+    return {"rate": total / busy, "busy": busy, "wall": wall, "conflicts": conflicts, "total": total,
+            "p50": float(np.percentile(latencies, 50)), "p99": float(np.percentile(latencies, 99))}
 
 
 def main() -> None:
@@ -124,14 +147,20 @@ def main() -> None:
         write_clusters(config, {"A": a.gateway_options()})
         env = dict(os.environ, **{CONFIG_ENV: str(config), "PYTHONPATH": str(ROOT)})
         conn = a.connect()
-        results = {mode: run_mode(mode, env, conn, opts) for mode in ("plain", "run", "run_all")}
+        modes = ("plain", "conditional", "run_inline", "run", "run_all")
+        results = {mode: run_mode(mode, env, conn, opts) for mode in modes}
         print(f"transactions={results['plain']['total']} producers={opts.producers} rows={opts.rows} "
               f"zipf_skew={opts.skew}")
         for mode, r in results.items():
             retry = r["conflicts"] / r["total"]
+            latency = "" if mode == "plain" else (
+                f", latency per call p50 {r['p50']:.2f} ms p99 {r['p99']:.2f} ms"
+                + (f" ({CHUNK} transactions per call)" if mode == "run_all" else ""))
             print(f"{mode}: {r['busy']:.2f}s {r['rate']:,.0f} transactions/s (wall {r['wall']:.2f}s with process "
-                  f"start-up), conflict retries per transaction {retry:.3f}")
-        print(f"run/plain={results['run']['rate'] / results['plain']['rate']:.3f}")
+                  f"start-up), conflict retries per transaction {retry:.3f}{latency}")
+        print(f"run/run_inline={results['run']['rate'] / results['run_inline']['rate']:.2f} "
+              f"run_p50/conditional_p50={results['run']['p50'] / results['conditional']['p50']:.2f} "
+              f"run/plain={results['run']['rate'] / results['plain']['rate']:.3f}")
         print(f"ratio={results['run_all']['rate'] / results['plain']['rate']:.3f}")
 
 

@@ -377,8 +377,27 @@ final class Gateway implements AccumuloProxy.Iface, AutoCloseable {
     }
   }
 
+  /** The user's authorizations and when they were looked up (System.nanoTime). */
+  private record UserAuths(Authorizations auths, long at) {}
+
+  /**
+   * How long a lookup of the user's authorizations serves scans that name none. The lookup is a round
+   * trip to a tablet server, which doubled the cost of a one-row read (a producer's transaction); a change
+   * made through another gateway or the shell reaches this one's scans within this bound.
+   */
+  static final long USER_AUTHS_TTL_NANOS = TimeUnit.SECONDS.toNanos(1);
+
+  private volatile UserAuths userAuths;
+
   private Authorizations userAuths() throws Exception {
-    return client.securityOperations().getUserAuthorizations(client.whoami());
+    UserAuths known = userAuths;
+    long now = System.nanoTime();
+    if (known != null && now - known.at() < USER_AUTHS_TTL_NANOS) {
+      return known.auths();
+    }
+    Authorizations auths = client.securityOperations().getUserAuthorizations(client.whoami());
+    userAuths = new UserAuths(auths, now);
+    return auths;
   }
 
   private static void fetchColumns(org.apache.accumulo.core.client.ScannerBase s,
@@ -623,6 +642,7 @@ final class Gateway implements AccumuloProxy.Iface, AutoCloseable {
     call(() -> {
       client.securityOperations().changeUserAuthorizations(user,
           Conversions.authorizations(authorizations == null ? Set.of() : authorizations));
+      userAuths = null; // this gateway's scans see the change at once
       return null;
     });
   }
