@@ -11,11 +11,16 @@ and exports the change. Three ways, in the same run against the same embedded cl
 - ``run``: ``RowTransactions.run`` per transaction: read and conditional commit; the relayer thread relays
   many transactions' outboxes together (``close()`` waits for it, inside the timed part);
 - ``run_all``: ``RowTransactions.run_all`` over chunks of 1,000 transactions (one read, one conditional call per
-  round; the relay on the relayer thread).
+  round; the relay on the relayer thread);
+- ``java``: the limit: ``RowTransactionExample`` (Java, Accumulo's own client and ``ConditionalWriter``, no
+  gateway) committing the same mutations (version condition, the counter cell, one outbox cell) with
+  ``--no-relay``, one transaction at a time, its rows drawn uniformly (not Zipf) from as many words; the
+  outboxes it leaves are relayed after the timed part.
 
 Prints transactions/s for each (over the slowest producer's own time, without process start-up), the
 latency of one call (p50, p99; the transaction modes and ``conditional``), the conflict retry rate (lost
-conditions per transaction), ``run/run_inline``, ``run_p50/conditional_p50`` and a final
+conditions per transaction), ``run/run_inline``, ``run_p50/conditional_p50``, ``run/java``,
+``run_all/java`` and a final
 ``ratio=<run_all/plain>``. Run: ``make bench`` or ``.venv/bin/python integration/bench/bench_transactions.py``.
 """
 
@@ -36,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 
 from connector.clusters_config import CONFIG_ENV, cluster, write_clusters  # noqa: E402
 from connector.queue import ExportQueue, QueueConfig, queue_status  # noqa: E402
-from connector.transactions import RowTransactions, outbox_status  # noqa: E402
+from connector.transactions import RowTransactions, outbox_status, relay_table  # noqa: E402
 
 #: transactions per run_all call
 CHUNK = 1000
@@ -96,21 +101,38 @@ def worker(mode: str, table: str, qtable: str, buckets: int, n: int, rows: int, 
                       "latencies": latencies}))
 
 
-def run_mode(mode: str, env: dict, conn, opts: argparse.Namespace) -> dict:  # noqa: ANN001
+def java_worker(cluster_a, table: str, qtable: str, buckets: int, n: int, rows: int,  # noqa: ANN001
+                seed: int) -> list[str]:
+    from integration.harness import ROW_TRANSACTION_EXAMPLE, build_gateway, java_command
+
+    return java_command(build_gateway(), ROW_TRANSACTION_EXAMPLE, *cluster_a.java_args(), "--table", table,
+                        "--queue-table", qtable, "--qid", "q", "--buckets", str(buckets), "--words", str(rows),
+                        "--transactions", str(n), "--seed", str(seed), "--no-relay", heap="256m")
+
+
+def run_mode(mode: str, env: dict, conn, opts: argparse.Namespace, cluster_a) -> dict:  # noqa: ANN001
     table, qtable = f"bench_tx_{mode}", f"bench_txq_{mode}"
     queue = QueueConfig(table=qtable, qid="q", num_buckets=opts.buckets)
     ExportQueue(conn, queue).init()
     RowTransactions(conn, table).init()
     per = opts.transactions // opts.producers
     t0 = time.perf_counter()
-    procs = [subprocess.Popen([sys.executable, __file__, "--worker", mode, table, qtable, str(opts.buckets), str(per),
-                               str(opts.rows), str(opts.skew), str(1000 + i)], env=env, stdout=subprocess.PIPE,
-                              text=True) for i in range(opts.producers)]
+    if mode == "java":
+        procs = [subprocess.Popen(java_worker(cluster_a, table, qtable, opts.buckets, per, opts.rows, 1000 + i),
+                                  env=cluster_a.java_env(), stdout=subprocess.PIPE, text=True)
+                 for i in range(opts.producers)]
+    else:
+        procs = [subprocess.Popen([sys.executable, __file__, "--worker", mode, table, qtable, str(opts.buckets),
+                                   str(per), str(opts.rows), str(opts.skew), str(1000 + i)], env=env,
+                                  stdout=subprocess.PIPE, text=True) for i in range(opts.producers)]
     outs = [json.loads(p.communicate()[0].strip().splitlines()[-1]) for p in procs]
     wall = time.perf_counter() - t0
     if any(p.returncode for p in procs):
         raise SystemExit(f"a {mode} producer failed")
     total = per * opts.producers
+    if mode == "java":
+        relay_table(conn, table)  # the outboxes --no-relay left, outside the timed part
+        outs = [{"seconds": o["seconds"], "conflicts": o["conflicts_retried"], "latencies": []} for o in outs]
     depth = queue_status(conn, queue).entries if mode != "conditional" else total
     if mode not in ("plain", "conditional"):
         counts = sum(int(c.value) for c in conn.scan(table, columns=[(b"c", b"n")], batch_size=10_000))
@@ -147,20 +169,22 @@ def main() -> None:
         write_clusters(config, {"A": a.gateway_options()})
         env = dict(os.environ, **{CONFIG_ENV: str(config), "PYTHONPATH": str(ROOT)})
         conn = a.connect()
-        modes = ("plain", "conditional", "run_inline", "run", "run_all")
-        results = {mode: run_mode(mode, env, conn, opts) for mode in modes}
+        modes = ("plain", "conditional", "java", "run_inline", "run", "run_all")
+        results = {mode: run_mode(mode, env, conn, opts, a) for mode in modes}
         print(f"transactions={results['plain']['total']} producers={opts.producers} rows={opts.rows} "
               f"zipf_skew={opts.skew}")
         for mode, r in results.items():
             retry = r["conflicts"] / r["total"]
-            latency = "" if mode == "plain" else (
+            latency = "" if mode in ("plain", "java") else (
                 f", latency per call p50 {r['p50']:.2f} ms p99 {r['p99']:.2f} ms"
                 + (f" ({CHUNK} transactions per call)" if mode == "run_all" else ""))
             print(f"{mode}: {r['busy']:.2f}s {r['rate']:,.0f} transactions/s (wall {r['wall']:.2f}s with process "
                   f"start-up), conflict retries per transaction {retry:.3f}{latency}")
         print(f"run/run_inline={results['run']['rate'] / results['run_inline']['rate']:.2f} "
               f"run_p50/conditional_p50={results['run']['p50'] / results['conditional']['p50']:.2f} "
-              f"run/plain={results['run']['rate'] / results['plain']['rate']:.3f}")
+              f"run/plain={results['run']['rate'] / results['plain']['rate']:.3f} "
+              f"run/java={results['run']['rate'] / results['java']['rate']:.2f} "
+              f"run_all/java={results['run_all']['rate'] / results['java']['rate']:.2f}")
         print(f"ratio={results['run_all']['rate'] / results['plain']['rate']:.3f}")
 
 
