@@ -105,7 +105,8 @@ class BackgroundRelay:
             return len(self._waiting) + len(self._in_flight)
 
     def flush(self, timeout: float | None = None) -> None:
-        """Wait until every cell submitted so far is relayed (in its queue, marked, its outbox cell deleted).
+        """Wait until every cell submitted so far is relayed: in its queue and its bucket marked (the delete of
+        its outbox cell is durable within about a second, or at :meth:`close`).
         Raises :class:`RelayError` if the relay is failing (the cells stay in the outboxes and the relayer
         keeps trying) or ``timeout`` seconds pass first."""
         deadline = None if timeout is None else time.monotonic() + timeout
