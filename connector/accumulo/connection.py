@@ -30,7 +30,7 @@ from .mutation import BytesLike, Mutation, to_bytes
 from .scanner import batch_scan, scan, scan_batches
 from .secret import resolve_secret
 from .tls import TlsOptions, speaks_tls
-from .transport import NO_RETRY, RetryPolicy, ThreadClient, close_client, is_transient, open_client
+from .transport import NO_RETRY, RetryPolicy, ThreadClient, close_client, is_transient, open_client, send_frame
 from .wire.frames import CALL_OVERHEAD_BYTES, DEFAULT_MAX_FRAME_BYTES, check_max_frame_bytes
 from .wire.structs import cells_map, check_sendable
 from .writer import BatchWriter
@@ -220,12 +220,25 @@ class Connection:
         safe to repeat, such as ``nextK``); then they raise ``ConnectionLostError``.
         """
 
+        def send(client: Any) -> Any:
+            return getattr(client, method)(*((self._secret, *args) if secret else args))
+
+        return self._call(method, send, retry)
+
+    def call_encoded(self, method: str, payload: bytes, *, retry: bool = True) -> Any:
+        """Send ``method``'s whole call message, encoded by the caller (:mod:`.wire`), and return the reply as
+        thriftpy2 reads it; retried and translated as :meth:`call`."""
+
+        def send(client: Any) -> Any:
+            send_frame(client, payload)
+            return client._recv(method)
+
+        return self._call(method, send, retry)
+
+    def _call(self, method: str, send: Any, retry: bool) -> Any:
         def attempt() -> Any:
             try:
-                client = self._thread_client()  # opening and the secret check fail like calls
-                if secret:
-                    return getattr(client, method)(self._secret, *args)
-                return getattr(client, method)(*args)
+                return send(self._thread_client())  # opening and the secret check fail like calls
             except Exception as exc:
                 if is_transient(exc):
                     self._drop_thread_client(exc)

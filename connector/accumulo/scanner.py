@@ -29,6 +29,8 @@ from .extensions import SCAN_ISOLATED, require_extension
 from .mutation import BytesLike, to_bytes
 from .session import Session
 from .whole_rows import resume_range, whole_rows
+from .wire.batch_scanner import METHOD as BATCH_SCANNER
+from .wire.batch_scanner import encode_batch_scanner_call
 from .wire.next_k import next_k_batch
 
 log = logging.getLogger(__name__)
@@ -176,13 +178,18 @@ def batch_scan(conn: Session, table: str, ranges: Sequence[Range], columns: Sequ
                authorizations: Iterable[BytesLike] | None, iterators: Sequence[IteratorSetting],
                threads: int, batch_size: int) -> Iterator[Cell]:
     # no ranges means everything; upstream's proxy refuses an empty list, so send the whole range
-    options = proxy.BatchScanOptions(authorizations=_auths(authorizations),
-                                     ranges=[r.to_thrift() for r in ranges or [Range()]],
-                                     columns=columns_to_thrift(columns),
-                                     iterators=[i.to_thrift() for i in iterators] or None, threads=threads,
-                                     timeoutMs=conn.server_wait_ms or None)
+    ranges = ranges or [Range()]
     with _within_server_wait(conn, table):
-        scanner_id = conn.call("createBatchScanner", table, options)
+        if authorizations is None and columns is None and not iterators:  # encoded directly: many ranges
+            scanner_id = conn.call_encoded(BATCH_SCANNER, encode_batch_scanner_call(
+                conn.shared_secret, table, ranges, threads, conn.server_wait_ms or None))
+        else:
+            options = proxy.BatchScanOptions(authorizations=_auths(authorizations),
+                                             ranges=[r.to_thrift() for r in ranges],
+                                             columns=columns_to_thrift(columns),
+                                             iterators=[i.to_thrift() for i in iterators] or None, threads=threads,
+                                             timeoutMs=conn.server_wait_ms or None)
+            scanner_id = conn.call("createBatchScanner", table, options)
         try:
             while True:
                 cells, more = _next_page(conn, scanner_id, batch_size)

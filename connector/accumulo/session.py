@@ -47,6 +47,9 @@ class Session(Protocol):
     def call(self, method: str, *args: Any, secret: bool = True, retry: bool = True) -> Any:
         """A gateway method called on this thread's socket, with retries (see ``Connection.call``)."""
 
+    def call_encoded(self, method: str, payload: bytes, *, retry: bool = True) -> Any:
+        """A call whose message the caller encoded, with retries (see ``Connection.call_encoded``)."""
+
     def new_client(self) -> Any:
         """A dedicated Thrift client (a writer's own socket)."""
 
