@@ -67,9 +67,9 @@ class StreamTrigger(Settings):
     tell the source itself (before 4.2)."""
 
     available_now: bool = setting(False, "the query runs with trigger(availableNow=True) on Spark 4.0 or 4.1, whose "
-                                         "fallback is one micro-batch: it then reads every bucket whole, without "
-                                         "read limits (Spark 4.2+ tells the source itself; `start_stream` sets "
-                                         "it)", flag=None)
+                                         "fallback is one micro-batch: that batch reads what a full scan finds in "
+                                         "each bucket, without read limits (Spark 4.2+ tells the source itself; "
+                                         "`start_stream` sets it)", flag=None)
 
 
 @dataclass(frozen=True)
