@@ -5,8 +5,8 @@ command's own process, and a drain with Spark ``local[2]`` (its Python workers r
 
 The 3.12 virtualenv runs the oldest supported PySpark (:data:`OLDEST_PYSPARK`, the newest 4.0 patch release),
 the 3.13 one the newest the wheel allows. On the oldest, the smoke also drives what Spark 4.0 lacks and
-``connector/spark/compat.py`` replaces (``integration/smoke_wheel_spark.py``): the streaming drain at a
-processing-time trigger and with ``availableNow``, the streaming sink, and the read source, each checked on B.
+``connector/spark/compat.py`` replaces (``integration/smoke_wheel_spark.py``): the streaming drain with
+``availableNow``, the streaming sink at a processing-time trigger, and the read source, each checked on B.
 
 ``make smoke-wheel`` runs it with clusters of its own; ``make test`` runs it through
 ``tests/test_wheel_smoke.py`` on the test session's clusters. Interpreters come from ``python3.X`` on PATH or
@@ -225,11 +225,13 @@ class Smoke:
                                  f"{len(expected)} expected ({result})")
         batches = result["micro_batches"]
         one_batch = not result["compat"]["admission_control"]  # Spark's availableNow fallback before 4.2
-        if batches["stream"] < 2 or (batches["available_now"] == 1) != one_batch:
+        if batches["sink"] < 2 or (batches["available_now"] == 1) != one_batch:
             raise SmokeError(f"micro-batches {batches}: the read limit of 6 entries needs several for 20 entries, "
                              f"availableNow one exactly where Spark lacks admission control ({result['compat']})")
         if not result["compat"]["filter_pushdown"] and "pushdown_refused" not in result:
             raise SmokeError(f"option pushdown was not refused on {result['compat']}")
+        print(f"smoke_wheel: Spark fallbacks on PySpark {result['compat']['pyspark']}: seconds {result['seconds']}, "
+              f"micro-batches {batches}", flush=True)
 
 
 def steps(s: Smoke) -> list[Any]:
