@@ -105,9 +105,11 @@ def prepare_venv(python: str, wheel: Path, version: str) -> Path:
     """A virtualenv of ``python`` with ``wheel`` installed (and the PySpark :data:`PYSPARK` pins for that
     version). Its dependencies come from the package index once; later runs keep them while the wheel's
     requirements and the interpreter stay the same."""
-    venv = SMOKE_DIR / f"venv-{version}"
+    pin = PYSPARK.get(version)
+    # the usual pins keep the usual folder; another PySpark (--pyspark) gets one of its own
+    venv = SMOKE_DIR / (f"venv-{version}" if pin in (None, OLDEST_PYSPARK) else f"venv-{version}-pyspark-{pin}")
     vpy = venv / "bin" / "python"
-    requirements = _pinned(_requirements(wheel), PYSPARK.get(version))
+    requirements = _pinned(_requirements(wheel), pin)
     key = hashlib.sha256(json.dumps([os.path.realpath(python), requirements]).encode()).hexdigest()
     stamp = venv / ".smoke-deps"
     if not (vpy.exists() and stamp.exists() and stamp.read_text() == key):
@@ -235,9 +237,9 @@ class Smoke:
 
 
 def steps(s: Smoke) -> list[Any]:
-    """The steps of one virtualenv's smoke run: the Spark fallbacks too on the oldest PySpark."""
+    """The steps of one virtualenv's smoke run: the Spark fallbacks too where it pins an older PySpark."""
     return [s.check_install, s.queue_and_local_drain, s.combine_and_spark_drain,
-            *([s.spark_fallbacks] if s.pyspark == OLDEST_PYSPARK else [])]
+            *([s.spark_fallbacks] if s.pyspark is not None else [])]
 
 
 def smoke(venv: Path, version: str, clusters: Any) -> dict[str, float]:
@@ -256,7 +258,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Smoke-test the built wheel on CPython 3.12 (with the oldest "
                                                  "supported PySpark) and 3.13.")
     parser.add_argument("--versions", default=",".join(VERSIONS), help="comma-separated (default %(default)s)")
+    parser.add_argument("--pyspark", help="pin this PySpark in every virtualenv (e.g. 4.1.4; default: "
+                                          f"{OLDEST_PYSPARK} for 3.12, the newest for 3.13)")
     opts = parser.parse_args(argv)
+    if opts.pyspark:
+        PYSPARK.update(dict.fromkeys(opts.versions.split(","), opts.pyspark))
     pythons = {v: find_python(v) for v in opts.versions.split(",")}
     for v, python in pythons.items():
         if python is None:
