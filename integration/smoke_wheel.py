@@ -228,7 +228,7 @@ class Smoke:
         batches = result["micro_batches"]
         one_batch = not result["compat"]["admission_control"]  # Spark's availableNow fallback before 4.2
         if batches["sink"] < 2 or (batches["available_now"] == 1) != one_batch:
-            raise SmokeError(f"micro-batches {batches}: the read limit of 6 entries needs several for 20 entries, "
+            raise SmokeError(f"micro-batches {batches}: a read limit of 8 entries needs several for 20, "
                              f"availableNow one exactly where Spark lacks admission control ({result['compat']})")
         if not result["compat"]["filter_pushdown"] and "pushdown_refused" not in result:
             raise SmokeError(f"option pushdown was not refused on {result['compat']}")

@@ -5,8 +5,8 @@ session against the clusters ``A`` and ``B`` of ``ACCUMULO_EXPORT_CONFIG``:
 1. the streaming drain (``export-queue-drain``) with ``availableNow`` and a read limit of 6 entries (one
    micro-batch before Spark 4.2, several from 4.2 on);
 2. the streaming sink: ``export-queue`` read as a stream into the ``accumulo-export`` sink (drain mode) at a
-   processing-time trigger with the same read limit, entries added while it runs, stopped between
-   micro-batches (the reader plans each from the last, without Spark's start offset before 4.2);
+   processing-time trigger with a read limit of 8 entries, so in several micro-batches (the reader plans each
+   from the last, without Spark's start offset before 4.2), stopped between micro-batches;
 3. the read source: ``accumulo`` on B's table of step 2; before Spark 4.1 the option ``pushdown`` is refused in
    one line.
 
@@ -85,18 +85,16 @@ def main(tag: str, work: Path) -> dict:
     lap("available_now")
 
     # 2. the streaming sink: the export-queue source into the accumulo-export sink (drain mode) at a
-    # processing-time trigger with a read limit of 6 entries, entries added while it runs, then stopped
+    # processing-time trigger with a read limit of 8 entries (2 per bucket: several micro-batches), then stopped
     queue2 = QueueConfig(table=f"smoke{tag}_sk", qid="k", num_buckets=4)
     ExportQueue(conn_a, queue2).init()
-    fill(queue2, 0, ENTRIES // 2)
+    fill(queue2, 0, ENTRIES)
     table2 = f"smoke{tag}_sink"
     job2 = DrainJob(source=a, dest=b, queue=queue2, dest_table=table2,
-                    settings=DrainSettings(translator="cells", max_entries_per_trigger=6))
+                    settings=DrainSettings(translator="cells", max_entries_per_trigger=8))
     query = (spark.readStream.format("export-queue").options(**job2.source_options()).load()
              .writeStream.format("accumulo-export").options(**job2.export_options(str(work / "r2")))
              .option("checkpointLocation", str(work / "cp2")).trigger(processingTime="0.5 seconds").start())
-    wait_for(table2, ENTRIES // 2)
-    fill(queue2, ENTRIES // 2, ENTRIES // 2)
     wait_for(table2, ENTRIES)
     stop_stream(query)
     if query.exception() is not None:
