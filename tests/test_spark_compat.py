@@ -140,6 +140,11 @@ def test_available_now_before_spark_4_2_is_one_micro_batch_of_what_a_scan_found(
     offset = reader.latestOffset()
     # every bucket the scan found, each whole as counted then, no byte limits: Spark runs this batch only
     assert offset == {"batch": 1, "marks": {"0": "a", "2": ""}, "limits": {"0": 30, "2": 7}}
+    # should Spark ask again (the option given to a processing-time query), the reader plans as usual
+    reader.partitions(reader.initialOffset(), offset)
+    reader.planner.marks_now = {"1": "b"}
+    assert reader.latestOffset() == {"batch": 2, "marks": {"1": "b"}, "limits": {"1": None},
+                                     "byte_limits": {"1": 100}}
 
 
 def test_available_now_on_spark_4_2_is_spark_s_to_ask(settled, monkeypatch):

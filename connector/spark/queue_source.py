@@ -198,9 +198,12 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         options stand in: :mod:`connector.spark.compat`)."""
         if start is None:
             start = self._last if self._last is not None else self.initialOffset()
-            if self._one_batch and self._available_now is None:
+            if self._one_batch:  # Spark's availableNow fallback: this offset's micro-batch is the only one
+                self._one_batch = False  # (should Spark ask again, it is not availableNow: plan as usual)
                 self.prepareForTriggerAvailableNow()
-                limit = ReadAllAvailable()
+                offset = self.latestOffset(start, ReadAllAvailable())
+                self._available_now = None
+                return offset
         if limit is None:
             limit = ReadAllAvailable() if self._available_now is not None else self.getDefaultReadLimit()
         # Spark asks for the next offset only once the batch ending at ``start`` is done (exported, deleted):
