@@ -1,7 +1,12 @@
-"""The wheel on other Pythons: build the abi3 wheel once (``pip wheel --no-deps .``, as the README tells users),
-install that one file into fresh virtualenvs of CPython 3.12 and 3.13 and drive the installed
+"""The wheel on other Pythons and PySparks: build the abi3 wheel once (``pip wheel --no-deps .``, as the README
+tells users), install that one file into fresh virtualenvs of CPython 3.12 and 3.13 and drive the installed
 ``accumulo-export`` command there against the embedded clusters: ``queue add``, a drain and a combine in the
 command's own process, and a drain with Spark ``local[2]`` (its Python workers run that Python too).
+
+The 3.12 virtualenv runs the oldest supported PySpark (:data:`OLDEST_PYSPARK`, the newest 4.0 patch release),
+the 3.13 one the newest the wheel allows. On the oldest, the smoke also drives what Spark 4.0 lacks and
+``connector/spark/compat.py`` replaces (``integration/smoke_wheel_spark.py``): the streaming drain with
+``availableNow``, the streaming sink at a processing-time trigger, and the read source, each checked on B.
 
 ``make smoke-wheel`` runs it with clusters of its own; ``make test`` runs it through
 ``tests/test_wheel_smoke.py`` on the test session's clusters. Interpreters come from ``python3.X`` on PATH or
@@ -32,6 +37,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 SMOKE_DIR = ROOT / ".smoke"
 VERSIONS = ("3.12", "3.13")  # 3.11 is the development venv's: the whole test suite runs there
+#: the oldest PySpark the connector supports (pyproject.toml: pyspark>=4.0), as its newest patch release
+OLDEST_PYSPARK = "4.0.5"
+#: the PySpark each version's virtualenv pins (the others get the newest the wheel's requirement allows)
+PYSPARK = {"3.12": OLDEST_PYSPARK}
 
 
 class SmokeError(RuntimeError):
@@ -84,12 +93,23 @@ def _requirements(wheel: Path) -> list[str]:
     return sorted(r for r in metadata.get_all("Requires-Dist") or [] if "extra ==" not in r)
 
 
+def _pinned(requirements: list[str], pyspark: str | None) -> list[str]:
+    """The requirements with PySpark pinned to ``pyspark`` (None: as the wheel asks)."""
+    if pyspark is None:
+        return requirements
+    return [f"pyspark=={pyspark}" if r.split(">")[0].split("<")[0].split("=")[0].strip() == "pyspark" else r
+            for r in requirements]
+
+
 def prepare_venv(python: str, wheel: Path, version: str) -> Path:
-    """A virtualenv of ``python`` with ``wheel`` installed. Its dependencies come from the package index
-    once; later runs keep them while the wheel's requirements and the interpreter stay the same."""
-    venv = SMOKE_DIR / f"venv-{version}"
+    """A virtualenv of ``python`` with ``wheel`` installed (and the PySpark :data:`PYSPARK` pins for that
+    version). Its dependencies come from the package index once; later runs keep them while the wheel's
+    requirements and the interpreter stay the same."""
+    pin = PYSPARK.get(version)
+    # the usual pins keep the usual folder; another PySpark (--pyspark) gets one of its own
+    venv = SMOKE_DIR / (f"venv-{version}" if pin in (None, OLDEST_PYSPARK) else f"venv-{version}-pyspark-{pin}")
     vpy = venv / "bin" / "python"
-    requirements = _requirements(wheel)
+    requirements = _pinned(_requirements(wheel), pin)
     key = hashlib.sha256(json.dumps([os.path.realpath(python), requirements]).encode()).hexdigest()
     stamp = venv / ".smoke-deps"
     if not (vpy.exists() and stamp.exists() and stamp.read_text() == key):
@@ -142,9 +162,14 @@ class Smoke:
         with self.clusters["b"].connect() as conn:
             return {(c.row, c.cf, c.cq, c.value) for c in conn.scan(table)}
 
+    @property
+    def pyspark(self) -> str | None:
+        """The PySpark this virtualenv pins (None: the newest the wheel allows)."""
+        return PYSPARK.get(self.version)
+
     def check_install(self) -> None:
         version = self.cli("--version")
-        if f"(Python {self.version}." not in version:
+        if f"(Python {self.version}." not in version or (self.pyspark and f"PySpark {self.pyspark}" not in version):
             raise SmokeError(f"accumulo-export --version in {self.venv} says {version.strip()!r}")
         where = run([self.venv / "bin" / "python", "-I", "-c",
                      "import connector, connector._native as n; print(connector.__file__, n.__file__)"],
@@ -187,12 +212,42 @@ class Smoke:
             raise SmokeError(f"the Spark drain wrote {sorted(self.cells(table))}, expected {sorted(expected)}")
 
 
+    def spark_fallbacks(self) -> None:
+        """On the oldest PySpark: the streams, the sink and the read source (``smoke_wheel_spark.py``, run by
+        this virtualenv's Python from the work folder, so ``connector`` is the wheel's), each table checked
+        here on B."""
+        script = self.work / "smoke_wheel_spark.py"
+        shutil.copy(ROOT / "integration" / "smoke_wheel_spark.py", script)
+        output = run([self.venv / "bin" / "python", script, self.tag, self.work], env=self.env, cwd=self.work)
+        result = json.loads(output.strip().splitlines()[-1])
+        expected = {(f"r{i:03d}".encode(), b"f", b"q", f"v{i}".encode()) for i in range(20)}
+        for name, table in result["tables"].items():
+            if self.cells(table) != expected:
+                raise SmokeError(f"{name}: table {table} on B holds {len(self.cells(table))} cells, not the "
+                                 f"{len(expected)} expected ({result})")
+        batches = result["micro_batches"]
+        one_batch = not result["compat"]["admission_control"]  # Spark's availableNow fallback before 4.2
+        if batches["sink"] < 2 or (batches["available_now"] == 1) != one_batch:
+            raise SmokeError(f"micro-batches {batches}: a read limit of 8 entries needs several for 20, "
+                             f"availableNow one exactly where Spark lacks admission control ({result['compat']})")
+        if not result["compat"]["filter_pushdown"] and "pushdown_refused" not in result:
+            raise SmokeError(f"option pushdown was not refused on {result['compat']}")
+        print(f"smoke_wheel: Spark fallbacks on PySpark {result['compat']['pyspark']}: seconds {result['seconds']}, "
+              f"micro-batches {batches}", flush=True)
+
+
+def steps(s: Smoke) -> list[Any]:
+    """The steps of one virtualenv's smoke run: the Spark fallbacks too where it pins an older PySpark."""
+    return [s.check_install, s.queue_and_local_drain, s.combine_and_spark_drain,
+            *([s.spark_fallbacks] if s.pyspark is not None else [])]
+
+
 def smoke(venv: Path, version: str, clusters: Any) -> dict[str, float]:
     """Run every step in ``venv`` against ``clusters``; return each step's seconds. Raises SmokeError."""
     seconds: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix=f"smoke-{version}-") as work:
         s = Smoke(venv, version, clusters, Path(work))
-        for step in (s.check_install, s.queue_and_local_drain, s.combine_and_spark_drain):
+        for step in steps(s):
             started = time.monotonic()
             step()
             seconds[step.__name__] = round(time.monotonic() - started, 1)
@@ -200,9 +255,14 @@ def smoke(venv: Path, version: str, clusters: Any) -> dict[str, float]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Smoke-test the built wheel on CPython 3.12 and 3.13.")
+    parser = argparse.ArgumentParser(description="Smoke-test the built wheel on CPython 3.12 (with the oldest "
+                                                 "supported PySpark) and 3.13.")
     parser.add_argument("--versions", default=",".join(VERSIONS), help="comma-separated (default %(default)s)")
+    parser.add_argument("--pyspark", help="pin this PySpark in every virtualenv (e.g. 4.1.4; default: "
+                                          f"{OLDEST_PYSPARK} for 3.12, the newest for 3.13)")
     opts = parser.parse_args(argv)
+    if opts.pyspark:
+        PYSPARK.update(dict.fromkeys(opts.versions.split(","), opts.pyspark))
     pythons = {v: find_python(v) for v in opts.versions.split(",")}
     for v, python in pythons.items():
         if python is None:

@@ -34,6 +34,7 @@ from connector.queue import DrainStats
 from connector.queue.compaction import QueueCompactor
 from connector.queue.progress import clear_progress, read_progress_runs
 
+from .compat import ADMISSION_CONTROL
 from .drain_source import MICRO_BATCH, RELAY_REPORT_PREFIX, stream_run_id
 from .engine import SparkEngine
 from .export_sink import write_report
@@ -57,7 +58,8 @@ def start_stream(spark: SparkSession, job: DrainJob, checkpoint: str, report_dir
                  available_now: bool = False, *, check: bool = True, progress_id: str | None = None) -> StreamingQuery:
     """Start the streaming drain; the caller awaits or stops the returned query. Its trigger interval, read
     limits and sweep are the job's settings (a read limit makes a backlog drain in bounded micro-batches);
-    ``available_now`` drains what is there now and stops. ``report_dir`` receives each micro-batch's counters
+    ``available_now`` drains what is there now and stops (on Spark before 4.2, whose fallback is one micro-batch,
+    in one micro-batch without read limits). ``report_dir`` receives each micro-batch's counters
     and what the relay moved; with ``progress_id`` the tasks also keep progress rows, which the caller folds
     and removes with a :class:`StreamCounters` of the same id."""
     if check:
@@ -66,6 +68,8 @@ def start_stream(spark: SparkSession, job: DrainJob, checkpoint: str, report_dir
     options = job.sink_options(report_dir)
     if progress_id is not None:
         options["progress_id"] = progress_id
+    if available_now and not ADMISSION_CONTROL:  # Spark before 4.2 runs it as one micro-batch: read it all
+        options["available_now"] = "true"
     reader = spark.readStream.format("export-queue-drain").options(**options)
     writer = (reader.load().writeStream.foreachBatch(_BatchReporter(report_dir, job))
               .option("checkpointLocation", checkpoint))

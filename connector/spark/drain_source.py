@@ -111,7 +111,7 @@ class DrainStreamReader(QueueStreamReader):
         self.__dict__.update(state)
         self._relay = None
 
-    def latestOffset(self, start: dict, limit: Any) -> dict:
+    def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
         if self._relay is None:
             self._relay = PeriodicRelay(self.gateway.shared, self.config.table, self.config.layout.config_row,
                                         self.settings.relay_seconds, on_relay=self._report_relayed).start()

@@ -29,14 +29,15 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import pyarrow as pa
+from pyspark.sql import Row
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
-    DataSourceStreamArrowWriter,
     DataSourceStreamWriter,
     DataSourceWriter,
     WriterCommitMessage,
 )
+from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from connector.export import AccumuloExporter, SequencedExport
@@ -49,6 +50,7 @@ from connector.queue.reader import ENTRY_SCHEMA
 from connector.queue.settings import EXPORT
 
 from .cell_frames import columnar_cells, export_cell_batches
+from .compat import STREAM_ARROW_WRITER
 from .options import (
     ACCUMULO_EXPORT,
     DEST_PREFIX,
@@ -213,6 +215,8 @@ class AccumuloExportDataSource(DataSource):
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         _refuse_overwrite(overwrite)
+        if STREAM_ARROW_WRITER is None:  # Spark 4.0: rows, turned back into Arrow batches
+            return ExportStreamRowWriter(self.settings, to_arrow_schema(schema))
         return ExportStreamWriter(self.settings)
 
 
@@ -236,12 +240,42 @@ class ExportWriter(DataSourceArrowWriter):
         write_report(self.settings.report_dir, total(messages))
 
 
-class ExportStreamWriter(DataSourceStreamArrowWriter):
+class ExportStreamWriter(STREAM_ARROW_WRITER or DataSourceStreamWriter):  # type: ignore[misc]
+    """The streaming sink's writer: Arrow record batches (Spark 4.1+'s ``DataSourceStreamArrowWriter``; on
+    Spark 4.0 this class is not used, :class:`ExportStreamRowWriter` is)."""
+
     def __init__(self, settings: SinkSettings) -> None:
         self.settings = settings
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:  # type: ignore[override]
         return write_partition(self.settings, iterator)
 
-    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         write_report(self.settings.report_dir, total(messages), batchId)
+
+
+#: rows per Arrow batch the row-based writer builds
+ROWS_PER_BATCH = 4096
+
+
+class ExportStreamRowWriter(DataSourceStreamWriter):
+    """The streaming sink's writer on Spark 4.0, which has no Arrow stream writer: it takes Spark's rows and
+    writes them as the Arrow writer does, in batches of ``ROWS_PER_BATCH`` rows."""
+
+    def __init__(self, settings: SinkSettings, arrow_schema: pa.Schema) -> None:
+        self.settings, self.arrow_schema = settings, arrow_schema
+
+    def write(self, iterator: Iterator[Row]) -> WriterCommitMessage:
+        return write_partition(self.settings, rows_to_batches(iterator, self.arrow_schema))
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        write_report(self.settings.report_dir, total(messages), batchId)
+
+
+def rows_to_batches(rows: Iterator[Row], schema: pa.Schema, size: int = ROWS_PER_BATCH) -> Iterator[pa.RecordBatch]:
+    """Spark rows as Arrow record batches of at most ``size`` rows of ``schema``."""
+    names = schema.names
+    while chunk := list(itertools.islice(rows, size)):
+        columns = [[row[i] for row in chunk] for i in range(len(names))]
+        yield pa.record_batch([pa.array(col, type=field.type) for col, field in zip(columns, schema, strict=True)],
+                              schema=schema)

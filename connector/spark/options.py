@@ -26,8 +26,9 @@ from connector.queue.settings import DRAIN, EXPORT, PLAN, DrainSettings
 from connector.settings import Group, OptionError, Settings, Surface, integer, setting
 
 __all__ = ["ACCUMULO", "ACCUMULO_EXPORT", "DEST_PREFIX", "EXPORT_QUEUE", "EXPORT_QUEUE_DRAIN", "GatewayOptions",
-           "OptionError", "SOURCE_PREFIX", "SURFACES", "SinkTarget", "StreamProgress", "TableRead", "WARM_UP", "WarmUp",
-           "as_dict", "checked", "markdown_tables", "queue_config", "queue_options", "refuse_secrets"]
+           "OptionError", "SOURCE_PREFIX", "SURFACES", "SinkTarget", "StreamProgress", "StreamTrigger", "TableRead",
+           "WARM_UP", "WarmUp", "as_dict", "checked", "markdown_tables", "queue_config", "queue_options",
+           "refuse_secrets"]
 
 SOURCE_PREFIX = "source."
 DEST_PREFIX = "dest."
@@ -58,6 +59,17 @@ class StreamProgress(Settings):
                                             "under this id and their micro-batch, so a micro-batch's counts are "
                                             "seen while it runs (none: no rows); whoever sets it removes the rows "
                                             "(`accumulo-export drain --stream` does)", parse=progress_id, flag=None)
+
+
+@dataclass(frozen=True)
+class StreamTrigger(Settings):
+    """How a stream of the ``export-queue`` or ``export-queue-drain`` source is triggered, where Spark cannot
+    tell the source itself (before 4.2)."""
+
+    available_now: bool = setting(False, "the query runs with trigger(availableNow=True) on Spark 4.0 or 4.1, whose "
+                                         "fallback is one micro-batch: that batch reads what a full scan finds in "
+                                         "each bucket, without read limits (Spark 4.2+ tells the source itself; "
+                                         "`start_stream` sets it)", flag=None)
 
 
 @dataclass(frozen=True)
@@ -94,13 +106,14 @@ _DEST = Group(GatewayOptions, DEST_PREFIX, summary="cluster B's gateway: the gat
 _STREAM_SINK = frozenset({"checkpointlocation"})
 
 EXPORT_QUEUE = Surface("export-queue", "export-queue option",
-                       (_SOURCE, _QUEUE, Group(DrainSettings, tags=frozenset({PLAN}))))
+                       (_SOURCE, _QUEUE, Group(DrainSettings, tags=frozenset({PLAN})), Group(StreamTrigger)))
 ACCUMULO_EXPORT = Surface("accumulo-export", "accumulo-export option",
                           (_DEST, Group(SinkTarget), Group(DrainSettings, tags=frozenset({EXPORT})), _SOURCE, _QUEUE),
                           passthrough=_STREAM_SINK)
 EXPORT_QUEUE_DRAIN = Surface("export-queue-drain", "export-queue-drain option",
                              (_SOURCE, _QUEUE, _DEST, Group(SinkTarget),
-                              Group(DrainSettings, tags=frozenset({PLAN, EXPORT, DRAIN})), Group(StreamProgress)))
+                              Group(DrainSettings, tags=frozenset({PLAN, EXPORT, DRAIN})), Group(StreamProgress),
+                              Group(StreamTrigger)))
 WARM_UP = Surface("export-queue-warm-up", "export-queue-warm-up option",
                   (*EXPORT_QUEUE_DRAIN.groups, Group(WarmUp)))
 ACCUMULO = Surface("accumulo", "accumulo option",

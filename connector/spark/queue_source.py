@@ -20,13 +20,6 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable,
-    ReadLimit,
-    ReadMaxBytes,
-    ReadMaxRows,
-    SupportsTriggerAvailableNow,
-)
 from pyspark.sql.types import StructType
 
 from connector.queue import DrainSettings, QueueConfig
@@ -36,7 +29,15 @@ from connector.queue.reader import read_bucket_head
 from connector.queue.settings import PLAN
 from connector.settings import Surface
 
-from .options import EXPORT_QUEUE, SOURCE_PREFIX, GatewayOptions, checked, queue_config
+from .compat import (
+    ADMISSION_CONTROL,
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxBytes,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from .options import EXPORT_QUEUE, SOURCE_PREFIX, GatewayOptions, StreamTrigger, checked, queue_config
 
 SCHEMA = ("key binary, value binary, seq long, bucket int, entry_row binary, entry_ts long, error string")
 
@@ -82,12 +83,14 @@ class QueueRead:
     gateway: GatewayOptions
     config: QueueConfig
     settings: DrainSettings
+    available_now: bool = False  # option ``available_now``: Spark before 4.2 runs availableNow as one micro-batch
 
     @classmethod
     def parse(cls, options: dict[str, str], surface: Surface, tags: frozenset[str] = frozenset({PLAN})) -> QueueRead:
         return cls(GatewayOptions.parse(options, SOURCE_PREFIX, surface.where),
                    queue_config(options, surface.where),
-                   DrainSettings.from_options(options, where=surface.where, tags=tags))
+                   DrainSettings.from_options(options, where=surface.where, tags=tags),
+                   StreamTrigger.from_options(options, where=surface.where).available_now)
 
     @property
     def per_partition(self) -> int:
@@ -154,6 +157,11 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     head, so a backlog drains in bounded micro-batches and a bucket with new entries is not starved behind
     others. AvailableNow drains what a full scan found when the query started (at most those counts per
     bucket; a byte limit then applies on top).
+
+    Spark before 4.2 has no admission control (:mod:`connector.spark.compat`): it calls ``latestOffset()``
+    without arguments, so the reader plans from the last offset Spark planned, with its own read-limit
+    options; its ``availableNow`` runs one micro-batch, which with the ``available_now`` option reads what a
+    full scan found then, without read limits.
     """
 
     def __init__(self, read: QueueRead) -> None:
@@ -164,6 +172,10 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                      compact_dead_keys=read.settings.compact_dead_keys)
         self._available_now: dict[str, int] | None = None  # per bucket: entries still to schedule
         self._settled = 0  # the last batch whose marks were settled
+        # Spark before 4.2 (no admission control): it calls latestOffset() without the start offset, so the
+        # reader keeps the last offset Spark planned (partitions() sees each one, a restart's last one too)
+        self._last: dict | None = None
+        self._one_batch = read.available_now and not ADMISSION_CONTROL  # Spark's availableNow fallback
 
     def _hex(self, bucket: int) -> str:
         return self.config.layout.bucket_hex(bucket)
@@ -180,7 +192,20 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         counts = pending_by_bucket(self.gateway.shared(), self.config)
         self._available_now = {self._hex(b): n for b, n in counts.items() if n}
 
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+    def latestOffset(self, start: dict | None = None, limit: ReadLimit | None = None) -> dict:
+        """The next micro-batch's end offset (``start`` when there is nothing to do). Spark 4.2+ passes the
+        start and its read limit; before 4.2 Spark passes neither (the reader's own last offset and read-limit
+        options stand in: :mod:`connector.spark.compat`)."""
+        if start is None:
+            start = self._last if self._last is not None else self.initialOffset()
+            if self._one_batch:  # Spark's availableNow fallback: this offset's micro-batch is the only one
+                self._one_batch = False  # (should Spark ask again, it is not availableNow: plan as usual)
+                self.prepareForTriggerAvailableNow()
+                offset = self.latestOffset(start, ReadAllAvailable())
+                self._available_now = None
+                return offset
+        if limit is None:
+            limit = ReadAllAvailable() if self._available_now is not None else self.getDefaultReadLimit()
         # Spark asks for the next offset only once the batch ending at ``start`` is done (exported, deleted):
         # settle its marks now, not at its commit(), which Spark calls only when yet another batch runs
         if start.get("batch", 0) != self._settled:
@@ -213,6 +238,7 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self.planner.pending(start.get("marks", {}))
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        self._last = end  # the offset Spark planned last (a restart's latest seen one: start == end)
         if end.get("batch") == start.get("batch"):
             return []
         limits, byte_limits = end.get("limits", {}), end.get("byte_limits", {})

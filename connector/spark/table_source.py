@@ -24,13 +24,13 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyspark
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
 from connector.accumulo import AccumuloSecurityError, Connection, Range
 from connector.accumulo.cells import Key, following_prefix
 
+from .compat import require
 from .options import ACCUMULO, GatewayOptions, OptionError, TableRead, checked
 
 if TYPE_CHECKING:
@@ -178,9 +178,8 @@ class AccumuloTableDataSource(DataSource):
     def __init__(self, options: Any) -> None:
         super().__init__(options)
         self.settings = ReadSettings.parse(checked(ACCUMULO, options))  # refused at load(), before any action
-        if self.settings.pushdown and _version(pyspark.__version__) < (4, 1):
-            raise OptionError(f"option 'pushdown' needs Spark 4.1 or newer (filter pushdown of Python data "
-                              f"sources); this is PySpark {pyspark.__version__}")
+        if self.settings.pushdown:
+            require("filter_pushdown", "option 'pushdown' (filter pushdown of Python data sources)")
 
     @classmethod
     def name(cls) -> str:
@@ -221,8 +220,3 @@ class FilteringTableReader(TableReader):
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:  # noqa: N802 - Spark's name
         self.settings, left = self.settings.narrowed(filters)
         return left
-
-
-def _version(text: str) -> tuple[int, int]:
-    major, minor = text.split(".")[:2]
-    return int(major), int("".join(ch for ch in minor if ch.isdigit()) or 0)
