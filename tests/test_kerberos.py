@@ -11,10 +11,12 @@ service primary fails at start-up with one line naming the cause."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -114,14 +116,16 @@ def test_a_row_transaction_and_a_drain_through_kerberized_a_and_b(kerberized, re
     print(f"kerberos drain test: {time.monotonic() - t0:.1f} s after the clusters were up")
 
 
-def run_jar(cluster: Cluster, tmp_path: Path, overrides: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def run_jar(cluster: Cluster, tmp_path: Path, overrides: dict[str, str],
+            prefix: Sequence[str] = (), env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     client = tmp_path / "accumulo-client.properties"
     write_properties(client, {**cluster.client_properties(), **overrides}, "test")
     config = tmp_path / "gateway.properties"
     write_properties(config, {"accumulo.client.properties": str(client), "gateway.secret.file": cluster.secret_file,
                               "gateway.port": "0"}, "test")
-    return subprocess.run(["java", "-Xmx256m", "-XX:+UseSerialGC", *cluster.jvm_args(), "-jar", str(gateway_jar()),
-                           "--config", str(config)], capture_output=True, text=True, timeout=180)
+    return subprocess.run([*prefix, "java", "-Xmx256m", "-XX:+UseSerialGC", *cluster.jvm_args(), "-jar",
+                           str(gateway_jar()), "--config", str(config)], capture_output=True, text=True, timeout=180,
+                          env=env)
 
 
 def test_a_wrong_principal_or_a_bad_keytab_fails_at_start_up_in_one_line(kerberized, tmp_path):
@@ -156,6 +160,17 @@ def test_a_wrong_principal_or_a_bad_keytab_fails_at_start_up_in_one_line(kerberi
         assert "READY" not in proc.stdout
         assert secret.decode("latin-1") not in proc.stderr.encode().decode("latin-1")
         assert time.monotonic() - t0 < 60, f"{overrides}: took {time.monotonic() - t0:.0f} s to fail"
+
+
+@pytest.mark.skipif(shutil.which("faketime") is None, reason="needs faketime (Debian: apt-get install faketime)")
+def test_clock_skew_fails_at_start_up_in_one_line(kerberized, tmp_path):
+    """The gateway's JVM 15 minutes ahead of the KDC (libfaketime; the KDC allows 5 minutes)."""
+    env = dict(os.environ, FAKETIME_DONT_FAKE_MONOTONIC="1")  # the JVM's timers keep real time
+    proc = run_jar(kerberized["ka"], tmp_path, {}, prefix=["faketime", "-f", "+15m"], env=env)
+    lines = [x for x in proc.stderr.splitlines() if x.strip()]
+    assert proc.returncode == 1 and len(lines) == 1, proc.stderr[-3000:]
+    assert re.search(r"^gateway: start-up failed: Kerberos login as root@EXAMPLE\.COM from keytab \S+root\.keytab "
+                     r"failed: clock skew too great between this host and the KDC", lines[0]), lines[0]
 
 
 def test_the_gateway_renews_its_login_and_serves_after_its_first_ticket_ended(renewing_gateway):

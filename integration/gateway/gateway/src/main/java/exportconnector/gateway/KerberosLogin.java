@@ -331,7 +331,7 @@ public final class KerberosLogin {
             + " keytab)";
       } else if (lower.contains("checksum failed") || lower.contains("integrity check")
           || lower.contains("message stream modified")) {
-        known = byCode(24);
+        known = STALE;
       } else if (lower.contains("no valid credentials provided")
           || lower.contains("failed to find any kerberos tgt")) {
         known = "no valid Kerberos ticket (the login expired or never happened)";
@@ -343,6 +343,9 @@ public final class KerberosLogin {
     Throwable root = chain.get(chain.size() - 1);
     return (root.getClass().getSimpleName() + ": " + root.getMessage()).replace('\n', ' ');
   }
+
+  private static final String STALE = "the keytab's key does not match the KDC's (a stale keytab:"
+      + " the principal's key was changed after the keytab was exported; export a new one)";
 
   private static String byCode(int code) {
     switch (code) {
@@ -357,10 +360,11 @@ public final class KerberosLogin {
       case 23:
         return "the principal's key has expired in the KDC (renew it and export a new keytab)";
       case 24:
+        return STALE + "; some KDCs also answer a clock skew this way, so compare this host's clock"
+            + " with the KDC's";
       case 31:
       case 41:
-        return "the keytab's key does not match the KDC's (a stale keytab: the principal's key was"
-            + " changed after the keytab was exported; export a new one)";
+        return STALE;
       case 32:
         return "the ticket has expired";
       case 37:

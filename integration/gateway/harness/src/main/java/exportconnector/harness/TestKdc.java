@@ -8,6 +8,7 @@ import java.nio.file.Files;
 import java.util.LinkedHashMap;
 import java.util.Map;
 
+import org.apache.kerby.kerberos.kerb.server.KdcConfigKey;
 import org.apache.kerby.kerberos.kerb.server.SimpleKdcServer;
 
 /**
@@ -56,6 +57,11 @@ final class TestKdc implements AutoCloseable {
     kdc.setAllowUdp(false);
     kdc.setAllowTcp(true);
     kdc.setKdcTcpPort(port);
+    // No pre-authentication: Kerby answers a pre-authentication timestamp outside its clock skew with
+    // PREAUTH_FAILED (24), the same error as a wrong key, where MIT's KDC says KRB_AP_ERR_SKEW (37).
+    // Without it the JDK's client checks the reply's time itself and reports a skewed clock as 37, and a
+    // stale keytab still fails (it cannot decrypt the reply: 31).
+    kdc.getKdcConfig().setBoolean(KdcConfigKey.PREAUTH_REQUIRED, false);
     kdc.init();
     kdc.start();
     File conf = new File(dir, "krb5.conf");
