@@ -117,13 +117,15 @@ def test_a_row_transaction_and_a_drain_through_kerberized_a_and_b(kerberized, re
 
 
 def run_jar(cluster: Cluster, tmp_path: Path, overrides: dict[str, str],
-            prefix: Sequence[str] = (), env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+            prefix: Sequence[str] = (), env: dict[str, str] | None = None,
+            jvm_args: Sequence[str] | None = None) -> subprocess.CompletedProcess[str]:
     client = tmp_path / "accumulo-client.properties"
     write_properties(client, {**cluster.client_properties(), **overrides}, "test")
     config = tmp_path / "gateway.properties"
     write_properties(config, {"accumulo.client.properties": str(client), "gateway.secret.file": cluster.secret_file,
                               "gateway.port": "0"}, "test")
-    return subprocess.run([*prefix, "java", "-Xmx256m", "-XX:+UseSerialGC", *cluster.jvm_args(), "-jar",
+    jvm = cluster.jvm_args() if jvm_args is None else jvm_args
+    return subprocess.run([*prefix, "java", "-Xmx256m", "-XX:+UseSerialGC", *jvm, "-jar",
                            str(gateway_jar()), "--config", str(config)], capture_output=True, text=True, timeout=180,
                           env=env)
 
@@ -150,10 +152,21 @@ def test_a_wrong_principal_or_a_bad_keytab_fails_at_start_up_in_one_line(kerberi
          r"accumul0/localhost@EXAMPLE\.COM .*the KDC does not know the Accumulo service principal"),
         ({"sasl.enabled": "false"}, 2, r"auth\.type=kerberos needs sasl\.enabled=true"),
     ]
+    # the JVM's krb5.conf: missing, or naming a KDC nobody listens at (port 9, discard)
+    closed = tmp_path / "closed-krb5.conf"
+    closed.write_text(re.sub(r"kdc = 127\.0\.0\.1:\d+", "kdc = 127.0.0.1:9", Path(a.kerberos["krb5_conf"]).read_text()))
+    krb5_cases = [
+        ([f"-Djava.security.krb5.conf={tmp_path / 'missing-krb5.conf'}"],
+         r"failed: no Kerberos configuration for the realm: krb5\.conf is missing"),
+        ([f"-Djava.security.krb5.conf={closed}"],
+         r"failed: cannot reach the KDC \(check the kdc entries of krb5\.conf"),
+    ]
     secret = Path(keytabs["root"]).read_bytes()
-    for overrides, status, line in cases:
+    runs = [(overrides, None, status, line) for overrides, status, line in cases]
+    runs += [({}, jvm_args, 1, line) for jvm_args, line in krb5_cases]
+    for overrides, jvm_args, status, line in runs:
         t0 = time.monotonic()
-        proc = run_jar(a, tmp_path, overrides)
+        proc = run_jar(a, tmp_path, overrides, jvm_args=jvm_args)
         lines = [x for x in proc.stderr.splitlines() if x.strip()]
         assert proc.returncode == status and len(lines) == 1, (overrides, proc.returncode, proc.stderr[-3000:])
         assert lines[0].startswith("gateway: ") and re.search(line, lines[0]), (overrides, lines[0])

@@ -149,7 +149,7 @@ public final class KerberosLogin {
 
   /** The one-line message of a failed login. */
   static String failure(String principal, Path keytab, Throwable e) {
-    return "Kerberos login as " + principal + " from keytab " + keytab + " failed: " + cause(e);
+    return "Kerberos login as " + principal + " from keytab " + keytab + " failed: " + cause(e, true);
   }
 
   /**
@@ -175,7 +175,7 @@ public final class KerberosLogin {
     try {
       kp = new KerberosPrincipal(principal);
     } catch (IllegalArgumentException e) {
-      throw new LoginFailed("Kerberos login as " + principal + " failed: " + cause(e));
+      throw new LoginFailed("Kerberos login as " + principal + " failed: " + cause(e, true));
     }
     KeyTab kt = KeyTab.getInstance(file);
     if (kt.getKeys(kp).length == 0) {
@@ -195,7 +195,7 @@ public final class KerberosLogin {
       }
     } catch (Exception e) {
       LOG.warn("renewing the Kerberos login of {} failed (tried again later): {}", principal,
-          cause(e));
+          cause(e, true));
     }
   }
 
@@ -246,7 +246,7 @@ public final class KerberosLogin {
       throw new LoginFailed("logged in to Kerberos as " + principal + ", but got no service ticket"
           + " for Accumulo's tablet server " + service + principal.substring(
               Math.max(0, principal.indexOf('@'))) + " (" + SASL_SERVER_PRIMARY + "="
-          + primary + "): " + cause(e));
+          + primary + "): " + cause(e, true));
     }
   }
 
@@ -296,6 +296,14 @@ public final class KerberosLogin {
    * original text is kept after the explanation, in brackets.
    */
   public static String cause(Throwable e) {
+    return cause(e, false);
+  }
+
+  /**
+   * As {@link #cause(Throwable)}; {@code talkingToKdc}: the failure came from an exchange with the KDC
+   * (a login, a renewal, a service ticket), so a refused or timed-out connection is the KDC's.
+   */
+  static String cause(Throwable e, boolean talkingToKdc) {
     List<Throwable> chain = new ArrayList<>();
     for (Throwable c = e; c != null && !chain.contains(c); c = c.getCause()) {
       chain.add(c);
@@ -322,9 +330,9 @@ public final class KerberosLogin {
         known = "no Kerberos configuration for the realm: krb5.conf is missing or names no"
             + " default_realm / KDC (default /etc/krb5.conf; -Djava.security.krb5.conf=FILE names"
             + " another)";
-      } else if (lower.contains("cannot contact any kdc") || lower.contains("receive timed out")
-          || (lower.contains("connection refused") && chain.stream().anyMatch(
-              t -> t.getClass().getName().contains("krb5")))) {
+      } else if (lower.contains("cannot contact any kdc") || (talkingToKdc
+          && (c instanceof java.net.ConnectException || c instanceof java.net.SocketTimeoutException
+              || lower.contains("receive timed out")))) {
         known = "cannot reach the KDC (check the kdc entries of krb5.conf and the network)";
       } else if (lower.contains("unable to obtain password from user")) {
         known = "the keytab holds no key for this principal (wrong auth.principal, or the wrong"
