@@ -118,11 +118,14 @@ public final class KerberosLogin {
     clientProps.setProperty(AUTH_TOKEN, keytab.toString());
     synchronized (KerberosLogin.class) {
       if (current != null) {
-        if (!current.principal.equals(principal) || !current.keytab.equals(keytab)) {
+        boolean same = current.principal.equals(principal)
+            || (!principal.contains("@") && current.principal.startsWith(principal + "@"));
+        if (!same || !current.keytab.equals(keytab)) {
           throw new LoginFailed("this JVM is already logged in to Kerberos as " + current.principal
               + " (keytab " + current.keytab + "); one JVM holds one Kerberos identity, so run a"
               + " gateway for " + principal + " in a JVM of its own");
         }
+        clientProps.setProperty(AUTH_PRINCIPAL, current.principal);
         holders++;
         return current;
       }
