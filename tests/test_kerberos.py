@@ -6,8 +6,9 @@ in-process ones (A) and the deployable jar on the Accumulo 2.1.6 client (B, and 
 Row transactions commit into A through ``connector.transactions``; Spark (``local[2]``) drains the queue into B.
 Spark's executors hold no Kerberos ticket and no krb5.conf: they reach Accumulo only through the gateways,
 which hold the identity. A gateway whose first ticket lives 80 s renews its login and serves new connections
-after that ticket ended. A gateway given a wrong principal, a stale, missing or foreign keytab, or a wrong
-service primary fails at start-up with one line naming the cause."""
+after that ticket ended. A gateway given a wrong principal, a stale, missing or foreign keytab, a wrong service
+primary, a missing krb5.conf or an unreachable KDC, or whose clock is 15 minutes ahead (faketime), fails at
+start-up with one line naming the cause."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ from integration.harness import Cluster, Clusters, StandaloneGateway, clusters, 
 
 from .conftest import unique_table
 
-# its own pair of Kerberized clusters (no `accumulo` fixture), so the mark is set here; about 100 s in all
+# its own pair of Kerberized clusters (no `accumulo` fixture), so the mark is set here; 185-220 s in all
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 #: the lifetime of the renewing gateway's tickets: Hadoop re-logs in at 80% of it, and not within 60 s of the
