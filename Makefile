@@ -11,7 +11,7 @@ CARGO_ENV := PYO3_PYTHON=$(abspath $(VPY))
 
 .PHONY: deps build gateway-jar lint test smoke-wheel docs demo demo-wordcount cluster bench soak clean
 
-deps: $(STAMP) /usr/bin/thrift
+deps: $(STAMP) /usr/bin/thrift /usr/bin/faketime
 
 /usr/bin/thrift:
 	@command -v thrift >/dev/null 2>&1 || { \
@@ -20,6 +20,15 @@ deps: $(STAMP) /usr/bin/thrift
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq thrift-compiler >/dev/null; }
 	@command -v java >/dev/null 2>&1 || { echo "Java 17 is required (java not on PATH)"; exit 1; }
 	@command -v mvn >/dev/null 2>&1 || { echo "Maven is required (mvn not on PATH)"; exit 1; }
+
+# tests/test_kerberos.py runs a gateway with its clock 15 minutes ahead (skipped without it)
+/usr/bin/faketime:
+	@command -v faketime >/dev/null 2>&1 || { \
+	  echo "installing faketime (Debian) ..."; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get install -y -qq faketime >/dev/null 2>&1 || \
+	  { $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq faketime >/dev/null; } || \
+	  echo "faketime not installed: the clock-skew test will be skipped"; }
 
 $(STAMP): pyproject.toml $(NATIVE_SRC)
 	@command -v cargo >/dev/null 2>&1 || { echo "cargo (Rust) is required to build connector._native"; exit 1; }
@@ -66,8 +75,9 @@ demo: build
 demo-wordcount: build
 	$(VPY) -m examples.word_count
 
+# KERBEROS=1: a KDC and Kerberized clusters, the gateways logged in from a keytab
 cluster: build
-	$(VPY) -m integration.harness
+	$(VPY) -m integration.harness $(if $(KERBEROS),--kerberos)
 
 # every benchmark but the soak (30 minutes: make soak)
 bench: build

@@ -33,15 +33,22 @@ def ready_lines(running: Clusters, options: Mapping[str, Any], config: Path, sec
                      f"secret file {c.secret_file}")
     first = next(iter(running))
     lines.append("credentials (in files of mode 0600, removed when the clusters stop; never printed):")
-    lines.append(f"  Accumulo user {first.user}: its password is in {first.password_file} (every cluster)")
+    if first.kerberos:
+        lines.append(f"  Kerberos (KDC {first.kerberos['kdc']}, realm {first.kerberos['realm']}, krb5.conf "
+                     f"{first.kerberos['krb5_conf']}): Accumulo user {first.user}, its keytab is "
+                     f"{first.kerberos['keytabs']['root']} (every cluster)")
+    else:
+        lines.append(f"  Accumulo user {first.user}: its password is in {first.password_file} (every cluster)")
     lines.append(f"  gateway shared secret: {first.secret_file} (every gateway; clusters.toml names it)")
     for c in running:
         files = [c.gateway_client_properties] if c.gateway_client_properties else []
         files += [str(g.client_file) for g in (pools or {}).get(c.name.upper(), ())]
         if files:
-            lines.append(f"  {c.name.upper()}'s gateways read user and password from {', '.join(files)}")
-    lines.append("the Java programs (RowTransactionExample, BenchWriter) take the password from the environment:")
-    lines.append(f'  export ACCUMULO_PASSWORD="$(cat {shlex.quote(first.password_file)})"')
+            lines.append(f"  {c.name.upper()}'s gateways read user and {'keytab' if c.kerberos else 'password'} "
+                         f"from {', '.join(files)}")
+    if not first.kerberos:  # the Java programs log in with a password only
+        lines.append("the Java programs (RowTransactionExample, BenchWriter) take the password from the environment:")
+        lines.append(f'  export ACCUMULO_PASSWORD="$(cat {shlex.quote(first.password_file)})"')
     lines.append(f"point the CLI at them (clusters {', '.join(names)}):")
     lines.append(f"  export {CONFIG_ENV}={config}")
     return lines
@@ -55,6 +62,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="gateways per cluster (default 1); the extra ones run from the deployable jar")
     parser.add_argument("--tservers", type=int, default=1, choices=range(1, 17), metavar="N",
                         help="tablet servers per cluster (default 1)")
+    parser.add_argument("--kerberos", action="store_true",
+                        help="start a KDC and Kerberize the clusters; the gateways log in from a keytab")
     opts = parser.parse_args(argv)
     started = time.monotonic()
 
@@ -63,7 +72,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     try:
-        with clusters(opts.clusters.split(","), data_dir=opts.dir, tservers=opts.tservers) as running, \
+        with clusters(opts.clusters.split(","), data_dir=opts.dir, tservers=opts.tservers,
+                      kerberos=opts.kerberos) as running, \
                 contextlib.ExitStack() as extra:
             from connector.clusters_config import write_clusters
 

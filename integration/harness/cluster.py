@@ -16,6 +16,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .build import LAUNCHER, NATIVE_DIR, build_gateway, java_command
 from .common import HarnessError, tail, write_private, write_properties
@@ -47,6 +48,9 @@ class Cluster:
     #: root password)
     gateway_client_properties: str = ""
     accumulo_server: str = ""  # the Accumulo release of its servers (and of the launcher's gateways): 2.1.4
+    #: a Kerberized cluster (``clusters(..., kerberos=True)``): the launcher's KDC, as its READY line says
+    #: (realm, krb5_conf, principal, server_primary, keytabs by name); None: root password
+    kerberos: dict[str, Any] | None = None
 
     def connect(self, **kwargs):  # noqa: ANN003, ANN201 - returns connector.accumulo.Connection
         """A client Connection to this cluster's gateway."""
@@ -64,9 +68,19 @@ class Cluster:
                               tls_ca_file=self.tls_ca_file)
 
     def client_properties(self) -> dict[str, str]:
-        """accumulo-client.properties for this cluster (holds the root password: write it 0600)."""
-        return {"instance.name": self.instance, "instance.zookeepers": self.zookeepers, "auth.type": "password",
-                "auth.principal": self.user, "auth.token": Path(self.password_file).read_text().strip()}
+        """accumulo-client.properties for this cluster (holds the root password, or names root's keytab:
+        write it 0600). A Kerberized cluster's are Accumulo 2.1's Kerberos client properties."""
+        where = {"instance.name": self.instance, "instance.zookeepers": self.zookeepers}
+        if self.kerberos:
+            return {**where, "auth.type": "kerberos", "auth.principal": self.kerberos["principal"],
+                    "auth.token": self.kerberos["keytabs"]["root"], "sasl.enabled": "true",
+                    "sasl.kerberos.server.primary": self.kerberos["server_primary"]}
+        return {**where, "auth.type": "password", "auth.principal": self.user,
+                "auth.token": Path(self.password_file).read_text().strip()}
+
+    def jvm_args(self) -> list[str]:
+        """System properties a JVM talking to this cluster needs: the KDC's krb5.conf when Kerberized."""
+        return [f"-Djava.security.krb5.conf={self.kerberos['krb5_conf']}"] if self.kerberos else []
 
     def java_env(self) -> dict[str, str]:
         """Environment for a Java program of the harness module talking to this cluster directly."""
@@ -141,7 +155,7 @@ class Clusters:
 def clusters(names: Sequence[str] = ("a", "b"), data_dir: str | None = None,
              start_timeout: float = 600.0, idle_timeout_ms: int | None = None,
              max_frame_bytes: int | None = None, tls: GatewayTls | None = None,
-             tservers: int = 1, native_maps: Path | None = NATIVE_DIR) -> Iterator[Clusters]:
+             tservers: int = 1, native_maps: Path | None = NATIVE_DIR, kerberos: bool = False) -> Iterator[Clusters]:
     """Start one MiniAccumuloCluster and gateway per name; stop and clean up on exit.
 
     ``tservers``: tablet servers per cluster (each a JVM of up to 768 MiB). More gateways for a cluster:
@@ -151,6 +165,8 @@ def clusters(names: Sequence[str] = ("a", "b"), data_dir: str | None = None,
     their Thrift frame limit (default 64 MiB; upstream's proxy: 16 MiB); ``tls`` makes them serve TLS.
     ``native_maps``: the folder holding libaccumulo.so (``build_gateway`` builds it there); the tablet servers
     use native in-memory maps when it loads, Java's map otherwise (None: always; the launcher's log says which).
+    ``kerberos``: the launcher starts a KDC and Kerberizes every cluster (SASL RPC, Kerberos security handlers,
+    root = its root principal); the gateways log in from root's keytab (``Cluster.kerberos``).
     """
     classpath = build_gateway()
     state_dir = Path(tempfile.mkdtemp(prefix="accumulo-harness-"))
@@ -170,6 +186,8 @@ def clusters(names: Sequence[str] = ("a", "b"), data_dir: str | None = None,
         args += ["--tservers", str(tservers)]
     if native_maps is not None:
         args += ["--native-maps", str(native_maps)]
+    if kerberos:
+        args += ["--kerberos"]
     if tls:
         extra = state_dir / "gateway-extra.properties"
         write_properties(extra, tls.properties(), "added to every gateway's generated gateway.properties")
@@ -191,7 +209,8 @@ def clusters(names: Sequence[str] = ("a", "b"), data_dir: str | None = None,
                                tls_ca_file=tls.ca_file if tls else None,
                                native_maps=bool(c.get("native_maps", False)), log_dir=c.get("log_dir", ""),
                                gateway_client_properties=c.get("gateway_client_properties", ""),
-                               accumulo_server=c.get("accumulo_server", ""))
+                               accumulo_server=c.get("accumulo_server", ""),
+                               kerberos=ready.get("kdc") if c.get("kerberos") else None)
             for c in ready["clusters"]
         }
         yield Clusters(by_name, classpath, state_dir, log_file, launcher=proc)

@@ -27,7 +27,8 @@ class StandaloneGateway:
 
     def __init__(self, cluster: Cluster, classpath: str = "", port: int = 0, idle_timeout_ms: int | None = None,
                  max_frame_bytes: int | None = None, tls: GatewayTls | None = None,
-                 extra_properties: dict[str, str] | None = None) -> None:
+                 extra_properties: dict[str, str] | None = None,
+                 client_properties: dict[str, str] | None = None) -> None:
         self.cluster = cluster
         self.port = port
         self.tls = tls
@@ -39,6 +40,8 @@ class StandaloneGateway:
         if tls:
             self.settings.update(tls.properties())
         self.settings.update(extra_properties or {})
+        #: accumulo-client.properties changes over the cluster's own (a wrong principal, another keytab, ...)
+        self.client_overrides = dict(client_properties or {})
         self.proc: subprocess.Popen | None = None
         StandaloneGateway._seq += 1
         self.dir = Path(cluster.secret_file).parent / f"gateway-{cluster.name}-{os.getpid()}-{StandaloneGateway._seq}"
@@ -49,11 +52,12 @@ class StandaloneGateway:
 
     def start(self, timeout: float = 60.0) -> int:
         self.dir.mkdir(exist_ok=True)
-        write_properties(self.client_file, self.cluster.client_properties(), f"cluster {self.cluster.name}")
+        write_properties(self.client_file, {**self.cluster.client_properties(), **self.client_overrides},
+                         f"cluster {self.cluster.name}")
         write_properties(self.config_file, {**self.settings, "accumulo.client.properties": str(self.client_file),
                                             "gateway.port": str(self.port)}, "standalone test gateway")
-        command = ["java", "-Xmx512m", "-XX:+UseSerialGC", "-jar", str(gateway_jar()), "--config",
-                   str(self.config_file)]
+        command = ["java", "-Xmx512m", "-XX:+UseSerialGC", *self.cluster.jvm_args(), "-jar", str(gateway_jar()),
+                   "--config", str(self.config_file)]
         env = {k: v for k, v in os.environ.items() if k not in ("ACCUMULO_GATEWAY_SECRET", "ACCUMULO_PASSWORD")}
         with open(self.log_file, "ab") as log:
             self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, env=env, text=True,

@@ -34,6 +34,7 @@ public final class GatewayConfig {
   public static final String TLS_CLIENT_CA_FILE = "gateway.tls.client.ca.file";
   public static final String TLS_PROTOCOLS = "gateway.tls.protocols";
   public static final String BULK_DIR = "gateway.bulk.dir";
+  public static final String KERBEROS_RENEW_SECONDS = "gateway.kerberos.renew.seconds";
 
   public static final int DEFAULT_PORT = 42424;
   public static final long DEFAULT_IDLE_TIMEOUT_MS = 10 * 60 * 1000L;
@@ -61,6 +62,7 @@ public final class GatewayConfig {
     KEYS.put(TLS_CLIENT_CA_FILE, "");
     KEYS.put(TLS_PROTOCOLS, DEFAULT_TLS_PROTOCOLS);
     KEYS.put(BULK_DIR, BulkImports.DEFAULT_DIR);
+    KEYS.put(KERBEROS_RENEW_SECONDS, "60");
   }
 
   /** TLS settings of the Thrift port; null fields are unset. */
@@ -77,6 +79,8 @@ public final class GatewayConfig {
   final Tls tls; // null: plain Thrift
   /** Where bulk imports stage their files: a path on the default file system or a URI. */
   final String bulkDir;
+  /** How often a Kerberos login checks whether its ticket needs renewing (auth.type=kerberos). */
+  final long kerberosRenewSeconds;
 
   private GatewayConfig(Path source, Map<String,String> p) {
     this.source = source;
@@ -88,6 +92,7 @@ public final class GatewayConfig {
     this.idleTimeoutMs = number(p, IDLE_TIMEOUT_MS, 1, Long.MAX_VALUE);
     this.maxFrameBytes = (int) number(p, MAX_FRAME_BYTES, MIN_MAX_FRAME_BYTES, Integer.MAX_VALUE);
     this.bulkDir = bulkDir(get(p, BULK_DIR));
+    this.kerberosRenewSeconds = number(p, KERBEROS_RENEW_SECONDS, 1, 86400);
     String enabled = get(p, TLS_ENABLED).trim().toLowerCase();
     if (!enabled.equals("true") && !enabled.equals("false")) {
       throw bad(TLS_ENABLED + " must be true or false, got '" + enabled + "'");

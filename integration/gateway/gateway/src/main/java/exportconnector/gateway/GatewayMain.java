@@ -26,6 +26,8 @@ import org.slf4j.LoggerFactory;
  */
 public final class GatewayMain {
   private static final Logger LOG = LoggerFactory.getLogger(GatewayMain.class);
+  /** How long the first Accumulo call of a Kerberos gateway may take (see proveCredentials). */
+  static final long KERBEROS_PROVE_SECONDS = 60;
 
   private GatewayMain() {}
 
@@ -35,6 +37,9 @@ public final class GatewayMain {
     } catch (IllegalArgumentException e) {
       System.err.println("gateway: " + e.getMessage());
       System.exit(2);
+    } catch (KerberosLogin.LoginFailed e) {
+      System.err.println("gateway: start-up failed: " + e.getMessage());
+      System.exit(1);
     } catch (Exception e) {
       System.err.println("gateway: start-up failed: " + Errors.describe(e));
       System.exit(1);
@@ -84,12 +89,15 @@ public final class GatewayMain {
     final AccumuloClient client;
     final Gateway gateway;
     final GatewayServer server;
+    final KerberosLogin kerberos; // null: not a Kerberos login
     private boolean closed;
 
-    private Running(AccumuloClient client, Gateway gateway, GatewayServer server) {
+    private Running(AccumuloClient client, Gateway gateway, GatewayServer server,
+        KerberosLogin kerberos) {
       this.client = client;
       this.gateway = gateway;
       this.server = server;
+      this.kerberos = kerberos;
     }
 
     /**
@@ -107,23 +115,85 @@ public final class GatewayMain {
     static Running start(GatewayConfig config, String name) throws Exception {
       SharedSecret secret = config.secret();
       Properties props = config.accumuloClientProperties();
-      AccumuloClient client = Accumulo.newClient().from(props).build();
+      KerberosLogin kerberos = null;
+      if (KerberosLogin.wanted(props)) {
+        try {
+          kerberos = KerberosLogin.acquire(props, config.clientProperties.getParent(),
+              config.kerberosRenewSeconds);
+        } catch (IllegalArgumentException e) {
+          throw new IllegalArgumentException(config.clientProperties + ": " + e.getMessage());
+        }
+      }
+      AccumuloClient client;
+      try {
+        client = Accumulo.newClient().from(props).build();
+      } catch (RuntimeException e) {
+        if (kerberos != null) {
+          kerberos.release();
+        }
+        throw e;
+      }
       GatewayServer server = null;
       try {
         // authenticates; every user may read their own authorizations
-        client.securityOperations().getUserAuthorizations(client.whoami());
+        proveCredentials(client, kerberos, props);
+        if (kerberos != null) {
+          // the one line that says who this gateway is to Accumulo
+          LOG.info("gateway {} authenticated to Accumulo by Kerberos as {}", name,
+              kerberos.describe());
+        }
         Gateway gateway = new Gateway(client, secret, config.idleTimeoutMs, config.bulkDir);
         server = GatewayServer.start(DeclaredExceptionsGuard.wrap(gateway), gateway, config.host,
             config.port, name, config.maxFrameBytes, config.tls);
         LOG.info("gateway {} for Accumulo user {} listening on {}:{} ({})", name, client.whoami(),
             server.host(), server.port(), server.tls() ? "TLS" : "plain, no TLS");
-        return new Running(client, gateway, server);
+        return new Running(client, gateway, server, kerberos);
       } catch (Exception e) {
         if (server != null) {
           server.close();
         }
         client.close();
+        if (kerberos != null) {
+          kerberos.release();
+        }
         throw e;
+      }
+    }
+
+    /**
+     * One call that needs valid credentials. With Kerberos, Accumulo's client retries a failed SASL
+     * handshake without end, so the call gets a deadline and a failure names its Kerberos cause.
+     */
+    private static void proveCredentials(AccumuloClient client, KerberosLogin kerberos,
+        Properties props) throws Exception {
+      if (kerberos == null) {
+        client.securityOperations().getUserAuthorizations(client.whoami());
+        return;
+      }
+      kerberos.checkServiceTicket(client, props.getProperty(KerberosLogin.SASL_SERVER_PRIMARY,
+          "accumulo").trim());
+      java.util.concurrent.FutureTask<Object> call = new java.util.concurrent.FutureTask<>(() ->
+          client.securityOperations().getUserAuthorizations(client.whoami()));
+      Thread t = new Thread(call, "gateway-prove-credentials");
+      t.setDaemon(true);
+      t.start();
+      try {
+        call.get(KERBEROS_PROVE_SECONDS, java.util.concurrent.TimeUnit.SECONDS);
+      } catch (java.util.concurrent.TimeoutException e) {
+        t.interrupt();
+        throw new KerberosLogin.LoginFailed("logged in to Kerberos as " + kerberos.principal()
+            + ", but Accumulo did not accept the SASL connection within " + KERBEROS_PROVE_SECONDS
+            + " s (check " + KerberosLogin.SASL_SERVER_PRIMARY
+            + " against the servers' principals, and that the servers run with"
+            + " instance.rpc.sasl.enabled=true)");
+      } catch (java.util.concurrent.ExecutionException e) {
+        Throwable c = e.getCause();
+        if (c instanceof org.apache.accumulo.core.client.AccumuloSecurityException) {
+          throw new KerberosLogin.LoginFailed("logged in to Kerberos as " + kerberos.principal()
+              + ", but Accumulo refused it: " + c.getMessage());
+        }
+        throw new KerberosLogin.LoginFailed("logged in to Kerberos as " + kerberos.principal()
+            + ", but the first Accumulo call failed: " + KerberosLogin.cause(c));
       }
     }
 
@@ -146,6 +216,9 @@ public final class GatewayMain {
       m.put("port", server.port());
       m.put("tls", server.tls());
       m.put("accumulo_client", accumuloClientVersion());
+      if (kerberos != null) {
+        m.put("kerberos_principal", kerberos.principal());
+      }
       return m;
     }
 
@@ -159,6 +232,9 @@ public final class GatewayMain {
       server.close();
       gateway.close();
       client.close();
+      if (kerberos != null) {
+        kerberos.release();
+      }
     }
   }
 

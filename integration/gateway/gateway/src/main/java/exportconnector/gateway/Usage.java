@@ -32,6 +32,8 @@ final class Usage {
     MEANING.put(GatewayConfig.TLS_PROTOCOLS, "enabled TLS versions");
     MEANING.put(GatewayConfig.BULK_DIR, "where bulk imports stage their RFiles: an absolute path on the"
         + " default file system of the Hadoop configuration on the classpath, or a URI (hdfs://...)");
+    MEANING.put(GatewayConfig.KERBEROS_RENEW_SECONDS, "with auth.type=kerberos: how often the gateway"
+        + " checks its ticket and logs in again from the keytab when it nears its end");
   }
 
   private Usage() {}

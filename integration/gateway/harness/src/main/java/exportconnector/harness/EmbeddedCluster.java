@@ -49,18 +49,63 @@ final class EmbeddedCluster implements AutoCloseable {
   final File dir;
   private final int tabletServers;
   private final File nativeLib; // null: Java in-memory maps
+  private final TestKdc kdc; // null: password authentication
   private volatile boolean closed;
   private volatile MiniAccumuloClusterImpl mac;
   private volatile AccumuloClient client;
   private volatile GatewayMain.Running gateway;
   private volatile Path gatewayConfig;
 
-  /** {@code nativeLib}: libaccumulo.so for native in-memory maps (see {@link NativeMaps}), or null. */
-  EmbeddedCluster(String name, File dir, int tabletServers, File nativeLib) {
+  /**
+   * {@code nativeLib}: libaccumulo.so for native in-memory maps (see {@link NativeMaps}), or null.
+   * {@code kdc}: Kerberize the cluster against it (SASL RPC, Kerberos authenticator, authorizor
+   * and permission handler, root user = its root principal; the launcher's JVM is logged in as
+   * that principal), or null for a root password.
+   */
+  EmbeddedCluster(String name, File dir, int tabletServers, File nativeLib, TestKdc kdc) {
     this.name = name;
     this.dir = dir;
     this.tabletServers = tabletServers;
     this.nativeLib = nativeLib;
+    this.kdc = kdc;
+  }
+
+  /**
+   * Site settings of a Kerberized cluster, as Accumulo's own Kerberos ITs set them: SASL on every
+   * RPC, the servers' principal and keytab, and the Kerberos security handlers (users are Kerberos
+   * principals, created on their first authenticated call).
+   */
+  static Map<String,String> kerberosSiteConfig(TestKdc kdc) {
+    Map<String,String> site = new HashMap<>();
+    site.put("instance.rpc.sasl.enabled", "true");
+    site.put("general.kerberos.keytab", kdc.keytab("accumulo").getAbsolutePath());
+    site.put("general.kerberos.principal", TestKdc.serverPrincipal());
+    String handlers = "org.apache.accumulo.server.security.handler.";
+    site.put("instance.security.authenticator", handlers + "KerberosAuthenticator");
+    site.put("instance.security.authorizor", handlers + "KerberosAuthorizor");
+    site.put("instance.security.permissionHandler", handlers + "KerberosPermissionHandler");
+    return site;
+  }
+
+  /** accumulo-client.properties authentication for this cluster: root's password or root's keytab. */
+  private Properties authProperties(String rootPassword) {
+    Properties p = new Properties();
+    if (kdc == null) {
+      p.setProperty("auth.type", "password");
+      p.setProperty("auth.principal", ROOT);
+      p.setProperty("auth.token", rootPassword);
+    } else {
+      p.setProperty("auth.type", "kerberos");
+      p.setProperty("auth.principal", TestKdc.rootPrincipal());
+      p.setProperty("auth.token", kdc.keytab("root").getAbsolutePath());
+      p.setProperty("sasl.enabled", "true");
+      p.setProperty("sasl.kerberos.server.primary", TestKdc.SERVER_PRIMARY);
+    }
+    return p;
+  }
+
+  private String rootUser() {
+    return kdc == null ? ROOT : TestKdc.rootPrincipal();
   }
 
   /**
@@ -103,6 +148,11 @@ final class EmbeddedCluster implements AutoCloseable {
         .setNumTservers(tabletServers)
         .setMemory(ServerType.TABLET_SERVER, 768, MemoryUnit.MEGABYTE)
         .setSiteConfig(siteConfig(nativeLib != null));
+    if (kdc != null) {
+      kerberosSiteConfig(kdc).forEach(config::setProperty);
+      config.setRootUserName(TestKdc.rootPrincipal()); // Initialize makes it the root user
+      config.setClientProps(Map.of("sasl.enabled", "true"));
+    }
     // MAC gives ZooKeeper 20 s to answer; a machine shared by several test sessions can need longer
     config.setZooKeeperStartupTime(ZOOKEEPER_STARTUP_MS);
     // the server processes' temporary files (Accumulo's VFS cache) go beside the cluster's folder, with it
@@ -112,13 +162,18 @@ final class EmbeddedCluster implements AutoCloseable {
       sysProps.put("accumulo.native.lib.path", nativeLib.getPath());
       config.setNativeLibPaths(nativeLib.getParent());
     }
+    if (kdc != null) {
+      sysProps.put("java.security.krb5.conf", kdc.krb5Conf.getAbsolutePath());
+    }
     config.setSystemProperties(sysProps);
     mac = new QuickStartCluster(config);
-    writeCoreSite(mac.getConfig().getConfDir());
+    writeCoreSite(mac.getConfig().getConfDir(), kdc != null);
     mac.start();
     checkOpen();
-    client = Accumulo.newClient().to(mac.getInstanceName(), mac.getZooKeepers())
-        .as(ROOT, rootPassword).build();
+    Properties props = authProperties(rootPassword);
+    props.setProperty("instance.name", mac.getInstanceName());
+    props.setProperty("instance.zookeepers", mac.getZooKeepers());
+    client = Accumulo.newClient().from(props).build();
     waitUntilServing(client);
     checkOpen();
     gatewayConfig = writeGatewayConfig(rootPassword, gatewaySettings);
@@ -135,10 +190,13 @@ final class EmbeddedCluster implements AutoCloseable {
    * to the OS, where it survives the kill (Accumulo's own crash tests configure it the same way). The
    * server processes find core-site.xml in MAC's conf folder, which is on their classpath.
    */
-  private static void writeCoreSite(File confDir) throws IOException {
+  private static void writeCoreSite(File confDir, boolean kerberos) throws IOException {
     String xml = "<?xml version=\"1.0\"?>\n<configuration>\n"
         + "  <property><name>fs.file.impl</name>"
         + "<value>org.apache.hadoop.fs.RawLocalFileSystem</value></property>\n"
+        // the servers' UserGroupInformation logs in from general.kerberos.keytab only with this
+        + (kerberos ? "  <property><name>hadoop.security.authentication</name>"
+            + "<value>kerberos</value></property>\n" : "")
         + "</configuration>\n";
     Files.createDirectories(confDir.toPath());
     Files.writeString(confDir.toPath().resolve("core-site.xml"), xml, StandardCharsets.UTF_8);
@@ -152,9 +210,7 @@ final class EmbeddedCluster implements AutoCloseable {
     Properties client = new Properties();
     client.setProperty("instance.name", mac.getInstanceName());
     client.setProperty("instance.zookeepers", mac.getZooKeepers());
-    client.setProperty("auth.type", "password");
-    client.setProperty("auth.principal", ROOT);
-    client.setProperty("auth.token", rootPassword);
+    client.putAll(authProperties(rootPassword));
     Path clientFile = confDir.resolve(CLIENT_FILE);
     writePrivate(clientFile, client, "generated by the launcher for cluster " + name);
     Properties gw = new Properties();
@@ -272,7 +328,8 @@ final class EmbeddedCluster implements AutoCloseable {
     m.put("name", name);
     m.put("instance", mac.getInstanceName());
     m.put("zookeepers", mac.getZooKeepers());
-    m.put("user", ROOT);
+    m.put("user", rootUser());
+    m.put("kerberos", kdc != null);
     m.put("gateway_host", gateway.host());
     m.put("gateway_port", gateway.port());
     m.put("gateway_tls", gateway.tls());

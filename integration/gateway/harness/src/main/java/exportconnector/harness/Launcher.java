@@ -2,6 +2,7 @@ package exportconnector.harness;
 
 import exportconnector.gateway.Args;
 import exportconnector.gateway.GatewayConfig;
+import exportconnector.gateway.KerberosLogin;
 import exportconnector.gateway.Json;
 import exportconnector.gateway.Secrets;
 import exportconnector.gateway.Signals;
@@ -41,7 +42,11 @@ import org.slf4j.LoggerFactory;
  * <pre>
  * Launcher --clusters a,b --secret-file PATH [--dir DIR] [--idle-timeout-ms N] [--ignore-stdin]
  *          [--max-frame-bytes N] [--gateway-properties PATH] [--tservers N] [--native-maps DIR]
+ *          [--kerberos]
  * </pre>
+ *
+ * --kerberos: start a KDC ({@link TestKdc}) and Kerberize every cluster against it; each gateway
+ * logs in from root's keytab, and the READY line gets a "kdc" object (realm, krb5.conf, keytabs).
  *
  * The root password comes from $ACCUMULO_ROOT_PASSWORD, the gateways' shared secret from the file
  * --secret-file names. Each gateway starts from a generated gateway.properties (see
@@ -72,12 +77,35 @@ public final class Launcher {
   private boolean stopped;
   private boolean clean;
 
+  private final TestKdc kdc; // null: clusters with a root password
+  private KerberosLogin login; // the launcher JVM's own Kerberos identity (root), when kdc is set
+
   private Launcher(List<String> names, Path base, boolean temporary, int tabletServers,
-      File nativeLib) {
+      File nativeLib, boolean kerberos) throws Exception {
     this.tempDir = temporary ? base : null;
+    this.kdc = kerberos ? startKdc(base.resolve("kdc").toFile()) : null;
     for (String n : names) {
-      clusters.add(new EmbeddedCluster(n, base.resolve(n).toFile(), tabletServers, nativeLib));
+      clusters.add(new EmbeddedCluster(n, base.resolve(n).toFile(), tabletServers, nativeLib, kdc));
     }
+  }
+
+  /**
+   * One KDC for all clusters; this JVM (its clients and in-process gateways) logs in as root from
+   * root's keytab, through the gateway's own login code. krb5.conf must be named before any
+   * Kerberos class reads it.
+   */
+  private TestKdc startKdc(File dir) throws Exception {
+    TestKdc k = TestKdc.start(dir);
+    System.setProperty("java.security.krb5.conf", k.krb5Conf.getAbsolutePath());
+    Properties p = new Properties();
+    p.setProperty("auth.type", "kerberos");
+    p.setProperty("auth.principal", TestKdc.rootPrincipal());
+    p.setProperty("auth.token", k.keytab("root").getAbsolutePath());
+    p.setProperty("sasl.enabled", "true");
+    login = KerberosLogin.acquire(p, dir.toPath(), 60);
+    LOG.info("KDC for realm {} at {}; the launcher is logged in as {}", TestKdc.REALM,
+        k.describe().get("kdc"), login.principal());
+    return k;
   }
 
   public static void main(String[] argv) {
@@ -94,7 +122,7 @@ public final class Launcher {
     try {
       Args a = new Args(argv, Set.of("clusters", "dir", "idle-timeout-ms", "secret-file",
           "max-frame-bytes", "gateway-properties", "tservers", "native-maps"),
-          Set.of("ignore-stdin"));
+          Set.of("ignore-stdin", "kerberos"));
       List<String> names = clusterNames(a.require("clusters"));
       String extra = a.get("gateway-properties", null);
       if (extra != null) {
@@ -123,13 +151,22 @@ public final class Launcher {
       rootPassword = Secrets.read("root password", "ACCUMULO_ROOT_PASSWORD", null, null);
       File nativeLib = NativeMaps.find(a.get("native-maps", null));
       String dir = a.get("dir", null);
-      if (dir == null) {
-        launcher = new Launcher(names, Files.createTempDirectory("accumulo-clusters-"), true, tservers,
-            nativeLib);
-      } else {
-        Path base = Path.of(dir).toAbsolutePath();
-        Files.createDirectories(base);
-        launcher = new Launcher(names, base, false, tservers, nativeLib);
+      boolean kerberos = a.flag("kerberos");
+      try {
+        if (dir == null) {
+          launcher = new Launcher(names, Files.createTempDirectory("accumulo-clusters-"), true,
+              tservers, nativeLib, kerberos);
+        } else {
+          Path base = Path.of(dir).toAbsolutePath();
+          Files.createDirectories(base);
+          launcher = new Launcher(names, base, false, tservers, nativeLib, kerberos);
+        }
+      } catch (IllegalArgumentException | IOException e) {
+        throw e;
+      } catch (Exception e) {
+        System.err.println("launcher: start-up failed: the KDC: " + describe(e));
+        System.exit(1);
+        return;
       }
     } catch (IllegalArgumentException | IOException e) {
       System.err.println("launcher: " + e.getMessage());
@@ -227,6 +264,9 @@ public final class Launcher {
     }
     Map<String,Object> m = new LinkedHashMap<>();
     m.put("clusters", list);
+    if (kdc != null) {
+      m.put("kdc", kdc.describe());
+    }
     return m;
   }
 
@@ -262,6 +302,12 @@ public final class Launcher {
       }
     }
     reapChildren();
+    if (login != null) {
+      login.release();
+    }
+    if (kdc != null) {
+      kdc.close();
+    }
     if (tempDir != null) {
       deleteTree(tempDir);
     }
