@@ -118,6 +118,7 @@ def test_a_row_transaction_and_a_drain_through_kerberized_a_and_b(kerberized, re
             for word, n in counts.items():
                 for _ in range(n):
                     txs.run(word, bump(queue))
+            txs.flush()  # the relayer's copies into the queue
             assert queue_status(conn_a, queue).entries == sum(counts.values())
 
             index = unique_table("kindex")
