@@ -37,6 +37,7 @@ from connector.queue.progress import clear_progress, read_progress_runs
 from .drain_source import MICRO_BATCH, RELAY_REPORT_PREFIX, stream_run_id
 from .engine import SparkEngine
 from .export_sink import write_report
+from .session import is_connect
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +102,15 @@ class _BatchReporter:
         self.report_dir, self.job = report_dir, job
         self.compactor = QueueCompactor(job.queue, job.settings.compact_dead_keys)
 
+    def __getstate__(self) -> dict:
+        # over Spark Connect the function is pickled to the server, which calls it in a Python process of its
+        # own: the compactor (a lock, a request thread) starts afresh there
+        return {"report_dir": self.report_dir, "job": self.job}
+
+    def __setstate__(self, state: dict) -> None:
+        self.report_dir, self.job = state["report_dir"], state["job"]
+        self.compactor = QueueCompactor(self.job.queue, self.job.settings.compact_dead_keys)
+
     def __call__(self, counters: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
         rows = [row.asDict() for row in counters.collect()]
@@ -121,9 +131,20 @@ def warm_python_workers(spark: SparkSession, job: DrainJob) -> None:
     stream do not pay for it: that start-up was the latency tail of a fresh stream. The warm-up is a read of
     a data source (``export-queue-warm-up``), not a ``mapInArrow``: Spark keeps the workers of data-source
     reads apart from those of other Python steps."""
-    parallelism = max(1, spark.sparkContext.defaultParallelism)
+    parallelism = max(1, default_parallelism(spark))
     (spark.read.format("export-queue-warm-up").options(**job.sink_options(""))
      .option("partitions", str(parallelism)).load().collect())
+
+
+def default_parallelism(spark: SparkSession) -> int:
+    """Spark's default parallelism (the tasks it runs at once): from the SparkContext, or, over Spark Connect
+    (no SparkContext in this process), as the partitions Spark gives a ``range`` by default (one small job)."""
+    if not is_connect(spark):
+        return int(spark.sparkContext.defaultParallelism)
+    from pyspark.sql import functions as F  # noqa: N812
+
+    last = spark.range(0, 1 << 16).select(F.spark_partition_id().alias("p")).agg(F.max("p")).first()
+    return 1 if last is None or last[0] is None else int(last[0]) + 1
 
 
 def collect_stream_reports(report_dir: str, report: DrainReport) -> set[int]:

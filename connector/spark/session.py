@@ -1,4 +1,5 @@
-"""Getting a SparkSession with this package's data sources registered."""
+"""Getting a SparkSession with this package's data sources registered: a classic one (``local[2]``, a
+cluster's master) or a Spark Connect client's (``sc://host:port``)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,16 @@ def register(spark: SparkSession) -> SparkSession:
     return spark
 
 
+#: how a Spark Connect server's address starts (``SparkSession.builder.remote``)
+CONNECT_SCHEME = "sc://"
+
+
+def is_connect(spark: SparkSession) -> bool:
+    """True for a Spark Connect client's session: it has no JVM or ``sparkContext`` in this process; its data
+    sources and tasks run in the server's Python workers."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
 def submitted() -> bool:
     """True when ``spark-submit`` started this Python process: its ``--master`` and ``--conf`` then apply."""
     return "PYSPARK_GATEWAY_PORT" in os.environ
@@ -32,7 +43,13 @@ def submitted() -> bool:
 def spark_session(master: str | None = None, app_name: str = "accumulo-export") -> SparkSession:
     """A SparkSession with the data sources registered: on ``master``, else SPARK_MASTER, else what
     ``spark-submit`` was given, else ``local[2]``. Settings given to ``spark-submit --conf`` win over this
-    function's defaults."""
+    function's defaults. A master ``sc://host:port`` (or SPARK_REMOTE) is a Spark Connect server: the session is
+    its client's, and the server's own settings apply (README: Spark Connect)."""
+    remote = master if master is not None and master.startswith(CONNECT_SCHEME) else None
+    if master is None and not submitted() and os.environ.get("SPARK_REMOTE", "").startswith(CONNECT_SCHEME):
+        remote = os.environ["SPARK_REMOTE"]
+    if remote is not None:
+        return register(SparkSession.builder.remote(remote).getOrCreate())
     # executors must run this interpreter, which has this package installed (spark-submit sets its own)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
