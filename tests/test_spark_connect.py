@@ -210,3 +210,78 @@ def test_streaming_drain_available_now_then_continuous(remote, scenario, tmp_pat
     assert query.exception() is None
     assert report.exported >= 600 and report.live.exported == 0
     scenario.verify()
+
+
+# --- the package shipped as an artifact, not installed on the server ---------------------------------------
+
+def test_package_shipped_as_an_archive_artifact(accumulo, scenario, tmp_path):
+    """A server whose Python workers find no usable connector (a stand-in on their path refuses to load): the
+    client ships its own copy with ``ship_connector``, and the read source, the sink, the queue source's batch
+    reads and the batch drain run from it (tasks, the data sources' planners). Streams do not: Spark 4.3 runs
+    a stream's Python (a streaming source, foreachBatch) in server processes that load no artifact, so the
+    streaming drain is refused in one line that names the alternatives."""
+    from pyspark.sql import SparkSession
+
+    from connector.spark import ship_connector
+    from integration.spark_connect import connect_server
+
+    stand_in = tmp_path / "server-path" / "connector"
+    stand_in.mkdir(parents=True)
+    (stand_in / "__init__.py").write_text('raise ImportError("the server\'s own connector was loaded")\n')
+    saved = {key: os.environ.get(key) for key in _CONNECT_ENV}
+    with connect_server("local[2]", pythonpath=str(stand_in.parent)) as server:
+        session = SparkSession.builder.remote(server.url).create()
+        try:
+            ship_connector(session, str(tmp_path))
+            register(session)
+
+            def where(batches):  # pickled by value: nothing of the tests is on the server
+                import pyarrow as pa
+
+                import connector
+
+                for _ in batches:
+                    yield pa.record_batch([pa.array([connector.__file__])], names=["file"])
+
+            loaded = session.range(1, numPartitions=1).mapInArrow(where, "file string").first().file
+            assert loaded.endswith("/connector/__init__.py") and str(stand_in) not in loaded
+
+            queued = scenario.produce(300, seed=17)
+            job = scenario.job()
+            assert session.read.format("export-queue").options(**job.source_options()).load().count() == queued
+            report = run_batch(session, job)
+            assert report.exported == queued
+            scenario.verify()
+
+            # a stream's Python (sources, foreachBatch) runs in server processes that load no artifact: the
+            # streaming drain is refused in one line naming the alternatives, a stream of the queue source fails
+            # at its start, and the batch drain finishes the job
+            more = scenario.produce(300, seed=19)
+            with pytest.raises(DrainError, match="installed on the server") as info:
+                start_stream(session, job, str(tmp_path / "ckpt"), str(tmp_path / "reports"), available_now=True)
+            assert "\n" not in str(info.value) and "run_batch" in str(info.value)
+            query = (session.readStream.format("export-queue").options(**job.source_options()).load()
+                     .writeStream.format("accumulo-export").options(**job.export_options(""))
+                     .option("checkpointLocation", str(tmp_path / "ckpt2")).trigger(availableNow=True).start())
+            with pytest.raises(Exception, match="(?s)python_streaming_source_runner.*ImportError"):
+                query.awaitTermination(240)
+            assert scenario.depth() == more
+            assert run_batch(session, job).exported == more
+            scenario.verify()
+
+            index = session.read.format("accumulo").options(
+                **accumulo["b"].gateway_options().to_options(""), table=scenario.index).load()
+            copy = unique_table("copy")
+            (index.selectExpr("cast(row as string) as row", "cast(cf as string) as cf", "cast(cq as string) as cq",
+                              "value", "ts as seq").write.format("accumulo-export").mode("append")
+             .options(**accumulo["b"].gateway_options().to_options("dest."), table=copy, translator="cells").save())
+            with accumulo["b"].connect() as conn:
+                assert list(conn.scan(copy)) == list(conn.scan(scenario.index))
+                conn.delete_table(copy, missing_ok=True)
+        finally:
+            session.stop()
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value

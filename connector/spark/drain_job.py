@@ -26,7 +26,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from connector.accumulo import AccumuloError, Connection
-from connector.jobs import DrainJob, DrainReport, LocalEngine, run_drain
+from connector.jobs import DrainError, DrainJob, DrainReport, LocalEngine, run_drain
 from connector.jobs.drain import preflight
 from connector.jobs.drain_report import ProgressFn
 from connector.jobs.stats import stats_ddl, stats_from_row, stats_schema
@@ -74,7 +74,27 @@ def start_stream(spark: SparkSession, job: DrainJob, checkpoint: str, report_dir
         writer = writer.trigger(availableNow=True)
     else:
         writer = writer.trigger(processingTime=f"{job.settings.trigger_seconds} seconds")
-    return writer.start()
+    try:
+        return writer.start()
+    except Exception as exc:
+        if is_connect(spark) and _foreach_batch_unloadable(exc):
+            raise DrainError(FOREACH_BATCH_NEEDS_INSTALL) from exc
+        raise
+
+
+#: why the streaming drain cannot start on a Spark Connect server that has only the session's copy
+FOREACH_BATCH_NEEDS_INSTALL = (
+    "the streaming drain cannot run over Spark Connect without the connector installed on the server: Spark runs "
+    "a stream's Python (its sources, its foreachBatch) in server processes that do not load the session's "
+    "artifacts (ship_connector); install the package in the server's Python, or drain in rounds with run_batch")
+
+
+def _foreach_batch_unloadable(exc: BaseException) -> bool:
+    """Whether the Connect server's foreachBatch process failed to load the reporter (the connector is not
+    importable there)."""
+    text = str(exc)
+    return "STREAMING_PYTHON_RUNNER_INITIALIZATION_FAILURE" in text and (
+        "ModuleNotFoundError" in text or "ImportError" in text)
 
 
 #: how long a stop waits for the running micro-batch to end

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
+import zipfile
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
@@ -33,6 +36,27 @@ def is_connect(spark: SparkSession) -> bool:
     """True for a Spark Connect client's session: it has no JVM or ``sparkContext`` in this process; its data
     sources and tasks run in the server's Python workers."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def ship_connector(spark: SparkSession, folder: str | None = None) -> Path:
+    """Ship this process's copy of the connector to a Spark Connect server, for its session ``spark``: the
+    package, native core included, zipped (into ``folder``, default a temporary one) and added as an archive
+    artifact unpacked as ``connector`` in the session's folder, which the server puts first on its Python
+    workers' path. Call it before :func:`register`. The server's Python must be of the same platform and a
+    Python the native core was built for (3.11+), and have the connector's dependencies installed
+    (README: Spark Connect). Returns the archive."""
+    if not is_connect(spark):
+        raise TypeError("ship_connector is for Spark Connect sessions: a classic session's executors need the "
+                        "package installed, or a packed environment (README: Running the drain on a Spark cluster)")
+    package = Path(__file__).resolve().parent.parent
+    out = Path(folder or tempfile.mkdtemp(prefix="connector-artifact-")) / "connector.zip"
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(package.rglob("*")):
+            inside = path.relative_to(package)
+            if path.is_file() and "__pycache__" not in inside.parts and inside.parts[0] != "_native":
+                archive.write(path, inside.as_posix())  # the Rust crate's sources (_native/) stay behind
+    spark.addArtifacts(f"{out}#connector", archive=True)
+    return out
 
 
 def submitted() -> bool:
