@@ -21,7 +21,7 @@ import pytest
 from connector.accumulo import Mutation, Range
 from connector.jobs import DrainReport
 from connector.queue import queue_status
-from connector.spark import DrainError, register, run_batch, start_stream
+from connector.spark import DrainError, register, run_batch, spark_session, start_stream
 from connector.spark.drain_job import StreamCounters, collect_stream_reports, default_parallelism, stop_stream
 from connector.spark.session import is_connect
 from tests.conftest import Scenario, unique_table
@@ -66,8 +66,9 @@ def scenario(accumulo):
     s.close()
 
 
-def test_the_session_is_a_connect_client_s(remote):
+def test_the_session_is_a_connect_client_s(remote, connect_server):
     assert is_connect(remote)
+    assert spark_session(connect_server.url) is remote  # sc:// names a Connect server: the same client session
     with pytest.raises(Exception, match="sparkContext|JVM_ATTRIBUTE_NOT_SUPPORTED|NOT_IMPLEMENTED"):
         remote.sparkContext  # noqa: B018 - what the connector must not touch over Connect
     assert default_parallelism(remote) == 2  # local[2], found without a SparkContext
