@@ -24,7 +24,7 @@ from connector.queue import queue_status
 from connector.spark import DrainError, register, run_batch, spark_session, start_stream
 from connector.spark.drain_job import StreamCounters, collect_stream_reports, default_parallelism, stop_stream
 from connector.spark.session import is_connect
-from tests.conftest import Scenario, unique_table
+from tests.conftest import Scenario, drain_args, run_cli, unique_table
 
 pytestmark = [pytest.mark.spark, pytest.mark.cluster, pytest.mark.slow]
 
@@ -162,6 +162,16 @@ def test_batch_drain(remote, scenario):
     queued = scenario.produce(600, seed=5)
     report = run_batch(remote, scenario.job(buffer_bytes=4096))
     assert report.exported == queued and report.deleted == queued and report.dead_lettered == 0
+    scenario.verify()
+
+
+def test_cli_drain_on_a_connect_server(connect_server, scenario, cli_env):
+    queued = scenario.produce(300, seed=23)
+    out = run_cli(cli_env, *drain_args(scenario), "--master", connect_server.url)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert f"starting Spark ({connect_server.url})" in out.stderr
+    summary = json.loads(out.stdout.strip().splitlines()[-1])
+    assert summary["exported"] == queued and summary["remaining"] == 0
     scenario.verify()
 
 
