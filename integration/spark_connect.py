@@ -27,6 +27,8 @@ from integration.spark_cluster import spark_home
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+#: what a Spark Connect client's session sets in its process's environment
+CLIENT_ENV = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")
 
 
 @dataclass
@@ -77,9 +79,9 @@ def connect_server(master: str = "local[2]", python: str = sys.executable, pytho
     }
     process_env = dict(os.environ if env is None else env, SPARK_HOME=str(spark_home()), SPARK_LOCAL_IP="127.0.0.1",
                        PYSPARK_PYTHON=python)
-    process_env.pop("PYSPARK_DRIVER_PYTHON", None)
-    process_env.pop("PYSPARK_GATEWAY_PORT", None)
-    process_env.pop("PYTHONPATH", None)
+    # what a classic driver or a Connect client in this process set for itself is not the server's
+    for key in ("PYSPARK_DRIVER_PYTHON", "PYSPARK_GATEWAY_PORT", "PYTHONPATH", *CLIENT_ENV):
+        process_env.pop(key, None)
     if pythonpath:
         process_env["PYTHONPATH"] = pythonpath
     command = [str(spark_home() / "bin" / "spark-submit"), "--class", SERVER_CLASS, "--name", "Spark Connect server",

@@ -24,13 +24,14 @@ from connector.queue import queue_status
 from connector.spark import DrainError, register, run_batch, spark_session, start_stream
 from connector.spark.drain_job import StreamCounters, collect_stream_reports, default_parallelism, stop_stream
 from connector.spark.session import is_connect
+from integration.spark_connect import CLIENT_ENV
 from tests.conftest import Scenario, drain_args, run_cli, unique_table
 
 pytestmark = [pytest.mark.spark, pytest.mark.cluster, pytest.mark.slow]
 
 #: what a Spark Connect client's session sets in this process's environment (restored after the module, so a
 #: classic session later in the same process is classic again)
-_CONNECT_ENV = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")
+_CONNECT_ENV = CLIENT_ENV
 
 
 @pytest.fixture(scope="module")
@@ -167,7 +168,8 @@ def test_batch_drain(remote, scenario):
 
 def test_cli_drain_on_a_connect_server(connect_server, scenario, cli_env):
     queued = scenario.produce(300, seed=23)
-    out = run_cli(cli_env, *drain_args(scenario), "--master", connect_server.url)
+    env = {key: value for key, value in cli_env.items() if key not in CLIENT_ENV}  # a process of its own
+    out = run_cli(env, *drain_args(scenario), "--master", connect_server.url)
     assert out.returncode == 0, out.stderr[-3000:]
     assert f"starting Spark ({connect_server.url})" in out.stderr
     summary = json.loads(out.stdout.strip().splitlines()[-1])
@@ -243,8 +245,7 @@ def test_package_shipped_as_an_archive_artifact(accumulo, scenario, tmp_path):
     with connect_server("local[2]", pythonpath=str(stand_in.parent)) as server:
         session = SparkSession.builder.remote(server.url).create()
         try:
-            ship_connector(session, str(tmp_path))
-            register(session)
+            ship_connector(session, str(tmp_path))  # and registers the data sources from the shipped copy
 
             def where(batches):  # pickled by value: nothing of the tests is on the server
                 import pyarrow as pa

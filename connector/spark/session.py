@@ -39,12 +39,13 @@ def is_connect(spark: SparkSession) -> bool:
 
 
 def ship_connector(spark: SparkSession, folder: str | None = None) -> Path:
-    """Ship this process's copy of the connector to a Spark Connect server, for its session ``spark``: the
-    package, native core included, zipped (into ``folder``, default a temporary one) and added as an archive
-    artifact unpacked as ``connector`` in the session's folder, which the server puts first on its Python
-    workers' path. Call it before :func:`register`. The server's Python must be of the same platform and a
-    Python the native core was built for (3.11+), and have the connector's dependencies installed
-    (README: Spark Connect). Returns the archive."""
+    """Ship this process's copy of the connector to a Spark Connect server, for its session ``spark``, and
+    register the data sources there again (:func:`register`) from it: the package, native core included, is
+    zipped (into ``folder``, default a temporary one) and added as an archive artifact unpacked as
+    ``connector`` in the session's folder, which the server puts first on its Python workers' path. The
+    server's Python must be of the same platform and a Python the native core was built for (3.11+), and have
+    the connector's dependencies installed. Batch work runs from the shipped copy; streams need the package
+    installed on the server (README: Spark Connect). Returns the archive."""
     if not is_connect(spark):
         raise TypeError("ship_connector is for Spark Connect sessions: a classic session's executors need the "
                         "package installed, or a packed environment (README: Running the drain on a Spark cluster)")
@@ -56,6 +57,7 @@ def ship_connector(spark: SparkSession, folder: str | None = None) -> Path:
             if path.is_file() and "__pycache__" not in inside.parts and inside.parts[0] != "_native":
                 archive.write(path, inside.as_posix())  # the Rust crate's sources (_native/) stay behind
     spark.addArtifacts(f"{out}#connector", archive=True)
+    register(spark)
     return out
 
 
