@@ -69,6 +69,7 @@ _EXPORTS = {
     "spark_session": "connector.spark",
     "run_batch": "connector.spark",
     "start_stream": "connector.spark",
+    "ship_connector": "connector.spark",
 }
 
 # the flat list (tests/test_front_door.py checks it against _EXPORTS)
@@ -76,7 +77,8 @@ __all__ = ["AccumuloExporter", "Cell", "CellChange", "CombineConfig", "CombineJo
     "ConnectorError", "DrainJob", "DrainReport", "DrainSettings", "ExportQueue", "GatewayOptions", "LocalEngine",
     "Mutation", "OptionError", "QueueConfig", "Range", "RowTransactions", "SequencedExport", "Transaction",
     "TranslationError", "__version__", "cluster", "combine_all", "drain_queue", "outbox_status", "queue_status",
-    "relay_table", "run_batch", "run_combine", "run_drain", "spark_session", "start_stream", "stream_drain"]
+    "relay_table", "run_batch", "run_combine", "run_drain", "ship_connector", "spark_session", "start_stream",
+    "stream_drain"]
 
 
 def __getattr__(name: str) -> Any:
@@ -102,5 +104,5 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time the names load
     from connector.jobs import CombineJob, DrainJob, DrainReport, LocalEngine, run_combine, run_drain, stream_drain
     from connector.queue import DrainSettings, ExportQueue, QueueConfig, drain_queue, queue_status
     from connector.settings import OptionError
-    from connector.spark import run_batch, spark_session, start_stream
+    from connector.spark import run_batch, ship_connector, spark_session, start_stream
     from connector.transactions import RowTransactions, Transaction, outbox_status, relay_table

@@ -6,7 +6,7 @@ from connector.jobs import DrainError, DrainJob, DrainReport
 from .drain_job import run_batch, start_stream
 from .engine import SparkEngine
 from .options import GatewayOptions, OptionError
-from .session import register, spark_session
+from .session import register, ship_connector, spark_session
 
 __all__ = ["DrainError", "DrainJob", "DrainReport", "GatewayOptions", "OptionError", "SparkEngine", "register",
-           "run_batch", "spark_session", "start_stream"]
+           "run_batch", "ship_connector", "spark_session", "start_stream"]

@@ -26,7 +26,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from connector.accumulo import AccumuloError, Connection
-from connector.jobs import DrainJob, DrainReport, LocalEngine, run_drain
+from connector.jobs import DrainError, DrainJob, DrainReport, LocalEngine, run_drain
 from connector.jobs.drain import preflight
 from connector.jobs.drain_report import ProgressFn
 from connector.jobs.stats import stats_ddl, stats_from_row, stats_schema
@@ -38,6 +38,7 @@ from .compat import ADMISSION_CONTROL
 from .drain_source import MICRO_BATCH, RELAY_REPORT_PREFIX, stream_run_id
 from .engine import SparkEngine
 from .export_sink import write_report
+from .session import is_connect
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +78,27 @@ def start_stream(spark: SparkSession, job: DrainJob, checkpoint: str, report_dir
         writer = writer.trigger(availableNow=True)
     else:
         writer = writer.trigger(processingTime=f"{job.settings.trigger_seconds} seconds")
-    return writer.start()
+    try:
+        return writer.start()
+    except Exception as exc:
+        if is_connect(spark) and _foreach_batch_unloadable(exc):
+            raise DrainError(FOREACH_BATCH_NEEDS_INSTALL) from exc
+        raise
+
+
+#: why the streaming drain cannot start on a Spark Connect server that has only the session's copy
+FOREACH_BATCH_NEEDS_INSTALL = (
+    "the streaming drain cannot run over Spark Connect without the connector installed on the server: Spark runs "
+    "a stream's Python (its sources, its foreachBatch) in server processes that do not load the session's "
+    "artifacts (ship_connector); install the package in the server's Python, or drain in rounds with run_batch")
+
+
+def _foreach_batch_unloadable(exc: BaseException) -> bool:
+    """Whether the Connect server's foreachBatch process failed to load the reporter (the connector is not
+    importable there)."""
+    text = str(exc)
+    return "STREAMING_PYTHON_RUNNER_INITIALIZATION_FAILURE" in text and (
+        "ModuleNotFoundError" in text or "ImportError" in text)
 
 
 #: how long a stop waits for the running micro-batch to end
@@ -105,6 +126,15 @@ class _BatchReporter:
         self.report_dir, self.job = report_dir, job
         self.compactor = QueueCompactor(job.queue, job.settings.compact_dead_keys)
 
+    def __getstate__(self) -> dict:
+        # over Spark Connect the function is pickled to the server, which calls it in a Python process of its
+        # own: the compactor (a lock, a request thread) starts afresh there
+        return {"report_dir": self.report_dir, "job": self.job}
+
+    def __setstate__(self, state: dict) -> None:
+        self.report_dir, self.job = state["report_dir"], state["job"]
+        self.compactor = QueueCompactor(self.job.queue, self.job.settings.compact_dead_keys)
+
     def __call__(self, counters: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
         rows = [row.asDict() for row in counters.collect()]
@@ -125,9 +155,20 @@ def warm_python_workers(spark: SparkSession, job: DrainJob) -> None:
     stream do not pay for it: that start-up was the latency tail of a fresh stream. The warm-up is a read of
     a data source (``export-queue-warm-up``), not a ``mapInArrow``: Spark keeps the workers of data-source
     reads apart from those of other Python steps."""
-    parallelism = max(1, spark.sparkContext.defaultParallelism)
+    parallelism = max(1, default_parallelism(spark))
     (spark.read.format("export-queue-warm-up").options(**job.sink_options(""))
      .option("partitions", str(parallelism)).load().collect())
+
+
+def default_parallelism(spark: SparkSession) -> int:
+    """Spark's default parallelism (the tasks it runs at once): from the SparkContext, or, over Spark Connect
+    (no SparkContext in this process), as the partitions Spark gives a ``range`` by default (one small job)."""
+    if not is_connect(spark):
+        return int(spark.sparkContext.defaultParallelism)
+    from pyspark.sql import functions as F  # noqa: N812
+
+    last = spark.range(0, 1 << 16).select(F.spark_partition_id().alias("p")).agg(F.max("p")).first()
+    return 1 if last is None or last[0] is None else int(last[0]) + 1
 
 
 def collect_stream_reports(report_dir: str, report: DrainReport) -> set[int]:

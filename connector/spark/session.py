@@ -1,9 +1,13 @@
-"""Getting a SparkSession with this package's data sources registered."""
+"""Getting a SparkSession with this package's data sources registered: a classic one (``local[2]``, a
+cluster's master) or a Spark Connect client's (``sc://host:port``)."""
 
 from __future__ import annotations
 
 import os
 import sys
+import tempfile
+import zipfile
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
@@ -24,6 +28,39 @@ def register(spark: SparkSession) -> SparkSession:
     return spark
 
 
+#: how a Spark Connect server's address starts (``SparkSession.builder.remote``)
+CONNECT_SCHEME = "sc://"
+
+
+def is_connect(spark: SparkSession) -> bool:
+    """True for a Spark Connect client's session: it has no JVM or ``sparkContext`` in this process; its data
+    sources and tasks run in the server's Python workers."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def ship_connector(spark: SparkSession, folder: str | None = None) -> Path:
+    """Ship this process's copy of the connector to a Spark Connect server, for its session ``spark``, and
+    register the data sources there again (:func:`register`) from it: the package, native core included, is
+    zipped (into ``folder``, default a temporary one) and added as an archive artifact unpacked as
+    ``connector`` in the session's folder, which the server puts first on its Python workers' path. The
+    server's Python must be of the same platform and a Python the native core was built for (3.11+), and have
+    the connector's dependencies installed. Batch work runs from the shipped copy; streams need the package
+    installed on the server (README: Spark Connect). Returns the archive."""
+    if not is_connect(spark):
+        raise TypeError("ship_connector is for Spark Connect sessions: a classic session's executors need the "
+                        "package installed, or a packed environment (README: Running the drain on a Spark cluster)")
+    package = Path(__file__).resolve().parent.parent
+    out = Path(folder or tempfile.mkdtemp(prefix="connector-artifact-")) / "connector.zip"
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(package.rglob("*")):
+            inside = path.relative_to(package)
+            if path.is_file() and "__pycache__" not in inside.parts and inside.parts[0] != "_native":
+                archive.write(path, inside.as_posix())  # the Rust crate's sources (_native/) stay behind
+    spark.addArtifacts(f"{out}#connector", archive=True)
+    register(spark)
+    return out
+
+
 def submitted() -> bool:
     """True when ``spark-submit`` started this Python process: its ``--master`` and ``--conf`` then apply."""
     return "PYSPARK_GATEWAY_PORT" in os.environ
@@ -32,7 +69,13 @@ def submitted() -> bool:
 def spark_session(master: str | None = None, app_name: str = "accumulo-export") -> SparkSession:
     """A SparkSession with the data sources registered: on ``master``, else SPARK_MASTER, else what
     ``spark-submit`` was given, else ``local[2]``. Settings given to ``spark-submit --conf`` win over this
-    function's defaults."""
+    function's defaults. A master ``sc://host:port`` (or SPARK_REMOTE) is a Spark Connect server: the session is
+    its client's, and the server's own settings apply (README: Spark Connect)."""
+    remote = master if master is not None and master.startswith(CONNECT_SCHEME) else None
+    if master is None and not submitted() and os.environ.get("SPARK_REMOTE", "").startswith(CONNECT_SCHEME):
+        remote = os.environ["SPARK_REMOTE"]
+    if remote is not None:
+        return register(SparkSession.builder.remote(remote).getOrCreate())
     # executors must run this interpreter, which has this package installed (spark-submit sets its own)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
