@@ -22,6 +22,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from connector.spark.session import SESSION_DEFAULTS
 from integration.harness import stop_process
 from integration.spark_cluster import spark_home
 
@@ -68,12 +69,7 @@ def connect_server(master: str = "local[2]", python: str = sys.executable, pytho
         "spark.connect.grpc.binding.port": str(port),
         "spark.driver.host": "127.0.0.1",
         "spark.driver.bindAddress": "127.0.0.1",
-        "spark.ui.enabled": "false",
-        "spark.ui.showConsoleProgress": "false",
-        "spark.sql.shuffle.partitions": "4",
-        "spark.python.worker.reuse": "true",
-        "spark.task.maxFailures": "4",
-        "spark.sql.streaming.noDataMicroBatches.enabled": "false",
+        **SESSION_DEFAULTS,
         "spark.local.dir": str(work / "local"),
         **(conf or {}),
     }

@@ -11,10 +11,12 @@ Spark Connect pickles to the server), each checked against what the clusters hol
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -29,9 +31,19 @@ from tests.conftest import Scenario, drain_args, run_cli, unique_table
 
 pytestmark = [pytest.mark.spark, pytest.mark.cluster, pytest.mark.slow]
 
-#: what a Spark Connect client's session sets in this process's environment (restored after the module, so a
-#: classic session later in the same process is classic again)
-_CONNECT_ENV = CLIENT_ENV
+@contextlib.contextmanager
+def _connect_env_restored() -> Iterator[None]:
+    """Restore, on exit, what a Spark Connect client's session sets in this process's environment (so that a
+    classic session later in the same process is classic again)."""
+    saved = {key: os.environ.get(key) for key in CLIENT_ENV}
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 @pytest.fixture(scope="module")
@@ -49,15 +61,10 @@ def remote(connect_server):
     """A Spark Connect client's session on the test's server, with the data sources registered."""
     from pyspark.sql import SparkSession
 
-    saved = {key: os.environ.get(key) for key in _CONNECT_ENV}
-    session = register(SparkSession.builder.remote(connect_server.url).getOrCreate())
-    yield session
-    session.stop()
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
+    with _connect_env_restored():
+        session = register(SparkSession.builder.remote(connect_server.url).getOrCreate())
+        yield session
+        session.stop()
 
 
 @pytest.fixture
@@ -241,8 +248,7 @@ def test_package_shipped_as_an_archive_artifact(accumulo, scenario, tmp_path):
     stand_in = tmp_path / "server-path" / "connector"
     stand_in.mkdir(parents=True)
     (stand_in / "__init__.py").write_text('raise ImportError("the server\'s own connector was loaded")\n')
-    saved = {key: os.environ.get(key) for key in _CONNECT_ENV}
-    with connect_server("local[2]", pythonpath=str(stand_in.parent)) as server:
+    with _connect_env_restored(), connect_server("local[2]", pythonpath=str(stand_in.parent)) as server:
         session = SparkSession.builder.remote(server.url).create()
         try:
             ship_connector(session, str(tmp_path))  # and registers the data sources from the shipped copy
@@ -292,8 +298,3 @@ def test_package_shipped_as_an_archive_artifact(accumulo, scenario, tmp_path):
                 conn.delete_table(copy, missing_ok=True)
         finally:
             session.stop()
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value

@@ -66,6 +66,17 @@ def submitted() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
+#: the settings a session made here starts with (a caller's ``conf`` or spark-submit's win)
+SESSION_DEFAULTS = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.python.worker.reuse": "true",
+    "spark.task.maxFailures": "4",
+    "spark.sql.streaming.noDataMicroBatches.enabled": "false",
+}
+
+
 def spark_session(master: str | None = None, app_name: str = "accumulo-export") -> SparkSession:
     """A SparkSession with the data sources registered: on ``master``, else SPARK_MASTER, else what
     ``spark-submit`` was given, else ``local[2]``. Settings given to ``spark-submit --conf`` win over this
@@ -81,14 +92,7 @@ def spark_session(master: str | None = None, app_name: str = "accumulo-export") 
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     master = master or os.environ.get("SPARK_MASTER") or (None if submitted() else "local[2]")
     builder = SparkSession.builder if master is None else SparkSession.builder.master(master)
-    defaults = {
-        "spark.ui.enabled": "false",
-        "spark.ui.showConsoleProgress": "false",
-        "spark.sql.shuffle.partitions": "4",
-        "spark.python.worker.reuse": "true",
-        "spark.task.maxFailures": "4",
-        "spark.sql.streaming.noDataMicroBatches.enabled": "false",
-    }
+    defaults = dict(SESSION_DEFAULTS)
     if master is not None and master.startswith("local"):
         # a local session talks only to itself: keep every socket on the loopback interface
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
