@@ -120,6 +120,8 @@ def _code_blocks(language: str) -> list[str]:
 
 @pytest.mark.slow  # 52 s in a fresh `make test`
 def test_readme_snippets_run_as_written(accumulo, cli_env, tmp_path):
+    # ```python and ```sh blocks run here; ```py and ```shell ones are shown only (they need what the test
+    # lacks: a Spark Connect server, a Kerberized site)
     blocks = _code_blocks("python")
     assert len(blocks) >= 2
     for n, code in enumerate(blocks):

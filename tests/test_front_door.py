@@ -37,7 +37,7 @@ def test_import_connector_loads_no_spark_until_a_spark_name_is_used():
 
 def test_readme_and_examples_import_from_the_front_door():
     readme = (ROOT / "README.md").read_text()
-    blocks = re.findall(r"```python\n(.*?)```", readme, flags=re.DOTALL)
+    blocks = re.findall(r"```(?:python|py)\n(.*?)```", readme, flags=re.DOTALL)  # run, and shown only
     assert blocks
     for block in blocks:
         imports = re.findall(r"^from (connector[\w.]*) import", block, flags=re.MULTILINE)
