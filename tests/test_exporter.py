@@ -204,3 +204,41 @@ def test_destination_table_created_with_one_version(accumulo):
     assert [c.value for c in conn.scan(name)] == [b"new"]
     conn.delete_table(name)
     conn.close()
+
+
+def test_tombstone_filter_installed_by_another_task_meanwhile(accumulo, monkeypatch):
+    """Two drain tasks set up one destination at once: each reads the table's properties, then attaches the
+    tombstone filter, and Accumulo refuses the second attach of the name. The second must take the filter
+    the first attached (CI's drain of a fresh table in tombstone mode failed this way), and still refuse
+    another iterator of that name."""
+    from connector.accumulo import AccumuloError, IteratorSetting
+    from connector.accumulo.connection import Connection
+    from connector.export.tombstones import FILTER_NAME, install_tombstone_filter
+
+    conn = accumulo["b"].connect()
+    name = unique_table("tombrace")
+    conn.create_table(name)
+    install_tombstone_filter(conn, name)  # the other task's
+    real = Connection.table_properties
+    stale = [{}]  # our read came before it attached
+
+    def properties(self, table):
+        return stale.pop() if stale else real(self, table)
+
+    monkeypatch.setattr(Connection, "table_properties", properties)
+    install_tombstone_filter(conn, name)
+    monkeypatch.undo()
+    assert conn.table_properties(name)[f"table.iterator.scan.{FILTER_NAME}"].startswith("30,")
+
+    other = unique_table("tombother")
+    conn.create_table(other)
+    conn.attach_iterator(other, IteratorSetting(30, FILTER_NAME, "org.apache.accumulo.core.iterators.user."
+                                                "VersioningIterator", {}), scopes=("scan",))
+    stale.append({})
+    monkeypatch.setattr(Connection, "table_properties", properties)
+    with pytest.raises(AccumuloError, match="conflict"):
+        install_tombstone_filter(conn, other)
+    monkeypatch.undo()
+    for table in (name, other):
+        conn.delete_table(table)
+    conn.close()

@@ -17,10 +17,13 @@ into real deletes, which the next major compaction removes.
 from __future__ import annotations
 
 import enum
+import logging
 
-from connector.accumulo import Connection, IteratorSetting, Mutation
+from connector.accumulo import AccumuloError, Connection, IteratorSetting, Mutation
 
 TOMBSTONE = b"\x00accumulo-export:tombstone\x00"
+log = logging.getLogger(__name__)
+
 FILTER_NAME = "exportTombstones"
 FILTER_PRIORITY = 30  # above the versioning iterator (20): filter the newest version, not every version
 
@@ -46,10 +49,19 @@ def hide_tombstones_filter(negate: bool = True) -> IteratorSetting:
 
 
 def install_tombstone_filter(conn: Connection, table: str) -> None:
-    """Hide tombstones from every scan of ``table`` (scan scope only: compactions must keep them)."""
-    props = conn.table_properties(table)
-    if f"table.iterator.scan.{FILTER_NAME}" not in props:
+    """Hide tombstones from every scan of ``table`` (scan scope only: compactions must keep them). Safe to
+    run at once from many tasks: one that finds the filter attached by another meanwhile takes it."""
+    key = f"table.iterator.scan.{FILTER_NAME}"
+    if key in conn.table_properties(table):
+        return
+    try:
         conn.attach_iterator(table, hide_tombstones_filter(), scopes=("scan",))
+    except AccumuloError as exc:
+        # Accumulo refuses a second attach of a name ("iterator name conflict"), even of the same setting
+        attached = conn.table_properties(table).get(key, "")
+        if attached != f"{FILTER_PRIORITY},{hide_tombstones_filter().iterator_class}":
+            raise
+        log.debug("the tombstone filter of %s was attached meanwhile by another writer (%s)", table, exc)
 
 
 def purge_tombstones(conn: Connection, table: str, horizon: int) -> int:
