@@ -52,6 +52,15 @@ def main(tag: str, work: Path) -> dict:
             for i in range(first, first + n):
                 q.add(f"k{i}", cell(i), seq=i + 1)
 
+    def filled_job(queue_table: str, qid: str, dest_table: str, read_limit: int) -> DrainJob:
+        """A new queue of ENTRIES cells and the job draining it into ``dest_table``, ``read_limit`` per
+        micro-batch."""
+        queue = QueueConfig(table=queue_table, qid=qid, num_buckets=4)
+        ExportQueue(conn_a, queue).init()
+        fill(queue, 0, ENTRIES)
+        return DrainJob(source=a, dest=b, queue=queue, dest_table=dest_table,
+                        settings=DrainSettings(translator="cells", max_entries_per_trigger=read_limit))
+
     def count(table: str) -> int:
         return sum(1 for _ in conn_b.scan(table)) if conn_b.table_exists(table) else 0
 
@@ -66,12 +75,9 @@ def main(tag: str, work: Path) -> dict:
         return len(list(folder.glob("batch-*.json")))
 
     # 1. the streaming drain, availableNow, on a backlog larger than its read limit (6 entries)
-    queue = QueueConfig(table=f"smoke{tag}_an", qid="n", num_buckets=4)
-    ExportQueue(conn_a, queue).init()
-    fill(queue, 0, ENTRIES)
     table = f"smoke{tag}_available_now"
-    job = DrainJob(source=a, dest=b, queue=queue, dest_table=table,
-                   settings=DrainSettings(translator="cells", max_entries_per_trigger=6))
+    job = filled_job(f"smoke{tag}_an", "n", table, 6)
+    queue = job.queue
     query = start_stream(spark, job, str(work / "cp1"), str(work / "r1"), available_now=True)
     if not query.awaitTermination(180):
         raise SystemExit("the availableNow stream did not end within 180 s")
@@ -86,12 +92,8 @@ def main(tag: str, work: Path) -> dict:
 
     # 2. the streaming sink: the export-queue source into the accumulo-export sink (drain mode) at a
     # processing-time trigger with a read limit of 8 entries (2 per bucket: several micro-batches), then stopped
-    queue2 = QueueConfig(table=f"smoke{tag}_sk", qid="k", num_buckets=4)
-    ExportQueue(conn_a, queue2).init()
-    fill(queue2, 0, ENTRIES)
     table2 = f"smoke{tag}_sink"
-    job2 = DrainJob(source=a, dest=b, queue=queue2, dest_table=table2,
-                    settings=DrainSettings(translator="cells", max_entries_per_trigger=8))
+    job2 = filled_job(f"smoke{tag}_sk", "k", table2, 8)
     query = (spark.readStream.format("export-queue").options(**job2.source_options()).load()
              .writeStream.format("accumulo-export").options(**job2.export_options(str(work / "r2")))
              .option("checkpointLocation", str(work / "cp2")).trigger(processingTime="0.5 seconds").start())
