@@ -12,6 +12,7 @@ import json
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
+from connector import packed
 from connector.settings import OptionError
 
 
@@ -65,19 +66,39 @@ class BytesSerializer:
         return "BytesSerializer()"
 
 
-_BUILTIN: dict[str, Callable[[], Serializer]] = {"json": JsonSerializer, "bytes": BytesSerializer}
+class PackedSerializer:
+    """The ``packed`` encoding of the built-in translators' inputs (:mod:`connector.packed`): difference
+    updates, cells and operation logs in about a third of their JSON, decoded natively by the drain.
+    ``loads`` gives their canonical form (fields as str when written as text, else bytes)."""
+
+    def dumps(self, obj: Any) -> bytes:
+        """Pack ``obj`` (raises ``TypeError``/``ValueError`` naming what it cannot hold)."""
+        return packed.pack(obj)
+
+    def loads(self, data: bytes) -> Any:
+        """Unpack bytes written by ``dumps`` (raises ``ValueError`` for bytes that are not packed)."""
+        return packed.unpack(data)
+
+    def __repr__(self) -> str:
+        return "PackedSerializer()"
+
+
+_BUILTIN: dict[str, Callable[[], Serializer]] = {"json": JsonSerializer, "bytes": BytesSerializer,
+                                                  "packed": PackedSerializer}
+#: the serializers whose values the drain translates natively (the built-in translators' inputs)
+NATIVE_ENCODINGS = ("json", "packed")
 
 
 def serializer_from_name(name: str) -> Serializer:
-    """The serializer called ``name``: ``"json"``, ``"bytes"``, or ``"module:attr"`` naming a Serializer class,
-    a factory that returns one, or a Serializer instance (``attr`` may be dotted)."""
+    """The serializer called ``name``: ``"json"``, ``"bytes"``, ``"packed"``, or ``"module:attr"`` naming a
+    Serializer class, a factory that returns one, or a Serializer instance (``attr`` may be dotted)."""
     if not isinstance(name, str) or not name.strip():
         raise OptionError(f"serializer name must be a non-empty string, got {name!r}")
     name = name.strip()
     if name in _BUILTIN:
         return _BUILTIN[name]()
     if ":" not in name:
-        raise OptionError(f"unknown serializer {name!r}: use 'json', 'bytes' or 'module:callable'")
+        raise OptionError(f"unknown serializer {name!r}: use 'json', 'bytes', 'packed' or 'module:callable'")
     module_name, _, attr_path = name.partition(":")
     if not module_name or not attr_path:
         raise OptionError(f"serializer {name!r}: expected 'module:callable'")

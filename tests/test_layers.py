@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "connector"
 #: lowest first; a module may import its own layer and those below
 LAYERS = {
     "connector.errors": 0, "connector._native": 0, "connector.plugins": 0, "connector.serializers": 0,
-    "connector.counters": 0, "connector.settings": 0,
+    "connector.packed": 0, "connector.counters": 0, "connector.settings": 0,
     "connector.accumulo": 1,
     "connector.export": 2, "connector.clusters_config": 2,
     "connector.queue": 3, "connector.transactions": 3,

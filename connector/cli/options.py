@@ -94,4 +94,5 @@ def queue_args(p: argparse.ArgumentParser, cluster_flag: str = "--cluster") -> N
     p.add_argument("--buckets", type=int_at_least(1),
                    help="number of buckets (required by init; later commands read it from the queue)")
     p.add_argument("--key-serializer", help="json (default at init), bytes or module:callable")
-    p.add_argument("--value-serializer", help="json (default at init), bytes or module:callable")
+    p.add_argument("--value-serializer", help="json (default at init), packed (compact cells for the built-in "
+                   "translators, README: Queue value encodings), bytes or module:callable")

@@ -21,7 +21,7 @@ from connector.accumulo import (
     TimedOutError,
 )
 from connector.accumulo.visibility import VisibilityError, check_visibility
-from connector.serializers import serializer_from_name
+from connector.serializers import NATIVE_ENCODINGS, serializer_from_name
 
 from .core import (
     DATA_ERRORS,
@@ -135,7 +135,7 @@ class AccumuloExporter:
 
         An export that cannot be written (undecodable, or refused by its translator) is left out and
         returned as an ``EntryFailure`` (in batch order) with the reason ``export()`` or the queue codec
-        gives; the rest of the batch is written all the same. Built-in translators with JSON values run
+        gives; the rest of the batch is written all the same. Built-in translators with JSON or packed values run
         natively over the whole batch (they ignore the key, which is not decoded); other translators or
         serializers deserialize and translate each export in Python (the slow path). Transport failures
         and rejections raise as in ``export()``, and then nothing of the batch counts as written.
@@ -160,8 +160,8 @@ class AccumuloExporter:
                 raise TypeError(f"export_batch needs columns key (binary), value (binary), seq (int64); "
                                 f"got {exports.schema}")
         failures = _seq_failures(exports.column("seq"))
-        if self._native_name is not None and value_serializer == "json":
-            changes, errors = translate_batch(self._native_name, exports)
+        if self._native_name is not None and value_serializer in NATIVE_ENCODINGS:
+            changes, errors = translate_batch(self._native_name, exports, value_serializer)
             for e in errors:
                 failures.setdefault(e.entry, e)
             failures.update(_visibility_failures(changes, failures))

@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 
 from connector import _native
 from connector.accumulo import UPDATE_SCHEMA
-from connector.serializers import JsonSerializer
+from connector.serializers import NATIVE_ENCODINGS, serializer_from_name
 
 from .core import EntryFailure, SequencedExport, TranslationError, last_change_per_cell
 from .translators import BUILT_IN, NATIVE_TRANSLATORS
@@ -31,26 +31,30 @@ CHANGE_SCHEMA = pa.schema([
 ])
 
 
-def translate_batch(translator: str, exports: pa.RecordBatch) -> tuple[pa.RecordBatch, list[EntryFailure]]:
+def translate_batch(translator: str, exports: pa.RecordBatch,
+                    encoding: str = "json") -> tuple[pa.RecordBatch, list[EntryFailure]]:
     """Run a built-in translator (``difference``, ``replicator``, ``cells``) over a batch of exports with
-    columns ``key`` (binary), ``value`` (JSON bytes) and ``seq`` (int64).
+    columns ``key`` (binary), ``value`` (bytes of the serializer ``encoding``: ``json`` or ``packed``) and
+    ``seq`` (int64).
 
     Gives the changes the Python translator gives for each export, after the same-cell collapse, grouped by
     entry in entry order, and one ``EntryFailure`` per export that cannot be translated (in entry order),
     with the Python message. The native code decides almost every entry; the few it cannot decide exactly
-    as Python would (bytes serde_json refuses, an error message showing non-ASCII text) are translated
-    here by the Python translator.
+    as Python would (bytes serde_json refuses, an error message showing non-ASCII text, a packed value of
+    another translator's shape or a malformed one) are translated here by the Python translator.
     """
     if translator not in NATIVE_TRANSLATORS:
         raise ValueError(f"no native translator {translator!r}: use one of {list(NATIVE_TRANSLATORS)}")
+    if encoding not in NATIVE_ENCODINGS:
+        raise ValueError(f"no native encoding {encoding!r}: use one of {list(NATIVE_ENCODINGS)}")
     try:
-        raw, native_errors, fallback = _native.translate(translator, exports.column("value"))
+        raw, native_errors, fallback = _native.translate(translator, exports.column("value"), encoding)
     except _native.SchemaError as exc:
         raise TypeError(str(exc)) from None
     changes = pa.record_batch(raw)
     errors = [EntryFailure(i, "translation", message) for i, message in native_errors]
     if fallback:
-        extra, fallback_errors = _translate_in_python(translator, exports, list(fallback))
+        extra, fallback_errors = _translate_in_python(translator, exports, list(fallback), encoding)
         errors = sorted(errors + fallback_errors)
         if extra:
             table = pa.Table.from_batches([changes, pa.RecordBatch.from_pylist(extra, schema=CHANGE_SCHEMA)])
@@ -60,11 +64,11 @@ def translate_batch(translator: str, exports: pa.RecordBatch) -> tuple[pa.Record
     return changes, errors
 
 
-def _translate_in_python(translator: str, exports: pa.RecordBatch,
-                         entries: list[int]) -> tuple[list[dict[str, Any]], list[EntryFailure]]:
+def _translate_in_python(translator: str, exports: pa.RecordBatch, entries: list[int],
+                         encoding: str) -> tuple[list[dict[str, Any]], list[EntryFailure]]:
     """The Python path for the few entries native code hands back."""
     python_translator = BUILT_IN[translator]
-    serializer = JsonSerializer()
+    serializer = serializer_from_name(encoding)
     keys, values, seqs = exports.column("key"), exports.column("value"), exports.column("seq")
     rows: list[dict[str, Any]] = []
     errors: list[EntryFailure] = []

@@ -39,7 +39,8 @@ class QueueConfig(Settings):
     buckets_per_tablet: int | None = setting(None, "buckets sharing one tablet", parse=integer(1), flag=None,
                                              option=None)
     key_serializer: str = setting("json", "how keys are serialized: json, bytes or module:callable", flag=None)
-    value_serializer: str = setting("json", "how values are serialized: json, bytes or module:callable", flag=None)
+    value_serializer: str = setting("json", "how values are serialized: json, packed (the built-in translators' "
+                                    "inputs, compact), bytes or module:callable", flag=None)
     _resolved_bpt: int = field(init=False, repr=False, compare=False, default=0)
 
     def __post_init__(self) -> None:
@@ -55,6 +56,8 @@ class QueueConfig(Settings):
             name = getattr(self, what)
             if not isinstance(name, str) or not name.strip():
                 raise QueueConfigError(f"{what} must be a serializer name such as 'json'")
+        if self.key_serializer.strip() == "packed":
+            raise QueueConfigError("key_serializer 'packed' encodes export values (cells), not keys: use json or bytes")
         object.__setattr__(self, "_resolved_bpt", bpt)
         self.__dict__["layout"] = layout  # prime the cached property
 

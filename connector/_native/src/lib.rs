@@ -297,16 +297,27 @@ fn rows_have_nulls(a: &ArrayRef) -> bool {
     a.null_count() > 0
 }
 
-/// Translate export values (JSON) with a built-in translator. Returns (batch entry int32, row, cf,
-/// cq, cv, value (null: delete); errors [(entry, message)]; fallback [entry]) where fallback
-/// entries must be translated by the Python translator.
-#[pyfunction(name = "translate")]
+/// Translate export values (`encoding` "json" or "packed") with a built-in translator. Returns
+/// (batch entry int32, row, cf, cq, cv, value (null: delete); errors [(entry, message)]; fallback
+/// [entry]) where fallback entries must be translated by the Python translator.
+#[pyfunction(name = "translate", signature = (translator, values, encoding = "json"))]
 #[allow(clippy::type_complexity)]
 fn translate_values(
     py: Python<'_>,
     translator: &str,
     values: &Bound<'_, PyAny>,
+    encoding: &str,
 ) -> PyResult<(ArrowExport, Vec<(usize, String)>, Vec<usize>)> {
+    let packed = match encoding {
+        "json" => false,
+        "packed" => true,
+        other => {
+            return Err(Error::InvalidArgument(format!(
+                "no native encoding {other:?}: use json or packed"
+            ))
+            .into())
+        }
+    };
     let kind = translate::find(translator).ok_or_else(|| {
         let names: Vec<&str> = translate::TRANSLATORS.iter().map(|(n, _)| *n).collect();
         Error::InvalidArgument(format!(
@@ -324,7 +335,13 @@ fn translate_values(
     let mut fallback = Vec::new();
     py.detach(|| {
         for i in 0..n {
-            match translate::translate(kind, values.get(i).unwrap_or_default()) {
+            let bytes = values.get(i).unwrap_or_default();
+            let changes = if packed {
+                translate::packed::translate(translator, bytes)
+            } else {
+                translate::translate(kind, bytes)
+            };
+            match changes {
                 Ok(changes) => {
                     for c in changes {
                         entry.append_value(i as i32);

@@ -7,7 +7,7 @@ use serde_json::Value;
 use super::{cell_key, cell_value, error, repr, CellKey, Change, Result};
 use crate::pyrepr::type_name;
 
-type Cells = IndexMap<CellKey, Vec<u8>, rustc_hash::FxBuildHasher>;
+pub(super) type Cells = IndexMap<CellKey, Vec<u8>, rustc_hash::FxBuildHasher>;
 
 /// `_cells`: a later cell with the same key replaces the value and keeps the first position.
 fn cells(v: Option<&Value>, place: &str) -> Result<Cells> {
@@ -59,8 +59,11 @@ pub fn translate(value: &Value) -> Result<Vec<Change>> {
             ))
         }
     };
-    let old = cells(old, "old")?;
-    let new = cells(new, "new")?;
+    Ok(diff(cells(old, "old")?, cells(new, "new")?))
+}
+
+/// Deletes of the cells only in `old`, then puts of the cells of `new` that are new or changed.
+pub(super) fn diff(old: Cells, new: Cells) -> Vec<Change> {
     let mut changes = Vec::with_capacity(old.len() + new.len());
     for key in old.keys() {
         if !new.contains_key(key) {
@@ -78,5 +81,5 @@ pub fn translate(value: &Value) -> Result<Vec<Change>> {
             });
         }
     }
-    Ok(changes)
+    changes
 }

@@ -1,4 +1,5 @@
-//! The built-in translators (`difference`, `replicator`, `cells`) on JSON export values, with the
+//! The built-in translators (`difference`, `replicator`, `cells`) on JSON export values (and on
+//! `packed` ones, [`packed`]), with the
 //! error messages of the Python translators in connector/export (message for message).
 //!
 //! Each export translates on its own: an error belongs to its entry and the batch goes on. Where
@@ -9,6 +10,7 @@
 
 mod cells;
 mod difference;
+pub mod packed;
 mod replicator;
 
 use std::borrow::Cow;
