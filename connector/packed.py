@@ -21,7 +21,8 @@ Layout (``varint``: unsigned LEB128; ``bytes``: a varint length then that many b
 Nothing may follow the body, and other flag bits must be clear. What ``dumps`` takes, and what ``loads``
 gives back (the canonical form, which the Python translators read as they read JSON):
 
-- a difference update ``{"old": [cell, ...], "new": [cell, ...]}`` (either may be missing or null), a
+- a difference update ``{"old": [cell, ...], "new": [cell, ...]}`` (either may be missing or null, ``{}``
+  changes nothing), a
   ``DifferenceUpdate``-like object with ``old``/``new`` attributes or an ``(old, new)`` pair: comes back
   as ``{"old": [...], "new": [...]}``;
 - a cell or a list of cells ``{"row", "cf", "cq", "cv"?, "value"?, "delete"?}``: comes back as a list;
@@ -119,7 +120,7 @@ def _list(out: bytearray, cells: Any, where: str) -> None:
 def pack(obj: Any) -> bytes:
     """The packed bytes of a difference update, a cell or list of cells, or a list of operations."""
     out = bytearray(MAGIC)
-    if isinstance(obj, Mapping) and ("old" in obj or "new" in obj) and "row" not in obj:
+    if isinstance(obj, Mapping) and ("old" in obj or "new" in obj or not obj) and "row" not in obj:
         unknown = set(obj) - {"old", "new"}
         if unknown:
             raise ValueError(f"difference update has unknown fields {sorted(unknown)}; expected old, new")
