@@ -140,9 +140,11 @@ def test_readme_snippets_run_as_written(accumulo, cli_env, tmp_path):
         assert out.returncode == 0, f"README sh block:\n{shell}\n{out.stderr[-3000:]}"
         outputs.append(out.stdout)
     assert '"exported": 1' in outputs[0]
-    assert "apple\t4" in outputs[1] and "pear\t2" in outputs[1]  # combine get
+    assert '"exported": 1' in outputs[1]  # the same update through a packed queue
+    assert "apple\t4" in outputs[2] and "pear\t2" in outputs[2]  # combine get
     with accumulo["b"].connect() as conn:
         assert {(c.row, c.value) for c in conn.scan("index")} >= {(b"word", b"4"), (b"w", b"1")}
+        assert {(c.row, c.cf, c.value) for c in conn.scan("packed_index")} == {(b"w", b"count", b"1")}
         # the combine sequence ends with the counts on B
         assert {(c.row, c.cf, c.value) for c in conn.scan("wcounts")} == {(b"apple", b"count", b"4"),
                                                                           (b"pear", b"count", b"2")}
