@@ -2,9 +2,10 @@
 package ``exportconnector.examples``) commits row transactions with Accumulo's own ConditionalWriter, following the
 protocol of ``connector/transactions/layout.py``; its exports drain to B like a Python producer's.
 
-Two Java processes increment the same few words at once (so their commits collide and retry); then every
-counter, every queue entry and B's index are checked against each other. A run with ``--no-relay`` (a crash
-between commit and relay) leaves its outboxes, which the Python relay copies into the queue.
+Two Java processes increment the same few words at once (so their commits collide and retry), into a queue of
+json or of packed values; then every counter, every queue entry and B's index are checked against each other.
+A run with ``--no-relay`` (a crash between commit and relay) leaves its outboxes, which the Python relay copies
+into the queue.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pytest
 
 from connector.accumulo import Range
 from connector.export import AccumuloExporter
+from connector.packed import MAGIC as PACKED_MAGIC
 from connector.queue import ExportQueue, QueueConfig, drain_queue, queue_status
 from connector.queue.codec import EntryCodec
 from connector.queue.marks import read_marks
@@ -44,10 +46,11 @@ def classpath(gateway_classpath: str) -> str:
 class JavaSetup:
     """An export queue and a producer table on A, an index table on B, all fresh."""
 
-    def __init__(self, accumulo, classpath: str, buckets: int = 13) -> None:
+    def __init__(self, accumulo, classpath: str, buckets: int = 13, value_serializer: str = "json") -> None:
         self.a, self.b, self.classpath = accumulo["a"], accumulo["b"], classpath
         self.conn_a, self.conn_b = self.a.connect(), self.b.connect()
-        self.queue = QueueConfig(table=unique_table("jq"), qid="jidx", num_buckets=buckets)
+        self.queue = QueueConfig(table=unique_table("jq"), qid="jidx", num_buckets=buckets,
+                                 value_serializer=value_serializer)
         self.table = unique_table("jcounts")
         self.index = unique_table("jindex")
         ExportQueue(self.conn_a, self.queue).init()
@@ -90,11 +93,13 @@ class JavaSetup:
             assert len(token) == 16 and int(token, 16) >= 0
 
     def check_entries(self, entries: list) -> None:
-        """The entries are exactly what Python's codec would write for the same exports, and each word's
-        history is serial: sorted by seq, its updates go 0->1, 1->2, ... up to the counter on A."""
+        """The entries are exactly what Python's codec would write for the same exports (in the queue's value
+        encoding: packed values start with its magic bytes), and each word's history is serial: sorted by seq,
+        its updates go 0->1, 1->2, ... up to the counter on A."""
         codec = EntryCodec(self.queue)
         history: dict[str, list[tuple[int, dict]]] = defaultdict(list)
         for cell in entries:
+            assert cell.value.startswith(PACKED_MAGIC if self.queue.value_serializer == "packed" else b"{")
             export = codec.decode(cell.row, cell.value)
             assert codec.encode(export.key, export.value, export.seq) == (cell.row, cell.value)
             history[export.key].append((export.seq, export.value))
@@ -129,8 +134,9 @@ class JavaSetup:
 
 
 @pytest.fixture
-def setup(accumulo, classpath):
-    s = JavaSetup(accumulo, classpath)
+def setup(request, accumulo, classpath):
+    """A fresh JavaSetup; its queue's value serializer is the test's indirect parameter (default json)."""
+    s = JavaSetup(accumulo, classpath, value_serializer=getattr(request, "param", "json"))
     yield s
     s.close()
 
@@ -161,6 +167,7 @@ def test_an_unknown_argument_exits_2_and_points_to_help(classpath):
     assert "unknown argument: --colour (--help prints the usage)" in out.stderr
 
 
+@pytest.mark.parametrize("setup", ["json", "packed"], indirect=True)
 def test_two_java_producers_collide_and_drain_exactly(setup):
     per_process, words = 60, 4
     started = time.monotonic()
@@ -281,4 +288,13 @@ def test_java_producer_refuses_a_bucket_count_the_queue_was_not_initialised_with
     out = subprocess.run(args, env=setup.a.java_env(), capture_output=True, text=True, timeout=120)
     assert out.returncode == 2
     assert "initialised with 13 buckets, not 7" in out.stderr
+    assert setup.counts() == {}
+
+
+@pytest.mark.parametrize("setup", ["bytes"], indirect=True)
+def test_java_producer_refuses_a_value_serializer_it_cannot_write(setup):
+    out = subprocess.run(setup.args("--transactions", "1"), env=setup.a.java_env(), capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 2
+    assert "uses value_serializer 'bytes'; this example writes value_serializer json or packed" in out.stderr
     assert setup.counts() == {}

@@ -2,6 +2,7 @@ package exportconnector.examples;
 
 import exportconnector.gateway.Args;
 
+import java.io.ByteArrayOutputStream;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.security.SecureRandom;
@@ -75,19 +76,22 @@ import com.google.gson.JsonParser;
  * {@code c:n} (ASCII decimal) of one word's row and exports key = the word, value = {@code {"new":
  * [cell], "old": [cell]}} for the {@code difference} translator, where a cell is the index cell
  * (row = count as %08d, family "w", qualifier = word) of the old and the new count ({@code old} is
- * empty when the old count was 0). See {@code examples/inverted_count_index.py}.
+ * empty when the old count was 0). See {@code examples/inverted_count_index.py}. The value is that
+ * JSON, or the same update in the {@code packed} encoding ({@code connector/packed.py}) when the
+ * queue was made with {@code --value-serializer packed}: see {@link #packedDifference}.
  *
  * <pre>
  * RowTransactionExample --instance NAME --zookeepers HOST:PORT --user USER --table T
  *     --queue-table Q --qid ID [--buckets N] [--words 5] [--transactions 100] [--seed 0]
  *     [--max-attempts 100] [--no-relay]
- * RowTransactionExample --check      (hash test vectors only; no cluster)
+ * RowTransactionExample --check      (hash and packed test vectors only; no cluster)
  * RowTransactionExample --help       (or -h: the usage, exit status 0)
  * </pre>
  *
  * The password comes from $ACCUMULO_PASSWORD, never from a flag. The queue must exist
  * ({@code accumulo-export queue init}): its stored configuration gives the bucket count ({@code
- * --buckets}, when given, must agree) and must use the json serializers. Prints one JSON line:
+ * --buckets}, when given, must agree) and the serializers: key_serializer json, value_serializer json
+ * or packed. Prints one JSON line:
  * {@code {"commits": ..., "conflicts_retried": ..., "unknown": ..., "relayed": ..., "seconds": ...}}.
  */
 public final class RowTransactionExample {
@@ -185,10 +189,18 @@ public final class RowTransactionExample {
     }
   }
 
-  /** The documented test vectors (DESIGN.md, "Queue layout"); false if this JVM's Guava disagrees. */
+  /**
+   * The documented test vectors (DESIGN.md, "Queue layout"); false if this JVM's Guava disagrees. Also
+   * the packed encoding: PACKED_VECTOR is Python's {@code pack(count_update("wö", 9, 10))} (the
+   * inverted count index's update of the word "wö" from 9 to 10), and 300 is the varint AC 02.
+   */
   static boolean checkTestVectors() {
     QueueLayout thirteen = new QueueLayout("q", 13);
-    return QueueLayout.murmur3(bytes("a")) == 1009084850
+    ByteArrayOutputStream varint = new ByteArrayOutputStream();
+    varint(varint, 300);
+    return Arrays.equals(packedCountUpdate("w\u00f6", 9, 10), hex(PACKED_VECTOR))
+        && Arrays.equals(varint.toByteArray(), new byte[] {(byte) 0xAC, 0x02})
+        && QueueLayout.murmur3(bytes("a")) == 1009084850
         && QueueLayout.murmur3(bytes("0001")) == -195267438
         && thirteen.bucketOf(bytes("0001")) == 2
         && new QueueLayout("q", 1009).bucketOf(bytes("0001")) == 713
@@ -238,6 +250,67 @@ public final class RowTransactionExample {
     String oldCells = oldCount > 0 ? indexCell(oldCount, word) : "";
     String newCells = newCount > 0 ? indexCell(newCount, word) : "";
     return "{\"new\":[" + newCells + "],\"old\":[" + oldCells + "]}";
+  }
+
+  // =====================================================================================================
+  // The "packed" serializer (connector/packed.py, whose docstring has the layout): the same update
+  // without field names, byte for byte what Python's connector.packed.pack writes.
+  // =====================================================================================================
+
+  /** Python's {@code pack(count_update("wö", 9, 10))}, in hex: the packed test vector. */
+  static final String PACKED_VECTOR = "ff0101010608303030303030303901770377c3b600"
+      + "010608303030303030313001770377c3b600";
+
+  /** The same update as {@link #countUpdate}, packed. */
+  static byte[] packedCountUpdate(String word, long oldCount, long newCount) {
+    return packedDifference(indexCells(oldCount, word), indexCells(newCount, word));
+  }
+
+  /** The index cell of {@code word} at {@code count} as {row, cf, cq, value}; none for 0. */
+  static List<String[]> indexCells(long count, String word) {
+    String[] cell = {String.format("%08d", count), "w", word, ""};
+    return count > 0 ? List.<String[]>of(cell) : List.of();
+  }
+
+  /**
+   * A difference update {@code {"old": ..., "new": ...}} in the {@code packed} encoding of {@code
+   * connector/packed.py} ({@code pack}), for cells {row, cf, cq, value} of text with a value and no
+   * visibility: 0xFF 0x01, shape 0x01 (difference), then old and new, each a varint count and its
+   * cells; a cell is its flags 0x06 (HAS_VALUE | TEXT), then row, cf, cq and value, each a varint
+   * length and its UTF-8 bytes. Varints are unsigned LEB128. Rows must not be empty.
+   */
+  static byte[] packedDifference(List<String[]> oldCells, List<String[]> newCells) {
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    out.writeBytes(new byte[] {(byte) 0xFF, 0x01, 0x01});
+    for (List<String[]> cells : List.of(oldCells, newCells)) {
+      varint(out, cells.size());
+      for (String[] cell : cells) {
+        out.write(0x06);
+        for (String field : cell) {
+          byte[] data = bytes(field);
+          varint(out, data.length);
+          out.writeBytes(data);
+        }
+      }
+    }
+    return out.toByteArray();
+  }
+
+  /** {@code n} (>= 0) as an unsigned LEB128 varint: 7 bits a byte, low first, 0x80 = more follow. */
+  static void varint(ByteArrayOutputStream out, int n) {
+    while (n > 0x7F) {
+      out.write((n & 0x7F) | 0x80);
+      n >>>= 7;
+    }
+    out.write(n);
+  }
+
+  static byte[] hex(String hex) {
+    byte[] out = new byte[hex.length() / 2];
+    for (int i = 0; i < out.length; i++) {
+      out[i] = (byte) Integer.parseInt(hex.substring(2 * i, 2 * i + 2), 16);
+    }
+    return out;
   }
 
   // =====================================================================================================
@@ -654,7 +727,7 @@ public final class RowTransactionExample {
       "  --seed N           seed of the word picks (default 0)",
       "  --max-attempts N   commits of one transaction before giving up on conflicts (default 100)",
       "  --no-relay         commit, but leave every outbox for a later relay",
-      "  --check            only check the bucket hash against the documented test vectors",
+      "  --check            only check the bucket hash and the packed encoding against test vectors",
       "",
       "Prints one JSON line: {\"commits\": ..., \"conflicts_retried\": ..., \"unknown\": ..., "
           + "\"relayed\": ..., \"seconds\": ...}.",
@@ -687,8 +760,8 @@ public final class RowTransactionExample {
       throw new IllegalArgumentException(e.getMessage() + " (--help prints the usage)");
     }
     if (!checkTestVectors()) {
-      System.err.println("row-transaction-example: this Guava's murmur3_32 disagrees with the "
-          + "documented test vectors: refusing to write rows no drain could place");
+      System.err.println("row-transaction-example: this Guava's murmur3_32 or the packed encoder "
+          + "disagrees with the test vectors: refusing to write rows no drain could read");
       return 1;
     }
     if (a.flag("check")) {
@@ -713,8 +786,10 @@ public final class RowTransactionExample {
     try (AccumuloClient client = Accumulo.newClient()
         .to(a.require("instance"), a.require("zookeepers")).as(a.require("user"), password)
         .build()) {
-      QueueLayout queue = new QueueLayout(qid, storedBuckets(client, queueTable, qid,
-          a.get("buckets", null) != null ? a.getInt("buckets", 0) : null));
+      StoredQueue stored = storedQueue(client, queueTable, qid,
+          a.get("buckets", null) != null ? a.getInt("buckets", 0) : null);
+      QueueLayout queue = new QueueLayout(qid, stored.numBuckets());
+      boolean packed = stored.packed();
       try {
         client.tableOperations().create(table);
       } catch (TableExistsException e) {
@@ -731,7 +806,8 @@ public final class RowTransactionExample {
             long old = Long.parseLong(str(tx.get(COUNT_FAMILY, COUNT_QUALIFIER, bytes("0"))));
             long updated = old + 1;
             tx.put(COUNT_FAMILY, COUNT_QUALIFIER, bytes(Long.toString(updated)));
-            tx.export(queueTable, queue, key, bytes(countUpdate(word, old, updated)));
+            tx.export(queueTable, queue, key, packed ? packedCountUpdate(word, old, updated)
+                : bytes(countUpdate(word, old, updated)));
           });
         }
         double seconds = (System.nanoTime() - started) / 1e9;
@@ -743,11 +819,15 @@ public final class RowTransactionExample {
     return 0;
   }
 
+  /** What the example takes from a queue's stored configuration. */
+  record StoredQueue(int numBuckets, boolean packed) {}
+
   /**
-   * The queue's bucket count from its stored configuration ({@code <qid>#config c:queue}, written by
-   * {@code accumulo-export queue init}); a producer with the wrong count writes rows no drain finds.
+   * The queue's bucket count and value encoding from its stored configuration ({@code <qid>#config
+   * c:queue}, written by {@code accumulo-export queue init}); a producer with the wrong count writes
+   * rows no drain finds, one with the wrong serializers values no drain reads.
    */
-  static int storedBuckets(AccumuloClient client, String queueTable, String qid, Integer given)
+  static StoredQueue storedQueue(AccumuloClient client, String queueTable, String qid, Integer given)
       throws Exception {
     JsonObject stored = null;
     try (Scanner scanner = client.createScanner(queueTable, Authorizations.EMPTY)) {
@@ -761,18 +841,30 @@ public final class RowTransactionExample {
       throw new IllegalArgumentException("queue '" + qid + "' in table '" + queueTable
           + "' has no stored configuration: run 'accumulo-export queue init' first");
     }
-    for (String field : List.of("key_serializer", "value_serializer")) {
-      JsonElement name = stored.get(field);
-      if (name == null || !"json".equals(name.getAsString())) {
-        throw new IllegalArgumentException("queue '" + qid + "' uses " + field + " " + name
-            + "; this example writes json");
-      }
+    String keySerializer = serializer(stored, "key_serializer");
+    String valueSerializer = serializer(stored, "value_serializer");
+    if (!keySerializer.equals("json")) {
+      throw new IllegalArgumentException("queue '" + qid + "' uses key_serializer '" + keySerializer
+          + "'; this example writes key_serializer json only");
+    }
+    if (!valueSerializer.equals("json") && !valueSerializer.equals("packed")) {
+      throw new IllegalArgumentException("queue '" + qid + "' uses value_serializer '"
+          + valueSerializer + "'; this example writes value_serializer json or packed");
     }
     int buckets = stored.get("num_buckets").getAsInt();
     if (given != null && given != buckets) {
       throw new IllegalArgumentException("queue '" + qid + "' was initialised with " + buckets
           + " buckets, not " + given);
     }
-    return buckets;
+    return new StoredQueue(buckets, valueSerializer.equals("packed"));
+  }
+
+  /** A serializer name of the stored configuration, trimmed as Python reads it ("json" when absent). */
+  static String serializer(JsonObject stored, String field) {
+    JsonElement name = stored.get(field);
+    if (name == null) {
+      return "json"; // QueueConfig's default
+    }
+    return name.isJsonPrimitive() ? name.getAsString().trim() : name.toString();
   }
 }
