@@ -179,3 +179,24 @@ def test_a_packed_queue_is_filled_relayed_and_drained_to_b(conn_a, conn_b):
     assert len(tx_cells) == 1 and tx_cells[0][4] == b"t"
     assert [c for c in cells["packed"] if c[0] != b"wtx"] == cells["json"]
     assert len(cells["json"]) == len(updates)
+
+
+@pytest.mark.spark
+def test_the_queue_source_reads_a_packed_queue_only_when_told(spark, accumulo, conn_a):
+    """Options naming JSON for a packed queue are refused when Spark plans the read (the sink would dead-letter
+    every entry as undecodable); with ``queue.value_serializer`` packed the entries come through as stored."""
+    from connector.jobs import DrainJob
+
+    config = QueueConfig(table=unique_table("pk_src"), qid="q", num_buckets=3, value_serializer="packed")
+    with ExportQueue(conn_a, config) as q:
+        q.init()
+        q.add("k", {"new": [{"row": "r", "cf": "f", "cq": "q", "value": "v"}]}, 5)
+    job = DrainJob(source=accumulo["a"].gateway_options(), dest=accumulo["b"].gateway_options(), queue=config,
+                   dest_table="unused")
+    options = job.source_options()
+    assert options["queue.value_serializer"] == "packed"
+    rows = spark.read.format("export-queue").options(**options).load().collect()
+    assert [(r.key, r.value, r.seq) for r in rows] == [(b'"k"', pack({"new": [{"row": "r", "cf": "f", "cq": "q",
+                                                                               "value": "v"}]}), 5)]
+    with pytest.raises(Exception, match="value_serializer 'packed', not 'json'"):
+        spark.read.format("export-queue").options(**{**options, "queue.value_serializer": "json"}).load().collect()

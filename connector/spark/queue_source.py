@@ -27,6 +27,7 @@ from connector.queue.marks import settle_marks
 from connector.queue.planner import StreamPlanner, pending_by_bucket
 from connector.queue.reader import read_bucket_head
 from connector.queue.settings import PLAN
+from connector.queue.stored_config import check_config
 from connector.settings import Surface
 
 from .compat import (
@@ -122,10 +123,17 @@ class ExportQueueDataSource(DataSource):
         return SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        self._check_stored()
         return QueueBatchReader(self.queue_read)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        self._check_stored()
         return QueueStreamReader(self.queue_read)
+
+    def _check_stored(self) -> None:
+        """Refuse, before any task reads, options that disagree with what the queue was initialised with (say
+        JSON values for a packed queue, which the sink would dead-letter as undecodable)."""
+        check_config(self.queue_read.gateway.shared(), self.queue_read.config)
 
 
 class QueueBatchReader(DataSourceReader):

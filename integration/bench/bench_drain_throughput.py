@@ -1,7 +1,9 @@
 """Benchmark: end-to-end Spark drain of N queue entries (default 1M over 1009 buckets) from cluster A into
 cluster B, in entries/s, next to a raw Java BatchWriter ingest of the same destination cells into B, in
 one run. Each entry is an insert of one cell (``difference`` update with no old cells), the cells being
-exactly those BenchWriter generates (10 per row, 32-byte values). Final line: ``ratio=<drain/raw>``.
+exactly those BenchWriter generates (10 per row, 32-byte values). Each queue value encoding of
+``--encodings`` (default json, then packed) is filled and drained in turn, in one Spark session. Final line:
+``ratio=<drain/raw>`` of the last encoding.
 """
 
 from __future__ import annotations
@@ -24,39 +26,44 @@ def main() -> None:
     parser.add_argument("--entries", type=int, default=1_000_000)
     parser.add_argument("--buckets", type=int, default=1009)
     parser.add_argument("--per-row", type=int, default=10)
+    parser.add_argument("--encodings", default="json,packed",
+                        help="queue value encodings drained in turn, comma-separated (the ratio: the last's)")
     opts = parser.parse_args()
     with clusters(("a", "b")) as running:
         a, b = running["a"], running["b"]
         raw_s = java_write(b, running.classpath, "bench_raw_ingest", opts.entries, opts.per_row, 32)
 
-        queue = QueueConfig(table="bench_queue", qid="bq", num_buckets=opts.buckets)
-        conn_a = a.connect()
-        started = time.perf_counter()
-        with ExportQueue(conn_a, queue) as q:
-            q.init()
-            for c in range(opts.entries):
-                cell = {"row": f"r{c // opts.per_row:08d}", "cf": "f", "cq": f"q{c % opts.per_row}",
-                        "value": f"v{c:031d}"}
-                q.add(c, {"new": [cell]}, 1000 + c)
-        fill_s = time.perf_counter() - started
-        assert queue_status(conn_a, queue).entries == opts.entries
-
+        rates = {}
         spark = spark_session(app_name="bench drain")
-        job = DrainJob(source=a.gateway_options(), dest=b.gateway_options(), queue=queue, dest_table="bench_drained",
-                       settings=DrainSettings(buckets_per_partition=max(1, opts.buckets // 8)))
-        started = time.perf_counter()
-        report = run_batch(spark, job)
-        drain_s = time.perf_counter() - started
+        for encoding in opts.encodings.split(","):
+            queue = QueueConfig(table=f"bench_queue_{encoding}", qid="bq", num_buckets=opts.buckets,
+                                value_serializer=encoding)
+            conn_a = a.connect()
+            started = time.perf_counter()
+            with ExportQueue(conn_a, queue) as q:
+                q.init()
+                q.add_all((c, {"new": [{"row": f"r{c // opts.per_row:08d}", "cf": "f", "cq": f"q{c % opts.per_row}",
+                                        "value": f"v{c:031d}"}]}, 1000 + c) for c in range(opts.entries))
+            fill_s = time.perf_counter() - started
+            assert queue_status(conn_a, queue).entries == opts.entries
+            job = DrainJob(source=a.gateway_options(), dest=b.gateway_options(), queue=queue,
+                           dest_table=f"bench_drained_{encoding}",
+                           settings=DrainSettings(buckets_per_partition=max(1, opts.buckets // 8)))
+            started = time.perf_counter()
+            report = run_batch(spark, job)
+            drain_s = time.perf_counter() - started
+            with b.connect() as conn_b:
+                drained_cells = sum(1 for _ in conn_b.scan(f"bench_drained_{encoding}", batch_size=20_000))
+            assert drained_cells == opts.entries, f"{drained_cells} cells on B"
+            rates[encoding] = report.exported / drain_s
+            print(f"encoding={encoding} entries={opts.entries} buckets={opts.buckets} rounds={report.rounds}")
+            print(f"  queue_fill (python producer): {fill_s:.1f}s {opts.entries / fill_s:,.0f} entries/s")
+            print(f"  spark_drain:      {drain_s:.2f}s {rates[encoding]:,.0f} entries/s "
+                  f"({rates[encoding] / (opts.entries / raw_s):.3f} of raw ingest)")
         spark.stop()
-        with b.connect() as conn_b:
-            drained_cells = sum(1 for _ in conn_b.scan("bench_drained", batch_size=20_000))
-        assert drained_cells == opts.entries, f"{drained_cells} cells on B"
-        raw_rate, drain_rate = opts.entries / raw_s, report.exported / drain_s
-        print(f"entries={opts.entries} buckets={opts.buckets} rounds={report.rounds}")
-        print(f"queue_fill (python producer): {fill_s:.1f}s {opts.entries / fill_s:,.0f} entries/s")
+        raw_rate = opts.entries / raw_s
         print(f"raw_java_ingest:  {raw_s:.2f}s {raw_rate:,.0f} cells/s")
-        print(f"spark_drain:      {drain_s:.2f}s {drain_rate:,.0f} entries/s")
-        print(f"ratio={drain_rate / raw_rate:.3f}")
+        print(f"ratio={rates[opts.encodings.split(',')[-1]] / raw_rate:.3f}")
 
 
 if __name__ == "__main__":
