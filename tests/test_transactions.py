@@ -403,3 +403,44 @@ def test_commits_wait_for_room_when_the_relay_falls_behind(conn_a, monkeypatch):
     assert not fourth.is_alive()
     txs.close()
     assert len(_entries(conn_a, queue)) == 4
+
+
+def test_cached_rows_commit_without_reading_and_a_stale_cache_loses_its_condition(conn_a, accumulo):
+    """A producer keeping rows (``cache_rows``) commits its next transaction on a row it committed without
+    reading it, and the counter stays exact; when another producer committed the row meanwhile, the cached
+    state loses the version condition, the row is read again and the function runs on the real state."""
+    queue = _queue(conn_a)
+    txs = _txs(conn_a, cache_rows=2)
+    seqs = [txs.run("w1", bump(queue)) for _ in range(5)]
+    assert (txs.rows_read, txs.cache_hits, txs.conflicts) == (1, 4, 0)
+    other = RowTransactions(accumulo["a"].connect(), txs.table)
+    other.run("w1", bump(queue))  # the row changes behind the cache's back
+    other.close()
+    runs: list[bytes | None] = []
+
+    def seen(tx):
+        runs.append(tx.get(b"c", b"n"))
+        bump(queue)(tx)
+
+    seqs.append(txs.run("w1", seen))
+    assert runs == [b"5", b"6"], "ran on the stale cached state, lost the condition, read and ran again"
+    assert (txs.rows_read, txs.cache_hits, txs.conflicts) == (2, 5, 1)
+    # least recently used rows go: w1 is pushed out by two others, and read again
+    txs.run("w2", bump(queue))
+    txs.run("w3", bump(queue))
+    txs.run("w1", bump(queue))
+    assert txs.rows_read == 5
+    # a row whose transaction writes a visibility is not kept
+    txs.run("w4", lambda tx: tx.put(b"c", b"secret", b"x", visibility=b"A"))
+    txs.run("w4", lambda tx: tx.put(b"c", b"n", b"1"))
+    assert txs.rows_read == 7
+    txs.close()
+    counts = {c.row: c.value for c in conn_a.scan(txs.table, columns=[(b"c", b"n")])}
+    assert counts[b"w1"] == b"8"
+    entries = sorted((e for e in _entries(conn_a, queue) if e.key == "w1"), key=lambda e: e.seq)
+    assert [(e.value["old"], e.value["new"]) for e in entries] == [(i, i + 1) for i in range(8)]
+
+
+def test_cache_rows_must_be_a_count():
+    with pytest.raises(ValueError, match="cache_rows must be an int >= 0, got -1"):
+        RowTransactions(None, "t", cache_rows=-1)  # type: ignore[arg-type]

@@ -1,6 +1,6 @@
 """Benchmark: transactional producers. Four producer processes run transactions on 10k rows with a Zipf skew
 (so hot rows collide across processes); each transaction reads its row's counter, writes it back plus one,
-and exports the change. Three ways, in the same run against the same embedded cluster:
+and exports the change. Several ways, in the same run against the same embedded cluster:
 
 - ``plain``: what producers did before row transactions: a BatchWriter for the row and ``ExportQueue.add``
   for the export (two writers, no atomicity, no read: a blind write of the cell);
@@ -12,6 +12,11 @@ and exports the change. Three ways, in the same run against the same embedded cl
   many transactions' outboxes together (``close()`` waits for it, inside the timed part);
 - ``run_all``: ``RowTransactions.run_all`` over chunks of 1,000 transactions (one read, one conditional call per
   round; the relay on the relayer thread);
+- ``run_cached``: ``run`` with ``cache_rows`` (each producer keeps the rows it committed and commits the next
+  transaction on one without reading it), on the same shared rows: a row another producer committed meanwhile
+  costs a lost condition;
+- ``run_owned`` and ``run_owned_cached``: ``run`` without and with ``cache_rows``, each producer on rows of its
+  own (rows partitioned among producers, the case the cache is for);
 - ``java``: the limit: ``RowTransactionExample`` (Java, Accumulo's own client and ``ConditionalWriter``, no
   gateway) committing the same mutations (version condition, the counter cell, one outbox cell) with
   ``--no-relay``, one transaction at a time, its rows drawn uniformly (not Zipf) from as many words; the
@@ -20,8 +25,8 @@ and exports the change. Three ways, in the same run against the same embedded cl
 Prints transactions/s for each (over the slowest producer's own time, without process start-up), the
 latency of one call (p50, p99; the transaction modes and ``conditional``), the conflict retry rate (lost
 conditions per transaction), ``run/run_inline``, ``run_p50/conditional_p50``, ``run/java``,
-``run_all/java`` and a final
-``ratio=<run_all/plain>``. Run: ``make bench`` or ``.venv/bin/python integration/bench/bench_transactions.py``.
+``run_all/java``, ``run_cached/run``, ``run_owned_cached/run_owned``, ``run_owned_cached_p50/conditional_p50`` and
+a final ``ratio=<run_all/plain>``. Run: ``make bench`` or ``.venv/bin/python integration/bench/bench_transactions.py``.
 """
 
 from __future__ import annotations
@@ -45,6 +50,8 @@ from connector.transactions import RowTransactions, outbox_status, relay_table  
 
 #: transactions per run_all call
 CHUNK = 1000
+MODES = ("plain", "conditional", "java", "run_inline", "run", "run_all", "run_cached", "run_owned",
+         "run_owned_cached")
 
 
 def rows_for(n: int, rows: int, skew: float, seed: int) -> list[str]:
@@ -57,6 +64,8 @@ def worker(mode: str, table: str, qtable: str, buckets: int, n: int, rows: int, 
     conn = cluster("A").connect()
     queue = QueueConfig(table=qtable, qid="q", num_buckets=buckets)
     picks = rows_for(n, rows, skew, seed)
+    if "owned" in mode:  # rows partitioned among producers: each draws from rows of its own
+        picks = [f"p{seed}-{row}" for row in picks]
 
     def bump(tx):  # noqa: ANN001, ANN202
         old = int(tx.get(b"c", b"n", default=b"0"))
@@ -84,8 +93,9 @@ def worker(mode: str, table: str, qtable: str, buckets: int, n: int, rows: int, 
                 w.add_mutation(Mutation(row).put(b"c", b"n", b"1", timestamp=seq + i))
                 q.add(row, {"old": 0, "new": 1}, seq + i)
     else:
-        txs = RowTransactions(conn, table, relay_delay=None if mode == "run_inline" else 0.05)
-        if mode in ("run", "run_inline"):
+        txs = RowTransactions(conn, table, relay_delay=None if mode == "run_inline" else 0.05,
+                              cache_rows=rows if "cached" in mode else 0)
+        if mode != "run_all":
             for row in picks:
                 t = time.perf_counter()
                 txs.run(row, bump)
@@ -169,8 +179,7 @@ def main() -> None:
         write_clusters(config, {"A": a.gateway_options()})
         env = dict(os.environ, **{CONFIG_ENV: str(config), "PYTHONPATH": str(ROOT)})
         conn = a.connect()
-        modes = ("plain", "conditional", "java", "run_inline", "run", "run_all")
-        results = {mode: run_mode(mode, env, conn, opts, a) for mode in modes}
+        results = {mode: run_mode(mode, env, conn, opts, a) for mode in MODES}
         print(f"transactions={results['plain']['total']} producers={opts.producers} rows={opts.rows} "
               f"zipf_skew={opts.skew}")
         for mode, r in results.items():
@@ -185,6 +194,10 @@ def main() -> None:
               f"run/plain={results['run']['rate'] / results['plain']['rate']:.3f} "
               f"run/java={results['run']['rate'] / results['java']['rate']:.2f} "
               f"run_all/java={results['run_all']['rate'] / results['java']['rate']:.2f}")
+        print(f"run_cached/run={results['run_cached']['rate'] / results['run']['rate']:.2f} "
+              f"run_owned_cached/run_owned={results['run_owned_cached']['rate'] / results['run_owned']['rate']:.2f} "
+              f"run_owned_cached_p50/conditional_p50="
+              f"{results['run_owned_cached']['p50'] / results['conditional']['p50']:.2f}")
         print(f"ratio={results['run_all']['rate'] / results['plain']['rate']:.3f}")
 
 
