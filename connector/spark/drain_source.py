@@ -42,6 +42,7 @@ from connector.transactions.relay import RelayStats
 from .export_sink import SinkSettings
 from .options import EXPORT_QUEUE_DRAIN, WARM_UP, OptionError, StreamProgress, WarmUp, checked
 from .queue_source import BucketGroup, ExportQueueDataSource, QueueRead, QueueStreamReader
+from .worker_heap import freeze_worker_heap
 
 #: the drain settings the streaming drain takes as options
 _TAGS = frozenset({PLAN, EXPORT, DRAIN})
@@ -142,6 +143,7 @@ class DrainStreamReader(QueueStreamReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, DrainGroup)
+        freeze_worker_heap()
         limits = {bucket: (n, size) for bucket, n, size in partition.buckets}
         progress_row = None
         if self.progress_id is not None:

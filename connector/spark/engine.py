@@ -22,6 +22,8 @@ from connector.jobs import DrainError
 from connector.jobs.rounds import Counters, Groups, GroupWork, Round, timed_out_message
 from connector.jobs.stats import stats_batch, stats_ddl, stats_from_row
 
+from .worker_heap import freeze_worker_heap
+
 S = TypeVar("S", bound=Counters)
 
 
@@ -59,6 +61,7 @@ class _GroupTasks:
     groups: Groups
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        freeze_worker_heap()
         for batch in batches:
             for group_id in batch.column(0).to_pylist():
                 yield stats_batch(self.work(group_id, self.groups[group_id]))

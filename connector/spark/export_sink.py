@@ -61,6 +61,7 @@ from .options import (
     checked,
     queue_config,
 )
+from .worker_heap import freeze_worker_heap
 
 #: the save modes the sink implements
 SAVE_MODES = ("append",)
@@ -120,6 +121,7 @@ class SinkSettings:
 
 def write_partition(settings: SinkSettings, batches: Iterator[pa.RecordBatch]) -> ExportCommitMessage:
     """Export one partition; in drain mode, delete each batch's queue entries after its export returned."""
+    freeze_worker_heap()
     if settings.queue is not None:
         assert settings.source is not None
         processor = EntryProcessor(settings.source.shared(), settings.queue, settings.exporter(), settings.drain)

@@ -39,6 +39,7 @@ from .compat import (
     SupportsTriggerAvailableNow,
 )
 from .options import EXPORT_QUEUE, SOURCE_PREFIX, GatewayOptions, StreamTrigger, checked, queue_config
+from .worker_heap import freeze_worker_heap
 
 SCHEMA = ("key binary, value binary, seq long, bucket int, entry_row binary, entry_ts long, error string")
 
@@ -63,6 +64,7 @@ ARROW_SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("seq", 
 def read_group(gateway: GatewayOptions, config: QueueConfig, group: BucketGroup) -> Iterator[pa.RecordBatch]:
     """The entries of a group of buckets, each bucket's head in key+seq order (within its limits), as Arrow
     record batches: scan pages decoded and rows parsed natively, no Python object per entry."""
+    freeze_worker_heap()
     conn = gateway.shared()
     for bucket, limit, byte_limit in group.buckets:
         for page in read_bucket_head(conn, config, bucket, limit, byte_limit):

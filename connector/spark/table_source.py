@@ -32,6 +32,7 @@ from connector.accumulo.cells import Key, following_prefix
 
 from .compat import require
 from .options import ACCUMULO, GatewayOptions, OptionError, TableRead, checked
+from .worker_heap import freeze_worker_heap
 
 if TYPE_CHECKING:
     from pyspark.sql.datasource import Filter
@@ -110,6 +111,7 @@ class ReadSettings:
             raise OptionError(f"cannot read table {self.table!r} on {self.gateway.describe()}{given}: {exc}") from None
 
     def read(self, span: RowSpan) -> Iterator[pa.RecordBatch]:
+        freeze_worker_heap()
         conn = self.gateway.shared()
         yield from conn.scan_batches(self.table, span.range, self.columns, self.authorizations,
                                      batch_size=self.batch_size)

@@ -2,8 +2,8 @@
 goes.
 
 Runs the same drain as :mod:`bench_cpu_per_entry` (one encoding, ``--encoding``) and, around the measured
-round only, samples Spark's Python daemon and the workers it forks with ``py-spy record --subprocesses
---native`` (every worker thread that is on a CPU; idle threads left out). Prints the share of samples per
+round only, samples each of Spark's Python worker processes with ``py-spy record --native`` (threads on a CPU;
+idle ones left out). Prints the share of samples per
 operation (the first pattern of :data:`SPLIT` a stack matches), the top leaf frames, and keeps the collapsed
 stacks in ``--out`` for a flame graph.
 """
@@ -18,6 +18,8 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -39,39 +41,48 @@ SPLIT = [
 ]
 
 
-def _daemon() -> int:
-    """The pid of Spark's Python daemon of this process's session."""
-    for pid, (cmdline, _) in own_processes().items():
-        if kind_of(pid, cmdline) == "python workers" and "pyspark.daemon" in cmdline:
-            return pid
-    raise RuntimeError("no pyspark.daemon under this process: did the warm-up round run?")
-
-
 class Profile:
+    """py-spy on every Python worker process of the session while the measured drain runs: the daemon and its
+    forked workers, each recorded on its own (a thread starts a recorder for each worker as it appears)."""
+
     def __init__(self, out: Path) -> None:
         self.out = out
-        self.raw = out / "workers.collapsed"
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.recorders: dict[int, subprocess.Popen[bytes]] = {}
+        self._stop = threading.Event()
+
+    def _record_new_workers(self) -> None:
+        while not self._stop.is_set():
+            for pid, (cmdline, _) in own_processes().items():
+                if pid not in self.recorders and kind_of(pid, cmdline) == "python workers":
+                    self.recorders[pid] = subprocess.Popen(
+                        [str(PY_SPY) if PY_SPY.exists() else "py-spy", "record", "--native", "--rate", "250",
+                         "--format", "raw", "--output", str(self.out / f"worker-{pid}.collapsed"), "--pid", str(pid)],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            self._stop.wait(0.1)
 
     @contextlib.contextmanager
     def around(self, _running: Any) -> Iterator[None]:
         self.out.mkdir(parents=True, exist_ok=True)
-        self.proc = subprocess.Popen([str(PY_SPY) if PY_SPY.exists() else "py-spy", "record",
-                                      "--subprocesses", "--native", "--rate", "250", "--format", "raw",
-                                      "--output", str(self.raw), "--pid", str(_daemon())],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        watcher = threading.Thread(target=self._record_new_workers, daemon=True)
+        watcher.start()
+        time.sleep(0.5)  # the workers that exist already are being recorded before the drain starts
         try:
             yield
         finally:
-            self.proc.send_signal(signal.SIGINT)
-            self.proc.wait(timeout=60)
+            self._stop.set()
+            watcher.join()
+            for proc in self.recorders.values():
+                proc.send_signal(signal.SIGINT)
+            for proc in self.recorders.values():
+                proc.wait(timeout=60)
 
     def report(self) -> None:
         stacks: collections.Counter[str] = collections.Counter()
-        for line in self.raw.read_text().splitlines():
-            stack, _, count = line.rpartition(" ")
-            if stack and count.isdigit():
-                stacks[stack] += int(count)
+        for raw in self.out.glob("worker-*.collapsed"):
+            for line in raw.read_text().splitlines():
+                stack, _, count = line.rpartition(" ")
+                if stack and count.isdigit():
+                    stacks[stack] += int(count)
         total = sum(stacks.values())
         if not total:
             print("no samples")
@@ -100,7 +111,7 @@ def main() -> None:
     profile = Profile(opts.out)
     run(opts.entries, opts.buckets, around=profile.around, warm_up=opts.warm_up, encodings=(opts.encoding,))
     profile.report()
-    print(f"collapsed stacks: {profile.raw}")
+    print(f"collapsed stacks: {opts.out}/worker-*.collapsed")
 
 
 if __name__ == "__main__":
