@@ -33,3 +33,19 @@ def test_round_tasks_run_on_a_frozen_worker_heap(spark):
     seen = SparkEngine(spark).run(Round(_observe, groups, Seen, DrainError))
     assert seen == Seen(tasks=6, frozen=6)
     assert gc.get_freeze_count() == 0, "the driver's own heap is left alone"
+
+
+def test_the_heap_is_frozen_at_the_first_two_tasks_only():
+    """An object frozen is never collected: a worker that runs for weeks must not freeze each task's leftovers."""
+    import subprocess
+    import sys
+
+    code = ("import gc; from connector.spark.worker_heap import freeze_worker_heap\n"
+            "counts = []\n"
+            "for _ in range(4):\n"
+            "    keep = [[i] for i in range(1000)]\n"
+            "    freeze_worker_heap(); counts.append(gc.get_freeze_count())\n"
+            "print(counts)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    first, second, third, fourth = eval(out.stdout)  # noqa: S307 - our own subprocess's list of ints
+    assert 0 < first < second == third == fourth
