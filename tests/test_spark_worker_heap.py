@@ -41,9 +41,9 @@ def test_the_heap_is_frozen_at_the_first_two_tasks_only():
     import sys
 
     code = ("import gc; from connector.spark.worker_heap import freeze_worker_heap\n"
-            "counts = []\n"
+            "counts, kept = [], []\n"
             "for _ in range(4):\n"
-            "    keep = [[i] for i in range(1000)]\n"
+            "    kept.append([[i] for i in range(1000)])\n"
             "    freeze_worker_heap(); counts.append(gc.get_freeze_count())\n"
             "print(counts)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
