@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from connector import _native
+from connector.combine import CombineConfig, CombineConfigError
 from connector.export import AccumuloExporter, DifferenceUpdate
 from connector.export.native_translate import translate_batch
 from connector.packed import MAGIC, pack, unpack
@@ -140,6 +141,8 @@ def test_a_value_of_another_translators_shape_gets_that_translators_message():
 def test_packed_is_a_value_encoding_not_a_key_encoding():
     with pytest.raises(QueueConfigError, match="key_serializer 'packed' encodes export values"):
         QueueConfig(table="t", qid="q", num_buckets=2, key_serializer="packed")
+    with pytest.raises(CombineConfigError, match="a combine queue's keys and deltas are values, not cells"):
+        CombineConfig(table="t", cid="c", num_buckets=2, value_serializer="packed")
 
 
 # --- a real queue on the MiniAccumuloCluster ----------------------------------------------------------------

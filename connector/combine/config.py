@@ -45,6 +45,9 @@ class CombineConfig:
             bpt = default_buckets_per_tablet(self.num_buckets)
         elif not isinstance(bpt, int) or isinstance(bpt, bool) or bpt < 1:
             raise ValueError(f"buckets_per_tablet must be an int >= 1, got {bpt!r}")
+        if "packed" in (self.key_serializer.strip(), self.value_serializer.strip()):
+            raise CombineConfigError("a combine queue's keys and deltas are values, not cells: 'packed' encodes "
+                                     "the built-in translators' cells (use it for the export queue it feeds)")
         object.__setattr__(self, "_bpt", bpt)
 
     @cached_property
