@@ -195,10 +195,12 @@ def main() -> None:
     parser.add_argument("--java-maps", action="store_true", help="tablet servers with Java's in-memory map")
     parser.add_argument("--warm-up", type=int, default=2000,
                         help="entries drained first, unprofiled (100000: the servers' JIT has compiled the path)")
+    parser.add_argument("--encoding", default="json", help="the queue's value encoding: json or packed")
     opts = parser.parse_args()
     out = Path(opts.out or tempfile.mkdtemp(prefix="profile-servers-"))
     profile = Profile(out)
-    run(opts.entries, opts.buckets, around=profile.around, java_maps=opts.java_maps, warm_up=opts.warm_up)
+    run(opts.entries, opts.buckets, around=profile.around, java_maps=opts.java_maps, warm_up=opts.warm_up,
+        encodings=(opts.encoding,))
     print(f"recordings in {out}")
     profile.report(opts.entries)
 
