@@ -3,8 +3,9 @@ operation logs) in a binary layout without field names, about a third of their J
 
 A queue chooses it at ``queue init --value-serializer packed``; the choice is stored in the queue's
 configuration row, so queues made before keep JSON and every drain reads each queue its own way. The drain
-decodes packed values natively (``connector/_native/src/translate/packed.rs``), this module is the Python
-encoder and decoder, and the Java example producer (``RowTransactionExample``) writes it too.
+decodes packed values natively (``connector/_native/src/translate/packed.rs``); producers encode them natively
+too (``connector/_native/src/pack.rs``, :func:`pack`); :func:`unpack` reads them back into Python objects; the
+Java example producer (``RowTransactionExample``) writes them as well.
 
 Layout (``varint``: unsigned LEB128; ``bytes``: a varint length then that many bytes)::
 
@@ -37,8 +38,9 @@ without a value, a mixed list) is refused by ``dumps`` with a ``ValueError`` or 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
+
+from connector import _native
 
 MAGIC = b"\xff\x01"
 DIFFERENCE, CELLS, OPERATIONS = 1, 2, 3
@@ -52,117 +54,10 @@ def is_packed(data: bytes) -> bool:
     return data[:2] == MAGIC
 
 
-# --- encoding -------------------------------------------------------------------------------------------
-
-def _field(value: Any, what: str) -> tuple[bytes, bool]:
-    """A field's bytes, and whether it was text."""
-    kind = type(value)
-    if kind is str:
-        return value.encode("utf-8"), True
-    if kind is bytes:
-        return value, False
-    if isinstance(value, bytearray | memoryview):
-        return bytes(value), False
-    if isinstance(value, bool) or value is None:
-        raise TypeError(f"{what} must be text, bytes or a number, not {value!r}")
-    if isinstance(value, int | float):
-        return str(value).encode("utf-8"), True
-    raise TypeError(f"{what} must be text, bytes or a number, not {type(value).__name__}")
-
-
-def _varint(out: bytearray, n: int) -> None:
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-
-
-def _cell(out: bytearray, cell: Any, where: str, value_needed: bool, delete: bool) -> None:
-    if not isinstance(cell, Mapping):
-        raise TypeError(f"{where}: a cell must be a mapping with row, cf, cq, value; got {type(cell).__name__}")
-    missing = [k for k in ("row", "cf", "cq") if k not in cell]
-    if missing:
-        raise ValueError(f"{where}: the cell lacks {', '.join(missing)}")
-    parts = [_field(cell["row"], f"{where}: row"), _field(cell["cf"], f"{where}: cf"),
-             _field(cell["cq"], f"{where}: cq")]
-    if not parts[0][0]:
-        raise ValueError(f"{where}: the cell has an empty row")
-    flags = 0
-    cv = cell.get("cv")
-    if cv:  # as the translators read it: any empty cv is no visibility
-        parts.append(_field(cv, f"{where}: cv"))
-        flags |= HAS_CV
-    if not delete:
-        if cell.get("value") is None:
-            if value_needed:
-                raise ValueError(f"{where}: the cell lacks a value")
-        else:
-            parts.append(_field(cell["value"], f"{where}: value"))
-            flags |= HAS_VALUE
-    if all(text for _, text in parts):
-        flags |= TEXT
-    out.append(flags)
-    for data, _ in parts:
-        _varint(out, len(data))
-        out += data
-
-
-def _list(out: bytearray, cells: Any, where: str) -> None:
-    if cells is None:
-        cells = ()
-    if not isinstance(cells, list | tuple):
-        raise TypeError(f"{where} must be a list of cells, not {type(cells).__name__}")
-    _varint(out, len(cells))
-    for i, cell in enumerate(cells):
-        _cell(out, cell, f"{where}[{i}]", value_needed=True, delete=False)
-
-
 def pack(obj: Any) -> bytes:
-    """The packed bytes of a difference update, a cell or list of cells, or a list of operations."""
-    out = bytearray(MAGIC)
-    if isinstance(obj, Mapping) and ("old" in obj or "new" in obj or not obj) and "row" not in obj:
-        unknown = set(obj) - {"old", "new"}
-        if unknown:
-            raise ValueError(f"difference update has unknown fields {sorted(unknown)}; expected old, new")
-        out.append(DIFFERENCE)
-        _list(out, obj.get("old"), "old")
-        _list(out, obj.get("new"), "new")
-        return bytes(out)
-    if hasattr(obj, "old") and hasattr(obj, "new") and not isinstance(obj, Mapping | list | tuple):
-        out.append(DIFFERENCE)
-        _list(out, obj.old, "old")
-        _list(out, obj.new, "new")
-        return bytes(out)
-    if isinstance(obj, Mapping) and "ops" in obj and "row" not in obj:
-        obj = obj["ops"]
-        if not isinstance(obj, list | tuple):
-            raise TypeError(f"ops must be a list of operations, not {type(obj).__name__}")
-    elif isinstance(obj, Mapping):
-        obj = [obj]
-    if isinstance(obj, list | tuple) and len(obj) == 2 and all(x is None or isinstance(x, list | tuple) for x in obj):
-        out.append(DIFFERENCE)
-        _list(out, obj[0], "old")
-        _list(out, obj[1], "new")
-        return bytes(out)
-    if not isinstance(obj, list | tuple):
-        raise TypeError(f"packed takes a difference update, cells or operations, not {type(obj).__name__}")
-    operations = bool(obj) and isinstance(obj[0], Mapping) and "op" in obj[0]
-    out.append(OPERATIONS if operations else CELLS)
-    _varint(out, len(obj))
-    for i, cell in enumerate(obj):
-        where = f"operation {i}" if operations else f"cell {i}"
-        if not isinstance(cell, Mapping):
-            raise TypeError(f"{where} must be a mapping, not {type(cell).__name__}")
-        if operations:
-            op = cell.get("op")
-            if op not in ("set", "delete"):
-                raise ValueError(f"{where}: op must be 'set' or 'delete', got {op!r}")
-            _cell(out, cell, where, value_needed=True, delete=op == "delete")
-        else:
-            if "op" in cell:
-                raise ValueError(f"{where}: a list mixes operations and cells")
-            _cell(out, cell, where, value_needed=False, delete=bool(cell.get("delete")))
-    return bytes(out)
+    """The packed bytes of a difference update, a cell or list of cells, or a list of operations (encoded by
+    ``connector._native``: a producer's hot path); ``TypeError``/``ValueError`` naming what it cannot hold."""
+    return _native.pack_value(obj)
 
 
 # --- decoding -------------------------------------------------------------------------------------------

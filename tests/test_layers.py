@@ -107,8 +107,8 @@ def test_the_wire_codecs_sit_below_the_client_classes():
 def test_each_layer_calls_the_crate_through_its_one_wrapper():
     """One front door to ``connector._native`` per layer (ARCHITECTURE.md: the hot path); nothing imports the
     test oracles (the Python twins of the Rust codec live only under ``tests/``)."""
-    wrappers = {"connector.accumulo.wire.native", "connector.queue.native_rows", "connector.export.native_translate",
-                "connector.snapshot.native_digest"}
+    wrappers = {"connector.packed", "connector.accumulo.wire.native", "connector.queue.native_rows",
+                "connector.export.native_translate", "connector.snapshot.native_digest"}
     callers, oracles = set(), []
     for module, path in _modules().items():
         for node in ast.walk(ast.parse(path.read_text(), str(path))):

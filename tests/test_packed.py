@@ -5,6 +5,7 @@ values of the same cells), and a real queue chosen packed at init, filled, relay
 from __future__ import annotations
 
 import json
+from types import MappingProxyType
 
 import pyarrow as pa
 import pytest
@@ -81,6 +82,10 @@ def test_canonical_forms():
         {"row": b"r", "cf": b"f", "cq": b"7", "value": b"2.5"}]
     assert unpack(pack([{"row": "r", "cf": "f", "cq": "q", "cv": "a&b", "value": None}])) == [
         {"row": "r", "cf": "f", "cq": "q", "cv": "a&b", "delete": True}]
+    # bytes-like fields, and mappings that are not dicts
+    assert unpack(pack([{"row": bytearray(b"r"), "cf": memoryview(b"f"), "cq": "q", "value": "v"}])) == [
+        {"row": b"r", "cf": b"f", "cq": b"q", "value": b"v"}]
+    assert unpack(pack(MappingProxyType({"new": (MappingProxyType(cell),)}))) == {"old": [], "new": [cell]}
     ops = [{"op": "set", **cell}, {"op": "delete", "row": "r", "cf": "f", "cq": "q"}]
     assert unpack(pack({"ops": ops})) == ops
     # a packed value is about a third of its JSON (41 bytes here, 119 in JSON)

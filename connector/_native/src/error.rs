@@ -4,7 +4,7 @@
 //! `connector/export/native_translate.py`), never by reading the message.
 
 use pyo3::create_exception;
-use pyo3::exceptions::PyException;
+use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
 create_exception!(
@@ -47,6 +47,10 @@ pub enum Error {
     InvalidArgument(String),
     /// Arrow could not build or exchange an array (a bug, not the caller's input).
     Internal(String),
+    /// A value the `packed` encoder cannot hold: Python's `TypeError` (a wrong type) and `ValueError`
+    /// (a missing or empty field), as a serializer's `dumps` raises them.
+    PackType(String),
+    PackValue(String),
 }
 
 impl From<Error> for PyErr {
@@ -57,6 +61,8 @@ impl From<Error> for PyErr {
             Error::Schema(msg) => SchemaError::new_err(msg),
             Error::InvalidArgument(msg) => InvalidArgumentError::new_err(msg),
             Error::Internal(msg) => NativeError::new_err(format!("internal error: {msg}")),
+            Error::PackType(msg) => PyTypeError::new_err(msg),
+            Error::PackValue(msg) => PyValueError::new_err(msg),
         }
     }
 }

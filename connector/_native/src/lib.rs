@@ -7,7 +7,8 @@
 //! One module per concern: [`wire`] (update frames: the client's one encoder of `update`),
 //! [`column_updates`] (the per-Mutation path's ColumnUpdate tuples into that encoder), [`scan`]
 //! (nextK replies: the client's one decoder of `nextK`), [`queue_rows`] and [`murmur`] (queue rows
-//! and their bucket check), [`translate`] (built-in translators), [`digest`] (order-independent
+//! and their bucket check), [`translate`] (built-in translators), [`pack`] (the `packed` encoder
+//! of Python values), [`digest`] (order-independent
 //! digests of cells, for verify), [`arrow_ffi`] (Arrow exchange with pyarrow via the PyCapsule
 //! interface), [`pyrepr`] (Python-identical messages), [`error`] (the error enum and its Python
 //! exception classes). This file only binds them to Python.
@@ -17,6 +18,7 @@ pub mod column_updates;
 pub mod digest;
 pub mod error;
 pub mod murmur;
+pub mod pack;
 pub mod pyrepr;
 pub mod queue_rows;
 pub mod scan;
@@ -442,6 +444,12 @@ fn cell_hashes(py: Python<'_>, cells: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
     }))
 }
 
+/// The `packed` bytes of a difference update, cells or an operation log (`connector/packed.py`).
+#[pyfunction]
+fn pack_value<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+    Ok(PyBytes::new(py, &pack::pack(obj)?))
+}
+
 /// The names of the translators that run natively (the crate's `translate::TRANSLATORS`).
 #[pyfunction]
 fn translator_names() -> Vec<&'static str> {
@@ -461,6 +469,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(entry_deletes, m)?)?;
     m.add_function(wrap_pyfunction!(translate_values, m)?)?;
     m.add_function(wrap_pyfunction!(translator_names, m)?)?;
+    m.add_function(wrap_pyfunction!(pack_value, m)?)?;
     m.add_function(wrap_pyfunction!(range_digests, m)?)?;
     m.add_function(wrap_pyfunction!(cell_hashes, m)?)?;
     m.add_function(wrap_pyfunction!(range_indices, m)?)?;

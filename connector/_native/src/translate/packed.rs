@@ -8,13 +8,13 @@ use indexmap::IndexMap;
 
 use super::{last_per_cell, CellKey, Change, EntryError, Result};
 
-const MAGIC: [u8; 2] = [0xFF, 0x01];
-const DIFFERENCE: u8 = 1;
-const CELLS: u8 = 2;
-const OPERATIONS: u8 = 3;
-const HAS_CV: u8 = 1;
-const HAS_VALUE: u8 = 2;
-const TEXT: u8 = 4;
+pub const MAGIC: [u8; 2] = [0xFF, 0x01];
+pub const DIFFERENCE: u8 = 1;
+pub const CELLS: u8 = 2;
+pub const OPERATIONS: u8 = 3;
+pub const HAS_CV: u8 = 1;
+pub const HAS_VALUE: u8 = 2;
+pub const TEXT: u8 = 4;
 
 /// One cell of a packed value; `value` None is a delete.
 #[derive(Debug, PartialEq)]
