@@ -2,7 +2,8 @@
 cluster B, in entries/s, next to a raw Java BatchWriter ingest of the same destination cells into B, in
 one run. Each entry is an insert of one cell (``difference`` update with no old cells), the cells being
 exactly those BenchWriter generates (10 per row, 32-byte values). Each queue value encoding of
-``--encodings`` (default json, then packed) is filled and drained in turn, in one Spark session. Final line:
+``--encodings`` (default json, then packed) is filled and drained in turn, in one Spark session, after a small
+unmeasured drain that starts the session's Python workers (``--warm-up``). Final line:
 ``ratio=<drain/raw>`` of the last encoding.
 """
 
@@ -26,6 +27,8 @@ def main() -> None:
     parser.add_argument("--entries", type=int, default=1_000_000)
     parser.add_argument("--buckets", type=int, default=1009)
     parser.add_argument("--per-row", type=int, default=10)
+    parser.add_argument("--warm-up", type=int, default=2000,
+                        help="entries of a first, unmeasured drain that starts the session's Python workers (0: none)")
     parser.add_argument("--encodings", default="json,packed",
                         help="queue value encodings drained in turn, comma-separated (the ratio: the last's)")
     opts = parser.parse_args()
@@ -35,6 +38,17 @@ def main() -> None:
 
         rates = {}
         spark = spark_session(app_name="bench drain")
+        if opts.warm_up:
+            # Spark's Python workers start, and load the connector, in the first job of a session: a small drain
+            # takes that, so each measured drain is a warm one whatever its place
+            warm = QueueConfig(table="bench_warm", qid="w", num_buckets=opts.buckets)
+            with ExportQueue(a.connect(), warm) as q:
+                q.init()
+                q.add_all((c, {"new": [{"row": f"w{c}", "cf": "f", "cq": "q", "value": "v"}]}, 1 + c)
+                          for c in range(opts.warm_up))
+            run_batch(spark, DrainJob(source=a.gateway_options(), dest=b.gateway_options(), queue=warm,
+                                      dest_table="bench_warm_drained",
+                                      settings=DrainSettings(buckets_per_partition=max(1, opts.buckets // 8))))
         for encoding in opts.encodings.split(","):
             queue = QueueConfig(table=f"bench_queue_{encoding}", qid="bq", num_buckets=opts.buckets,
                                 value_serializer=encoding)
