@@ -3,9 +3,9 @@ operation logs) in a binary layout without field names, about a third of their J
 
 A queue chooses it at ``queue init --value-serializer packed``; the choice is stored in the queue's
 configuration row, so queues made before keep JSON and every drain reads each queue its own way. The drain
-decodes packed values natively (``connector/_native/src/translate/packed.rs``); producers encode them natively
-too (``connector/_native/src/pack.rs``, :func:`pack`); :func:`unpack` reads them back into Python objects; the
-Java example producer (``RowTransactionExample``) writes them as well.
+decodes packed values natively (``connector/_native/src/translate/from_packed.rs``); producers encode them
+natively too (``connector/_native/src/pack.rs``, :func:`pack`); :func:`unpack` reads them back into Python
+objects; the Java example producer (``RowTransactionExample``) writes them as well.
 
 Layout (``varint``: unsigned LEB128; ``bytes``: a varint length then that many bytes)::
 

@@ -339,7 +339,7 @@ fn translate_values(
         for i in 0..n {
             let bytes = values.get(i).unwrap_or_default();
             let changes = if packed {
-                translate::packed::translate(translator, bytes)
+                translate::from_packed::translate(translator, bytes)
             } else {
                 translate::translate(kind, bytes)
             };

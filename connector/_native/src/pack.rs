@@ -1,6 +1,6 @@
 //! The `packed` encoder (`connector.packed.pack`): a difference update, cells or an operation log,
 //! read straight from the Python objects a producer queues and written in the layout of
-//! `connector/packed.py` (decoded by [`crate::translate::packed`]). What it refuses, and the messages,
+//! `connector/packed.py` (decoded by [`crate::translate::from_packed`]). What it refuses, and the messages,
 //! are that module's documented contract.
 
 use pyo3::prelude::*;
@@ -9,7 +9,9 @@ use pyo3::types::{
 };
 
 use crate::error::Error;
-use crate::translate::packed::{CELLS, DIFFERENCE, HAS_CV, HAS_VALUE, MAGIC, OPERATIONS, TEXT};
+use crate::translate::from_packed::{
+    CELLS, DIFFERENCE, HAS_CV, HAS_VALUE, MAGIC, OPERATIONS, TEXT,
+};
 
 type R<T> = PyResult<T>;
 

@@ -1,5 +1,5 @@
 //! The built-in translators (`difference`, `replicator`, `cells`) on JSON export values (and on
-//! `packed` ones, [`packed`]), with the
+//! `packed` ones, [`from_packed`]), with the
 //! error messages of the Python translators in connector/export (message for message).
 //!
 //! Each export translates on its own: an error belongs to its entry and the batch goes on. Where
@@ -10,7 +10,7 @@
 
 mod cells;
 mod difference;
-pub mod packed;
+pub mod from_packed;
 mod replicator;
 
 use std::borrow::Cow;
