@@ -141,6 +141,11 @@ def test_a_value_of_another_translators_shape_gets_that_translators_message():
                       ("difference", cells)):
         assert native_packed(name, [pack(obj)]) == packed_reference(name, [pack(obj)])
         assert native_packed(name, [pack(obj)])[0][0] == "translation"
+    # the cells translator reads an operation log natively, as Python reads its decoded form
+    ops = [{"op": "set", "row": "r", "cf": "f", "cq": "q", "value": "v"}, {"op": "delete", "row": "s", "cf": "f",
+                                                                        "cq": "q"}]
+    assert native_packed("cells", [pack(ops)]) == packed_reference("cells", [pack(ops)]) == [
+        ("ok", [(b"r", b"f", b"q", b"", b"v"), (b"s", b"f", b"q", b"", None)])]
 
 
 def test_packed_is_a_value_encoding_not_a_key_encoding():
