@@ -205,7 +205,7 @@ class RowTransactions:
 
     def _commit_round(self, works: list[_RowWork], states: dict[bytes, RowState], results: list[int | None],
                       relay: list[tuple[bytes, OutboxCell]]) -> list[_RowWork]:
-        sends: list[tuple[_RowWork, list[tuple[int, Transaction]]]] = []
+        sends: list[tuple[_RowWork, list[tuple[int, Transaction]], RowState]] = []
         mutations = []
         again: list[_RowWork] = []
         for work in works:
@@ -219,7 +219,7 @@ class RowTransactions:
             if work.attempts >= self.max_attempts:
                 raise TransactionConflictError(self.table, work.row, work.attempts)
             work.attempts += 1
-            txs = self._run_functions(work, state)
+            txs, after = self._run_functions(work, state)
             if not txs:
                 relay += self._leftovers(state, [])
                 continue
@@ -233,15 +233,15 @@ class RowTransactions:
                 for target in tx._used:
                     self._targets.record(target)
             mutations.append(m)
-            sends.append((work, txs))
+            sends.append((work, txs, after))
             work.sent = (token, txs)
         statuses = self._committer.write(mutations)
         refused: list[str] = []
-        for work, txs in sends:
+        for work, txs, after in sends:
             status = statuses[work.row]
             if status == ACCEPTED:
                 assert work.sent is not None
-                self._remember(states[work.row], txs, work.sent[0])
+                self._remember(states[work.row], txs, after, work.sent[0])
                 work.sent = None
                 self._accepted(states[work.row], txs, results, relay)
             elif status in (REJECTED, UNKNOWN):
@@ -260,26 +260,26 @@ class RowTransactions:
             time.sleep(random.uniform(0, min(0.05, 0.001 * 2 ** max(w.attempts for w in again))))
         return again
 
-    def _remember(self, state: RowState, txs: list[tuple[int, Transaction]], token: bytes) -> None:
-        """Keep the row as the accepted commit left it (``state`` was what it ran on), if rows are kept."""
+    def _remember(self, state: RowState, txs: list[tuple[int, Transaction]], after: RowState,
+                  token: bytes) -> None:
+        """Keep the row as the accepted commit left it (``state``: what its transactions ran on, ``after``: the
+        cells they left), if rows are kept."""
         if not self.cache_rows:
             return
         if any(u.cv for _, tx in txs for u in tx._cells.updates):
             self._cache.pop(state.row, None)  # what a read shows depends on the reader's authorizations
             return
-        view = state
-        for _, tx in txs:
-            view = view.after(tx)
         # its outbox is being relayed by this producer: a cached state holds none
         self._cache[state.row] = RowState(state.row, version_value(txs[-1][1].seq, token, state.version),
-                                          view.cells, [])
+                                          after.cells, [])
         self._cache.move_to_end(state.row)
         while len(self._cache) > self.cache_rows:
             self._cache.popitem(last=False)
 
-    def _run_functions(self, work: _RowWork, state: RowState) -> list[tuple[int, Transaction]]:
+    def _run_functions(self, work: _RowWork,
+                       state: RowState) -> tuple[list[tuple[int, Transaction]], RowState]:
         """Run the row's functions in order, each on the state the one before left; the transactions that
-        buffered something, with their item indexes."""
+        buffered something, with their item indexes, and the row as the last of them leaves it."""
         out = []
         prev = parse_version(state.version)
         view = state
@@ -290,7 +290,7 @@ class RowTransactions:
                 out.append((index, tx))
                 prev = tx.seq
                 view = view.after(tx)
-        return out
+        return out, view
 
     def _accepted(self, state: RowState, txs: list[tuple[int, Transaction]], results: list[int | None],
                   relay: list[tuple[bytes, OutboxCell]]) -> None:
