@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import difflib
 import os
 import threading
 import weakref
@@ -315,6 +316,10 @@ class Connection:
         except TableNotFoundError:
             if not missing_ok:
                 raise
+
+    def closest_table(self, name: str) -> str | None:
+        """The existing table whose name is closest to ``name`` (for "did you mean"), or None."""
+        return next(iter(difflib.get_close_matches(name, sorted(self.list_tables()), n=1, cutoff=0.6)), None)
 
     def list_splits(self, table: str, max_splits: int = 1 << 20) -> list[bytes]:
         return sorted(self.call("listSplits", table, max_splits))

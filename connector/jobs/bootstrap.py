@@ -5,9 +5,10 @@
    time, and plan one task per tablet of the producer table (:mod:`connector.snapshot.state`).
 2. Rounds of tasks on the engine (threads of this process, or Spark tasks), each writing what its ranges
    imply at each row's version and recording them as done (:func:`connector.snapshot.bootstrap_range`).
-3. The final check: wait until the queue no longer holds entries written before the bootstrap began (they
-   may be exports older than the snapshot whose successors the destination never got), then verify the
-   destination and repair what differs (:func:`connector.snapshot.verify_destination`).
+3. The final check: wait until the outbox cells and queue entries there when it begins are relayed and
+   exported (among them any export older than the snapshot whose successors the destination never got: they
+   were all in the queue when the bootstrap began), then verify the destination and repair what was proved
+   wrong (:func:`connector.snapshot.verify_destination`).
 
 The stream into the destination must run before step 1 (README: Building B from A): every commit after a
 row's read reaches the destination through it.
@@ -25,7 +26,8 @@ from connector.accumulo.options import GatewayOptions
 from connector.export import translator_from_name
 from connector.export.shared import shared_exporter
 from connector.queue import QueueConfig, QueueConfigError
-from connector.queue.destinations import REFRESH_SECONDS, registered_destinations
+from connector.queue.destinations import register_destination, registered_destinations, wait_for_acknowledgements
+from connector.queue.feeders import feeder_of, record_feeder
 from connector.queue.stored_config import check_config, read_translator
 from connector.settings import OptionError
 from connector.snapshot import (
@@ -40,8 +42,9 @@ from connector.snapshot import (
 )
 from connector.snapshot.bulk import bulk_range, finish_load
 from connector.snapshot.implied import source_bounds
+from connector.snapshot.settle import settle
 from connector.snapshot.state import BootstrapState, Plan, destination_id
-from connector.snapshot.verify import entries_written_before
+from connector.snapshot.verify import check_destination
 from connector.transactions.relay import relay_sources
 
 from .rounds import Engine, Round
@@ -92,8 +95,11 @@ def preflight(job: BootstrapJob) -> tuple[BootstrapJob, str]:
             translator = job.settings.translator or read_translator(conn, job.queue) or "difference"
             translator_from_name(translator)
             snapshot_source(conn, job.table, job.settings.snapshot)
-        with job.dest.connect() as conn:
-            conn.list_tables()  # authenticates
+            with job.dest.connect() as b:
+                b.list_tables()  # authenticates
+                if b.table_exists(job.dest_table):  # another feeder would make the final check refuse: now
+                    check_destination(conn, job.table, job.queue, Destination(b, job.dest_table, translator),
+                                      job.settings.other_feeders)
     except (AccumuloError, QueueConfigError, OptionError) as exc:
         raise BootstrapError(str(exc)) from None
     return replace(job, settings=replace(job.settings, translator=translator)), job.settings.snapshot
@@ -116,6 +122,7 @@ class RangeWriter:
         source = snapshot_source(conn, job.table, s.snapshot or "")
         assert s.translator is not None
         exporter = shared_exporter(job.dest, job.dest_table, s.translator, s.delete_mode, True)
+        record_feeder(exporter.connection, job.dest_table, feeder_of(conn, job.queue))
         state = BootstrapState(conn, job.queue, job.destination, token=self.token)
         bulks = state.bulks() if s.method != "live" else {}
         total = SnapshotStats()
@@ -154,12 +161,14 @@ def run_bootstrap(engine: Engine, job: BootstrapJob, progress: Progress | None =
                                      f"snapshot {plan.snapshot!r}; finish it with those, or forget it first "
                                      "(accumulo-export bootstrap --forget)")
             if plan is None:
-                if job.destination in {d.name for d in registered_destinations(conn, job.queue)}:
-                    # every drain looks registrations up again within REFRESH_SECONDS: from then on each
-                    # batch it deletes has reached this destination
-                    say(f"{job.destination} is registered with the queue: waiting {2 * REFRESH_SECONDS:.0f} s "
-                        "for every drain to export to it")
-                    time.sleep(2 * REFRESH_SECONDS)
+                registered = {d.name: d for d in registered_destinations(conn, job.queue)}
+                if job.destination in registered:
+                    # registered again (a new epoch): once every drain process acknowledged it, each batch a
+                    # drain deletes has reached this destination (or was read before A is read below)
+                    epoch = register_destination(conn, job.queue, registered[job.destination])
+                    waited = wait_for_acknowledgements(conn, job.queue, epoch, say=say)
+                    say(f"{job.destination} is registered with the queue: {waited} drain process(es) acknowledged "
+                        "it or had been silent long enough")
                 report.relayed = relay_sources(conn, job.queue.table, job.queue.layout.config_row).relayed
                 source = snapshot_source(conn, job.table, snapshot)
                 plan = Plan(job.table, snapshot, tuple(source_bounds(conn, job.table, source)),
@@ -186,24 +195,22 @@ def run_bootstrap(engine: Engine, job: BootstrapJob, progress: Progress | None =
 
 
 def final_check(job: BootstrapJob, plan: Plan, say: Progress) -> VerifyReport:
-    """Wait until the queue no longer holds entries written before the bootstrap began (their exports may be
-    older than the snapshot, with successors the destination never got), then verify and repair."""
+    """Wait until the outbox cells and queue entries there now are relayed and exported (every export older
+    than the snapshot, whose successors the destination may never have got, was in the queue when the
+    bootstrap began, so it is among them), then verify and repair what was proved wrong."""
     s = job.settings
-    deadline = time.monotonic() + s.settle_seconds
+    assert s.translator is not None and s.snapshot is not None
     with job.source.connect() as a, job.dest.connect() as b:
-        left = entries_written_before(a, job.queue, plan.started_ms)
-        if left:
-            say(f"final check: waiting for the drain to export the {left:,} entries older than the bootstrap")
-        while left and time.monotonic() < deadline:
-            time.sleep(1.0)
-            left = entries_written_before(a, job.queue, plan.started_ms)
-        if left:
+        source = snapshot_source(a, job.table, s.snapshot)
+        say("final check: waiting for what the queue and the outboxes hold now to reach the destination")
+        left = settle(a, job.table, source, job.queue, s.settle_seconds, say)
+        if not left.done:
             raise BootstrapError(
-                f"final check: {left:,} queue entries older than the bootstrap were not exported within "
-                f"{s.settle_seconds:.0f} s; is a drain into {job.dest_table} running (accumulo-export drain "
-                f"--stream)? The snapshot is written; rerun the bootstrap to do the final check")
-        assert s.translator is not None and s.snapshot is not None
+                f"final check: {left.outbox:,} outbox cells were not relayed and {left.entries:,} queue entries "
+                f"not exported within {s.settle_seconds:.0f} s; is a drain into {job.dest_table} running "
+                "(accumulo-export drain --stream)? The snapshot is written; rerun the bootstrap to do the final "
+                "check")
         say("final check: verifying the destination against A")
-        return verify_destination(a, job.table, snapshot_source(a, job.table, s.snapshot), job.queue,
+        return verify_destination(a, job.table, source, job.queue,
                                   Destination(b, job.dest_table, s.translator, s.delete_mode), repair=True,
-                                  settle_seconds=s.settle_seconds, progress=say)
+                                  settle_seconds=s.settle_seconds, other_feeders=s.other_feeders, progress=say)

@@ -19,12 +19,11 @@ from dataclasses import dataclass, field, replace
 
 from connector.accumulo import AccumuloError, Connection
 from connector.accumulo.options import GatewayOptions
-from connector.export import AccumuloExporter, translator_from_name
-from connector.export.fanout import FanoutExporter
+from connector.export import translator_from_name
 from connector.queue import DrainStats, QueueConfig, QueueConfigError, drain_buckets, queue_status
 from connector.queue.compaction import QueueCompactor
 from connector.queue.config import queue_options
-from connector.queue.destinations import Destination, drain_exporter, registered_destinations
+from connector.queue.destinations import Destination, RegisteredExporter, drain_exporter, registered_destinations
 from connector.queue.marks import read_marks, settle_marks
 from connector.queue.planner import StreamPlanner
 from connector.queue.settings import DRAIN, EXPORT, PLAN, DrainSettings
@@ -89,7 +88,7 @@ class DrainJob:
             opts["report_dir"] = report_dir
         return opts
 
-    def exporter(self) -> AccumuloExporter | FanoutExporter:
+    def exporter(self) -> RegisteredExporter:
         """This process's exporter into the destination, and into every destination registered with the queue
         (shared by the tasks that run here)."""
         s = self.settings

@@ -8,6 +8,8 @@ Compatible with the Fluo Recipes export queue::
     progress     <qid>#progress:<run id>:<task>                                 column p:stats, value = JSON
     mark         <qid>#mark:<bucketHex>                                         column m:t, value = a unique token
     bootstrap    <qid>#bootstrap:<destination>                                  a bootstrap's lease, plan and progress
+    ack          <qid>#ack:<drain process>                                      column a:e, value = JSON: the
+                                                                                registrations the process uses
 
 Entry rows sort between the split points ``<qid>#`` and ``<qid>:~``; dead letters and the config row sort
 between ``<qid>#`` and ``<qid>:``, so they never fall into a bucket's range. The config row holds what every
@@ -216,6 +218,16 @@ class QueueLayout:
         """``<qid>#bootstrap:<destination>``: where a bootstrap of ``destination`` (``cluster/table``) keeps
         its lease, plan and progress (:mod:`connector.snapshot.state`)."""
         return self._qid_bytes + b"#bootstrap:" + destination.encode("utf-8")
+
+    @property
+    def ack_prefix(self) -> bytes:
+        """``<qid>#ack:``, the prefix of the rows where drain processes acknowledge the registrations they use
+        (:mod:`connector.queue.destinations`)."""
+        return self._qid_bytes + b"#ack:"
+
+    def ack_row(self, process: str) -> bytes:
+        """The row where drain process ``process`` acknowledges the registrations it exports to."""
+        return self.ack_prefix + process.encode("utf-8")
 
     # --- dead letters -------------------------------------------------------------------------------
 

@@ -27,7 +27,7 @@ from connector.settings import OptionError, Settings, boolean, integer, seconds,
 
 from .functions import SnapshotSource, check_snapshot_name
 from .implied import Bounds, SnapshotStats, implied_chunks
-from .verify import DEFAULT_SETTLE_SECONDS
+from .verify import DEFAULT_SETTLE_SECONDS, OTHER_FEEDERS
 
 #: with method auto, a tablet of A implying at least this many cells is bulk-loaded (bench_bootstrap.py)
 BULK_CELLS = 100_000
@@ -56,6 +56,9 @@ class BootstrapSettings(Settings):
     settle_seconds: float = setting(DEFAULT_SETTLE_SECONDS, "the final check's longest wait for the drain to "
                                     "export what the queue held", parse=seconds, metavar="SECONDS")
     ranges_per_task: int = setting(1, "tablets of A per task", parse=integer(1))
+    other_feeders: str = setting("refuse", "when other queues or producer tables also feed the destination "
+                                           "(recorded on it): refuse, or keep their cells and compare and repair "
+                                           "only the cells this producer table implies", choices=list(OTHER_FEEDERS))
 
     def __post_init__(self) -> None:
         try:
@@ -73,7 +76,7 @@ def bootstrap_range(conn: object, table: str, bounds: Bounds, source: SnapshotSo
     """Write what one tablet range of the producer table implies into the exporter's table (live: through its
     writer, flushed: durable when this returns)."""
     total = SnapshotStats()
-    for _, updates, stats in implied_chunks(conn, table, bounds, source, queue, exporter):  # type: ignore[arg-type]
+    for _, updates, stats, _ in implied_chunks(conn, table, bounds, source, queue, exporter):  # type: ignore[arg-type]
         exporter.write_updates(updates)
         total += stats
     return total

@@ -43,7 +43,7 @@ def bulk_range(a: Connection, table: str, bounds: Bounds, source: SnapshotSource
     size = files = 0
     bulk = None
     with contextlib.ExitStack() as stack:
-        for _, updates, stats in implied_chunks(a, table, bounds, source, queue, exporter):
+        for _, updates, stats, _ in implied_chunks(a, table, bounds, source, queue, exporter):
             total += stats
             if updates.num_rows:
                 pending.append(updates.select(UPDATE_SCHEMA.names))

@@ -16,3 +16,8 @@ class BootstrapError(SnapshotError, RuntimeError):
 
 class VerifyError(SnapshotError, RuntimeError):
     """A verify could not compare (not a difference: differences are its result)."""
+
+
+class VerifyRefusedError(SnapshotError, ValueError):
+    """A verify, a repair or a bootstrap's final check would not be sound as asked: the destination table is
+    missing, or another queue or producer table feeds it (the message says what to give instead)."""

@@ -70,11 +70,15 @@ def source_bounds(conn: Connection, table: str, source: SnapshotSource) -> list[
     return tablet_bounds(conn.list_splits(table), start, stop)
 
 
+Implied = tuple[pa.RecordBatch, pa.RecordBatch, SnapshotStats, list[bytes]]
+
+
 def implied_updates(rows: Sequence[SnapRow], source: SnapshotSource, queue: QueueConfig,
-                    exporter: AccumuloExporter) -> tuple[pa.RecordBatch, pa.RecordBatch, SnapshotStats]:
+                    exporter: AccumuloExporter) -> Implied:
     """For a chunk of rows: the exports their snapshots give (``key``, ``value``, ``seq``, ``row`` index),
     the cells those become (the columns ``BatchWriter.add_cells`` takes, plus ``source``: the A row each
-    derives from), and the counters."""
+    derives from), the counters, and the rows that failed (their snapshot raised, or one of their exports
+    could not be translated: what they imply is unknown, so their cells are missing or partial)."""
     key_serde, value_serde = queue.serializers()
     exports, failures = snapshot_exports(rows, source.snapshot, key_serde, value_serde)
     updates, untranslatable = exporter.updates(exports.select(["key", "value", "seq"]),
@@ -85,18 +89,19 @@ def implied_updates(rows: Sequence[SnapRow], source: SnapshotSource, queue: Queu
     updates = updates.drop_columns(["entry"]).append_column("source", pc.take(names, row_of))
     stats = SnapshotStats(rows=len(rows), exports=exports.num_rows - len(untranslatable), cells=updates.num_rows,
                           failed=len(failures) + len(untranslatable), outbox=sum(r.outbox for r in rows))
+    untranslated = [rows[exports.column("row")[u.entry].as_py()].row for u in untranslatable]
     stats.errors = ([f"row {f.row[:100]!r}: snapshot failed: {f.reason}" for f in failures]
-                    + [f"row {rows[exports.column('row')[u.entry].as_py()].row[:100]!r}: {u.reason}"
-                       for u in untranslatable])[:SnapshotStats.MAX_ERRORS]
-    return exports, updates, stats
+                    + [f"row {row[:100]!r}: {u.reason}" for row, u in zip(untranslated, untranslatable, strict=True)]
+                    )[:SnapshotStats.MAX_ERRORS]
+    return exports, updates, stats, [f.row for f in failures] + untranslated
 
 
 def implied_chunks(conn: Connection, table: str, bounds: Bounds, source: SnapshotSource, queue: QueueConfig,
-                   exporter: AccumuloExporter) -> Iterator[tuple[pa.RecordBatch, pa.RecordBatch, SnapshotStats]]:
+                   exporter: AccumuloExporter) -> Iterator[Implied]:
     """:func:`implied_updates` of every chunk of rows of one tablet range of the producer table."""
     rows = bounds_range(bounds)
     for chunk in read_rows(conn, table, rows, source.layout):
         started = time.monotonic()
-        exports, updates, stats = implied_updates(chunk, source, queue, exporter)
+        exports, updates, stats, failed = implied_updates(chunk, source, queue, exporter)
         stats.seconds = time.monotonic() - started
-        yield exports, updates, stats
+        yield exports, updates, stats, failed

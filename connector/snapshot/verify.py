@@ -4,22 +4,26 @@ drains.
 **Two passes.** The first pass computes ``T(S(A))`` (:mod:`connector.snapshot.implied`) and compares it with
 the destination per tablet range of the destination (:mod:`connector.snapshot.compare`: digests first, cell by
 cell only where they differ). A difference may only be in flight: a commit the stream has not drained yet, or
-one that landed after A was read. So the second pass waits until the queue no longer holds what it held when
-the first pass ended (``settle_seconds`` at most), then reads A and the differing ranges again. A difference is
-reported only if it is there in both passes with the destination's cell, the value A implies and the row's
-version unchanged; the rest were in flight (a row that commits between the passes, say: a later verify
-confirms its difference once the row is quiet).
+one that landed after A was read. So the second pass waits until the outbox cells and queue entries that were
+there when the first pass ended are relayed and exported (:mod:`connector.snapshot.settle`: by content, never
+by timestamps), then reads A and the differing ranges again. A difference is reported only if it is there in
+both passes with the destination's cell, the value A implies and the row's version unchanged; the rest were
+in flight (a row that commits between the passes, say: a later verify confirms its difference once the row is
+quiet).
 
 **Why a confirmed difference is real**, without any bound on clocks: the destination held the same cell (same
 timestamp and value, or the same absence) when the first pass ended, so every commit behind it was visible
 before the second pass read A; that read gives each row at a version at least as new, and the row's snapshot
 still disagrees.
 
-**Repair** writes exactly the fixes, so that every later export still wins: a missing or different cell is
-put at its row's version (a later commit has a higher seq), an unexpected cell is deleted at its own
-timestamp, never "now" (it hides that cell and older versions only). A wrong cell B holds at a timestamp
-newer than its row's version (written by hand: no export makes one), or a cell a newer delete marker hides,
-cannot be fixed so without hiding a later export; such cells are counted as ``unrepaired``.
+**What a repair may change is only what verify proved wrong.** A row whose snapshot failed (the function
+raised, a serializer or the translator refused what it gave) implies cells nobody knows, so B's cells that no
+row implies may be that row's: a range of the destination holding such a cell, or a difference of such a row,
+is *unrepairable*: reported with the rows and their errors, and left untouched. A destination that another
+queue or another producer table also feeds (recorded on the destination, :mod:`connector.queue.feeders`) is
+refused unless ``other_feeders="keep"``: then only the cells this producer table implies are compared, and B's
+other cells are left alone. The repair itself (:mod:`connector.snapshot.repair`) writes so that later exports
+still win and the result does not depend on the order of writes.
 """
 
 from __future__ import annotations
@@ -31,18 +35,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from connector.accumulo import UPDATE_SCHEMA, Connection, Range
+from connector.accumulo import Connection
 from connector.export import AccumuloExporter
-from connector.export.tombstones import TOMBSTONE, DeleteMode
+from connector.export.tombstones import DeleteMode
 from connector.queue import QueueConfig
-from connector.queue.layout import ENTRY_FAMILY, ENTRY_QUALIFIER
-from connector.queue.status import KEYS_ONLY
+from connector.queue.feeders import destination_feeders, queue_id
+from connector.transactions.targets import recorded_sources
 
 from .compare import ACTUAL_SCHEMA, KEY, CellDiff, compare, digests, expected_cells, split_by_range
+from .errors import VerifyRefusedError
 from .functions import SnapshotSource
 from .implied import SnapshotStats, bounds_range, implied_chunks, source_bounds, tablet_bounds
+from .repair import repair_cells
+from .settle import settle
 
 log = logging.getLogger(__name__)
 
@@ -50,11 +56,14 @@ log = logging.getLogger(__name__)
 DEFAULT_SETTLE_SECONDS = 60.0
 #: example differences kept per range and kind
 DEFAULT_EXAMPLES = 5
+#: what verify does with a destination other queues or producer tables also feed
+OTHER_FEEDERS = ("refuse", "keep")
 
 
 @dataclass
 class RangeResult:
-    """One tablet range of the destination: its bounds, cells on each side, and the confirmed differences."""
+    """One tablet range of the destination: its bounds, cells on each side, the confirmed differences, and why
+    a repair must leave it (``unrepairable``; None: it may be repaired)."""
 
     index: int
     start: bytes | None
@@ -62,6 +71,7 @@ class RangeResult:
     expected: int = 0
     actual: int = 0
     diffs: list[CellDiff] = field(default_factory=list)
+    unrepairable: str | None = None
 
     def to_json(self, examples: int) -> dict[str, Any]:
         def text(b: bytes | None) -> str | None:
@@ -71,14 +81,15 @@ class RangeResult:
         for d in self.diffs:
             kinds[d.kind].append(d)
         return {"range": self.index, "start": text(self.start), "stop": text(self.stop), "expected": self.expected,
-                "actual": self.actual, **{k: len(v) for k, v in kinds.items()},
+                "actual": self.actual, **{k: len(v) for k, v in kinds.items()}, "unrepairable": self.unrepairable,
                 "examples": {k: [d.to_json() for d in v[:examples]] for k, v in kinds.items() if v}}
 
 
 @dataclass
 class VerifyReport:
-    """A verify: ranges compared and matched, cells on each side, the confirmed differences per range (with
-    examples), those that were only in flight, what a repair wrote, and what A's side counted."""
+    """A verify: ranges of the destination compared and matched by digest, cells on each side, the confirmed
+    differences per range (with examples), those that were only in flight, what a repair wrote, and what A's
+    side counted (``snapshot``: rows read, rows that failed with their first errors)."""
 
     ranges: int = 0
     matched: int = 0
@@ -87,9 +98,11 @@ class VerifyReport:
     results: list[RangeResult] = field(default_factory=list)
     in_flight: int = 0
     repaired: int = 0
-    #: differences a repair could not fix without hiding later exports (README: Building B from A)
+    #: differences a repair wrote but that do not show (a newer export got there first: verify again)
     unrepaired: int = 0
-    #: queue entries still waiting when the second pass began (a drain into the destination not running?)
+    #: tablets of the destination a repair compacted (to drop delete markers that hid what it put)
+    compacted: int = 0
+    #: outbox cells and queue entries still waiting when the second pass began (a drain not running?)
     pending: int = 0
     snapshot: SnapshotStats = field(default_factory=SnapshotStats)
     seconds: float = 0.0
@@ -97,6 +110,21 @@ class VerifyReport:
     @property
     def differences(self) -> int:
         return sum(len(r.diffs) for r in self.results)
+
+    @property
+    def unrepairable(self) -> int:
+        """Ranges holding differences that are not proved (rows failed): left untouched by a repair."""
+        return sum(1 for r in self.results if r.unrepairable)
+
+    @property
+    def failed_rows(self) -> int:
+        return self.snapshot.failed
+
+    @property
+    def clean(self) -> bool:
+        """Every row was read and snapshotted, and no difference is left."""
+        return not self.failed_rows and not self.unrepairable and (not self.differences or (
+            self.repaired == self.differences and not self.unrepaired))
 
     def count(self, kind: str) -> int:
         return sum(1 for r in self.results for d in r.diffs if d.kind == kind)
@@ -106,8 +134,9 @@ class VerifyReport:
                 "actual_cells": self.actual, "differences": self.differences, "missing": self.count("missing"),
                 "unexpected": self.count("unexpected"), "different": self.count("different"),
                 "in_flight": self.in_flight, "repaired": self.repaired, "unrepaired": self.unrepaired,
-                "pending_entries": self.pending,
-                "rows": self.snapshot.rows, "failed_rows": self.snapshot.failed, "seconds": round(self.seconds, 2),
+                "unrepairable_ranges": self.unrepairable, "compacted_tablets": self.compacted,
+                "pending_entries": self.pending, "rows": self.snapshot.rows, "failed_rows": self.snapshot.failed,
+                "failed_examples": list(self.snapshot.errors), "seconds": round(self.seconds, 2),
                 "ranges_differing": [r.to_json(examples) for r in self.results if r.diffs]}
 
 
@@ -124,23 +153,50 @@ class Destination:
 Progress = Callable[[str], None]
 
 
+def check_destination(a: Connection, table: str, queue: QueueConfig, dest: Destination,
+                      other_feeders: str = "refuse") -> None:
+    """Refuse (``VerifyRefusedError``, one line) what verify cannot judge soundly: a destination table that does
+    not exist, or (unless ``other_feeders="keep"``) one that another queue or producer table also feeds."""
+    if other_feeders not in OTHER_FEEDERS:
+        raise VerifyRefusedError(f"other_feeders must be one of {', '.join(OTHER_FEEDERS)}, not {other_feeders!r}")
+    if not dest.conn.table_exists(dest.table):
+        closest = dest.conn.closest_table(dest.table)
+        raise VerifyRefusedError(f"destination table {dest.table!r} does not exist on {dest.conn.address()}"
+                                 + (f" (did you mean {closest!r}?)" if closest else ""))
+    if other_feeders == "keep":
+        return
+    ours = queue_id(a, queue)
+    others = [f.describe() for f in destination_feeders(dest.conn, dest.table) if f.queue_id != ours]
+    others += [f"producer table {t!r} (through queue {queue.qid!r})"
+               for t in recorded_sources(a, queue.table, queue.layout.config_row) if t != table]
+    if others:
+        raise VerifyRefusedError(
+            f"destination table {dest.table!r} is also fed by {', '.join(others[:5])}: verify compares it with "
+            f"what producer table {table!r} alone implies, so their cells would count as unexpected (and a "
+            "repair would delete them); with --other-feeders keep only the cells this table implies are "
+            "compared and repaired")
+
+
 def verify_destination(a: Connection, table: str, source: SnapshotSource, queue: QueueConfig, dest: Destination, *,
                        repair: bool = False, settle_seconds: float = DEFAULT_SETTLE_SECONDS,
-                       progress: Progress | None = None) -> VerifyReport:
+                       other_feeders: str = "refuse", progress: Progress | None = None) -> VerifyReport:
     """Compare ``dest`` with what the rows of ``table`` on A imply (see the module's description); with
-    ``repair``, write the fixes. ``progress(line)`` hears what each phase is doing."""
+    ``repair``, write the fixes of what was proved wrong. ``progress(line)`` hears what each phase is doing.
+    ``VerifyRefusedError`` for a missing destination table or one with other feeders (``other_feeders``)."""
     started = time.monotonic()
     say = progress or (lambda line: None)
+    check_destination(a, table, queue, dest, other_feeders)
+    keep_others = other_feeders == "keep"
     report = VerifyReport()
-    splits = dest.conn.list_splits(dest.table) if dest.conn.table_exists(dest.table) else []
+    splits = dest.conn.list_splits(dest.table)
     bounds = tablet_bounds(splits)
     report.ranges = len(bounds)
     say(f"pass 1: reading what the rows of {table} imply")
-    expected, report.snapshot = _expected(a, table, source, queue, dest)
+    expected, report.snapshot, failed = _expected(a, table, source, queue, dest)
     report.expected = expected.num_rows
     by_range = split_by_range(expected, splits)
     e_counts, e_sums = digests(expected, splits)
-    say(f"pass 1: comparing {len(bounds)} ranges of {dest.table} ({expected.num_rows:,} cells expected)")
+    say(f"pass 1: comparing the {len(bounds)} tablet ranges of {dest.table} ({expected.num_rows:,} cells expected)")
     first: dict[int, list[CellDiff]] = {}
     for i, b in enumerate(bounds):
         actual = _actual(dest, b)
@@ -149,14 +205,16 @@ def verify_destination(a: Connection, table: str, source: SnapshotSource, queue:
         if counts[i] == e_counts[i] and sums[i] == e_sums[i]:
             report.matched += 1
             continue
-        first[i] = compare(by_range.get(i, expected.schema.empty_table()), actual)
+        first[i] = _compare(by_range.get(i, expected.schema.empty_table()), actual, keep_others)
     if not any(first.values()):
         report.matched = report.ranges
         report.seconds = time.monotonic() - started
         return report
-    report.pending = _settle(a, table, source, queue, settle_seconds, say)
+    settled = settle(a, table, source, queue, settle_seconds, say)
+    report.pending = settled.outbox + settled.entries
     say(f"pass 2: {sum(map(len, first.values())):,} differences in {len(first)} ranges; reading again")
-    expected, report.snapshot = _expected(a, table, source, queue, dest)
+    expected, report.snapshot, failed_again = _expected(a, table, source, queue, dest)
+    failed |= failed_again
     by_range = split_by_range(expected, splits)
     confirmed: dict[int, list[CellDiff]] = {}
     seen = {d.key for diffs in first.values() for d in diffs}
@@ -164,22 +222,46 @@ def verify_destination(a: Connection, table: str, source: SnapshotSource, queue:
     for i in first:
         actual = _actual(dest, bounds[i])
         actual_counts[i] = actual.num_rows
-        second = compare(by_range.get(i, expected.schema.empty_table()), actual)
+        second = _compare(by_range.get(i, expected.schema.empty_table()), actual, keep_others)
         # the same difference twice: B's cell, the value A implies and its row's version all unchanged (a row
         # that committed between the passes is in flight: a later verify confirms a difference once it is quiet)
         before = {_identity(d) for d in first[i]}
         confirmed[i] = [d for d in second if _identity(d) in before]
         seen |= {d.key for d in second}
     report.in_flight = len(seen - {d.key for diffs in confirmed.values() for d in diffs})
-    report.results = [RangeResult(i, *bounds[i], by_range[i].num_rows if i in by_range else 0,
-                                  actual_counts[i], confirmed[i]) for i in sorted(confirmed) if confirmed[i]]
-    if repair and report.differences:
-        diffs = [d for r in report.results for d in r.diffs]
-        report.repaired, report.unrepaired = repair_cells(dest, diffs)
-        say(f"repaired {report.repaired:,} cells" + (f"; {report.unrepaired:,} could not be" if report.unrepaired
-                                                     else ""))
+    report.results = [RangeResult(i, *bounds[i], by_range[i].num_rows if i in by_range else 0, actual_counts[i],
+                                  confirmed[i], _unproved(confirmed[i], failed))
+                      for i in sorted(confirmed) if confirmed[i]]
+    repairable = [d for r in report.results if not r.unrepairable for d in r.diffs]
+    if repair and repairable:
+        fixed = repair_cells(dest.conn, dest.table, repairable, splits=splits,
+                             tombstones=dest.delete_mode == DeleteMode.TOMBSTONE.value)
+        report.repaired, report.unrepaired, report.compacted = fixed.repaired, fixed.left, fixed.compacted
+        say(f"repaired {report.repaired:,} cells" + (f" (after a full compaction of {fixed.compacted} tablets)"
+                                                      if fixed.compacted else "")
+            + (f"; {report.unrepaired:,} do not show the fix (a newer export got there first?)"
+               if report.unrepaired else ""))
+    if repair and report.unrepairable:
+        say(f"left {report.unrepairable} ranges untouched: {report.snapshot.failed:,} rows of {table} could not be "
+            "snapshotted, so what they imply on the destination is unknown")
     report.seconds = time.monotonic() - started
     return report
+
+
+def _unproved(diffs: list[CellDiff], failed: set[bytes]) -> str | None:
+    """Why a range's differences are not proved (None: they are): a row it may derive from failed."""
+    if not failed:
+        return None
+    suspects = sum(1 for d in diffs if d.kind == "unexpected" or d.source in failed)
+    if not suspects:
+        return None
+    return (f"{suspects} of its differences may derive from the {len(failed)} rows of A whose snapshot failed "
+            "(what those rows imply is unknown)")
+
+
+def _compare(expected: pa.Table, actual: pa.Table, keep_others: bool) -> list[CellDiff]:
+    diffs = compare(expected, actual)
+    return [d for d in diffs if d.kind != "unexpected"] if keep_others else diffs
 
 
 def _identity(d: CellDiff) -> tuple[object, ...]:
@@ -187,97 +269,23 @@ def _identity(d: CellDiff) -> tuple[object, ...]:
 
 
 def _expected(a: Connection, table: str, source: SnapshotSource, queue: QueueConfig,
-              dest: Destination) -> tuple[pa.Table, SnapshotStats]:
+              dest: Destination) -> tuple[pa.Table, SnapshotStats, set[bytes]]:
     exporter = AccumuloExporter(dest.conn, dest.table, dest.translator)  # translation only: delete mode
     updates = []
     stats = SnapshotStats()
+    failed: set[bytes] = set()
     for bounds in source_bounds(a, table, source):
-        for _, chunk, chunk_stats in implied_chunks(a, table, bounds, source, queue, exporter):
+        for _, chunk, chunk_stats, chunk_failed in implied_chunks(a, table, bounds, source, queue, exporter):
             updates.append(chunk)
             stats += chunk_stats
-    return expected_cells(updates), stats
+            failed.update(chunk_failed)
+    return expected_cells(updates), stats, failed
 
 
 def _actual(dest: Destination, bounds: tuple[bytes | None, bytes | None]) -> pa.Table:
-    if not dest.conn.table_exists(dest.table):
-        return ACTUAL_SCHEMA.empty_table()
     pages = list(dest.conn.scan_batches(dest.table, bounds_range(bounds), batch_size=10_000))
     return pa.Table.from_batches(pages).cast(ACTUAL_SCHEMA) if pages else ACTUAL_SCHEMA.empty_table()
 
 
-def entries_written_before(conn: Connection, queue: QueueConfig, ms: int) -> int:
-    """Queue entries whose timestamp (the server's clock when written) is at most ``ms``."""
-    total = 0
-    for page in conn.scan_batches(queue.table, queue.layout.queue_range(), columns=[(ENTRY_FAMILY, ENTRY_QUALIFIER)],
-                                  iterators=[KEYS_ONLY], batch_size=10_000):
-        total += pc.sum(pc.less_equal(page.column("ts"), ms)).as_py() or 0
-    return total
-
-
-def _settle(a: Connection, table: str, source: SnapshotSource, queue: QueueConfig, seconds: float,
-            say: Progress) -> int:
-    """Wait (at most ``seconds``) until every commit visible now has reached the destination's drain: the
-    outbox cells the producer table holds now are relayed, then the queue's entries written until then are
-    exported. Returns how many entries were still there."""
-    deadline = time.monotonic() + seconds
-    outbox = _outbox(a, table, source)
-    while outbox and time.monotonic() < deadline:
-        time.sleep(0.2)
-        outbox &= _outbox(a, table, source)
-    now_ms = int(time.time() * 1000)
-    left = entries_written_before(a, queue, now_ms)
-    if left:
-        say(f"waiting for the drain to export the {left:,} entries the queue holds (at most {seconds:.0f} s)")
-    while left and time.monotonic() < deadline:
-        time.sleep(0.5)
-        left = entries_written_before(a, queue, now_ms)
-    return left
-
-
-def _outbox(a: Connection, table: str, source: SnapshotSource) -> set[tuple[bytes, bytes, int]]:
-    """The outbox cells of the producer table now (row, qualifier, timestamp)."""
-    return {(c.row, c.cq, c.ts) for c in a.scan(table, source.rows, columns=[source.layout.outbox_family],
-                                                  iterators=[KEYS_ONLY], batch_size=10_000)}
-
-
-def repair_cells(dest: Destination, diffs: list[CellDiff]) -> tuple[int, int]:
-    """Write the fixes of ``diffs`` into the destination so that every later export still wins: a missing or
-    different cell put at its row's version, an unexpected cell deleted at its own timestamp (a tombstone in
-    tombstone mode). A cell B holds at a timestamp newer than its row's version, or one a delete marker newer
-    than that version hides, cannot be fixed so (a later export with a seq in between would lose): those are
-    left and counted. Returns (cells fixed, cells left)."""
-    rows: dict[str, list[Any]] = {name: [] for name in UPDATE_SCHEMA.names}
-    tombstones = dest.delete_mode == DeleteMode.TOMBSTONE.value
-    left = 0
-    puts = []
-    for d in diffs:
-        if d.kind == "unexpected":
-            ts, value, delete = d.ts, (TOMBSTONE if tombstones else None), not tombstones
-        elif d.ts is not None and d.version is not None and d.ts > d.version:
-            left += 1  # B's wrong value is newer than the row's version: a put at the version would not show
-            continue
-        else:
-            ts, value, delete = d.version, d.expected, False
-            puts.append(d)
-        for name, v in zip(UPDATE_SCHEMA.names, (d.row, d.cf, d.cq, d.cv, ts, value, delete), strict=True):
-            rows[name].append(v)
-    cells = pa.record_batch([pa.array(rows[f.name], f.type) for f in UPDATE_SCHEMA], schema=UPDATE_SCHEMA)
-    if cells.num_rows:
-        with dest.conn.batch_writer(dest.table) as writer:
-            writer.add_cells(cells)
-    hidden = _still_missing(dest, puts)
-    return cells.num_rows - hidden, left + hidden
-
-
-def _still_missing(dest: Destination, puts: list[CellDiff]) -> int:
-    """How many of the cells just put still do not show their value (a newer delete marker hides them)."""
-    if not puts:
-        return 0
-    wanted = {d.key: d.expected for d in puts}
-    seen = {(c.row, c.cf, c.cq, c.cv): c.value
-            for c in dest.conn.batch_scan(dest.table, [Range.exact_row(r) for r in {d.row for d in puts}])}
-    return sum(1 for key, value in wanted.items() if seen.get(key) != value)
-
-
-__all__ = ["DEFAULT_EXAMPLES", "DEFAULT_SETTLE_SECONDS", "Destination", "KEY", "RangeResult", "VerifyReport",
-           "entries_written_before", "repair_cells", "verify_destination"]
+__all__ = ["DEFAULT_EXAMPLES", "DEFAULT_SETTLE_SECONDS", "Destination", "KEY", "OTHER_FEEDERS", "RangeResult",
+           "VerifyReport", "check_destination", "verify_destination"]

@@ -35,6 +35,7 @@ from pyspark.sql.types import StructType
 
 from connector.jobs.stats import stats_batch, stats_ddl
 from connector.queue import DrainStats, drain_buckets
+from connector.queue.destinations import RegisteredExporter
 from connector.queue.settings import DRAIN, EXPORT, PLAN
 from connector.transactions import PeriodicRelay
 from connector.transactions.relay import RelayStats
@@ -187,5 +188,7 @@ class WarmUpReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[tuple[int]]:
         if self.sink.source is not None:
             self.sink.source.shared()
-        self.sink.exporter()
+        exporter = self.sink.exporter()
+        if isinstance(exporter, RegisteredExporter):
+            exporter.current()  # looks the registrations up and opens every destination's writer
         return iter(())

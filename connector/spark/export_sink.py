@@ -41,10 +41,9 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from connector.export import AccumuloExporter, SequencedExport
-from connector.export.fanout import FanoutExporter
 from connector.export.shared import shared_exporter
 from connector.queue import DrainSettings, DrainStats, QueueConfig
-from connector.queue.destinations import drain_exporter
+from connector.queue.destinations import RegisteredExporter, drain_exporter
 from connector.queue.drain import EntryProcessor
 from connector.queue.reader import ENTRY_SCHEMA
 from connector.queue.settings import EXPORT
@@ -106,7 +105,7 @@ class SinkSettings:
     def report_dir(self) -> str | None:
         return self.target.report_dir
 
-    def exporter(self) -> AccumuloExporter | FanoutExporter:
+    def exporter(self) -> AccumuloExporter | RegisteredExporter:
         """This process's exporter; in drain mode into every destination registered with the queue too."""
         if self.queue is not None and self.source is not None:
             return drain_exporter(self.source, self.queue, self.dest, self.target.table, self.drain.translator,

@@ -1,0 +1,259 @@
+"""Verify and repair never make a destination wrong, on real clusters: a repair changes only what verify
+proved wrong (rows whose snapshot failed make their ranges unrepairable; a destination other queues or producer
+tables feed is refused unless told to keep their cells; a missing destination table is one line), its writes
+take effect without anyone compacting B and do not depend on the order Accumulo applies them, and the waits
+between its passes and before a bootstrap's final check judge the queue by content, never by a clock."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import pytest
+
+from connector.accumulo import Cell, IteratorSetting, Mutation, Range
+from connector.jobs import LocalEngine, run_drain
+from connector.jobs.bootstrap import final_check, preflight, run_bootstrap
+from connector.queue import ExportQueue
+from connector.snapshot import BootstrapError, Destination, snapshot_source, verify_destination
+from connector.snapshot import verify as verify_module
+from connector.snapshot.errors import VerifyRefusedError
+from connector.snapshot.state import BootstrapState, Plan
+from connector.transactions import RowTransactions
+from examples.inverted_count_index import count_update
+from examples.inverted_count_index import snapshot as index_snapshot
+
+from .conftest import Scenario, run_cli, unique_table
+from .test_bootstrap import SNAPSHOT, assert_exact, bootstrap_job, commit
+
+FAILING = f"{__name__}:failing_snapshot"
+#: rows whose snapshot raises
+FAILS_ON: set[bytes] = set()
+ALL_VERSIONS = IteratorSetting(20, "vers", "org.apache.accumulo.core.iterators.user.VersioningIterator",
+                               {"maxVersions": "1000"})
+
+
+def failing_snapshot(row: bytes, cells: Sequence[Cell]) -> list[tuple[str, dict]]:
+    """The example's snapshot, except that it raises on the rows in ``FAILS_ON``."""
+    if row in FAILS_ON:
+        raise RuntimeError(f"cannot read {row!r}")
+    return index_snapshot(row, cells)
+
+
+def built(scenario: Scenario, words: dict[str, int], dest: str | None = None) -> tuple[RowTransactions, str]:
+    """Commit ``words``' counts and drain them into ``dest`` (the scenario's index by default)."""
+    txs = RowTransactions(scenario.conn_a, scenario.counts)
+    for word, count in words.items():
+        commit(txs, scenario, word, count)
+    txs.flush()
+    dest = dest or scenario.index
+    run_drain(LocalEngine(), scenario.job(dest_table=dest))
+    return txs, dest
+
+
+def verify(scenario: Scenario, dest: str, *, snapshot: str = SNAPSHOT, **kwargs) -> verify_module.VerifyReport:
+    a, b = scenario.conn_a, scenario.conn_b
+    return verify_destination(a, scenario.counts, snapshot_source(a, scenario.counts, snapshot), scenario.queue,
+                              Destination(b, dest, "difference"), settle_seconds=kwargs.pop("settle_seconds", 5),
+                              **kwargs)
+
+
+def index_cell(scenario: Scenario, dest: str, word: str) -> Cell | None:
+    return next((c for c in scenario.conn_b.scan(dest) if c.cq == word.encode()), None)
+
+
+def versions_of(scenario: Scenario, dest: str, row: bytes, cq: bytes) -> list[tuple[int, bytes]]:
+    """Every version of one cell B holds, (timestamp, value), newest first (the versioning iterator widened)."""
+    return [(c.ts, c.value) for c in scenario.conn_b.scan(dest, Range.exact_row(row), iterators=[ALL_VERSIONS])
+            if c.cq == cq]
+
+
+# --- a repair changes only what was proved wrong --------------------------------------------------------------
+
+def test_rows_whose_snapshot_failed_make_their_ranges_unrepairable_and_the_rest_is_repaired(scenario):
+    """A snapshot that raises on one word's row: its correct index cell would look unexpected. The range that
+    holds it is reported unrepairable and left alone; a damaged cell in another range is repaired."""
+    txs, dest = built(scenario, {"f001": 1, "f002": 2, "f004": 4, "f005": 5})
+    b = scenario.conn_b
+    b.add_splits(dest, [b"00000003"])  # two ranges: counts 1-3 and 4-5
+    f004 = index_cell(scenario, dest, "f004")
+    assert f004 is not None
+    b.write(dest, [Mutation(f004.row).delete(f004.cf, f004.cq, timestamp=f004.ts)])  # damage in the second range
+    b.compact_table(dest, wait=True)
+    FAILS_ON.add(b"f002")
+    try:
+        report = verify(scenario, dest, snapshot=FAILING, repair=True)
+    finally:
+        FAILS_ON.clear()
+    assert report.failed_rows == 1 and "cannot read" in report.snapshot.errors[0], report.to_json()
+    assert report.unrepairable == 1 and not report.clean
+    (first,) = [r for r in report.results if r.unrepairable]
+    assert [(d.kind, d.cq) for d in first.diffs] == [("unexpected", b"f002")]
+    assert index_cell(scenario, dest, "f002") is not None, "the correct cell of the failed row was deleted"
+    assert report.repaired == 1 and index_cell(scenario, dest, "f004") is not None
+    assert verify(scenario, dest).differences == 0
+    txs.close()
+
+
+def test_a_destination_another_queue_feeds_is_refused_unless_its_cells_are_kept(scenario):
+    txs, dest = built(scenario, {"q001": 1, "q002": 2})
+    other = Scenario(scenario.accumulo)  # another queue and producer table, drained into the same destination
+    try:
+        built(other, {"z001": 7, "z002": 8}, dest)
+        with pytest.raises(VerifyRefusedError, match=f"queue 'cidx' of table '{other.queue.table}'"):
+            verify(scenario, dest, repair=True)
+        assert {c.cq for c in scenario.conn_b.scan(dest)} == {b"q001", b"q002", b"z001", b"z002"}
+        kept = verify(scenario, dest, repair=True, other_feeders="keep")
+        assert kept.differences == 0 and kept.clean
+        # what this producer table implies is still checked and repaired
+        q001 = index_cell(scenario, dest, "q001")
+        assert q001 is not None
+        scenario.conn_b.write(dest, [Mutation(q001.row).delete(q001.cf, q001.cq, timestamp=q001.ts)])
+        fixed = verify(scenario, dest, repair=True, other_feeders="keep")
+        assert [(d.kind, d.cq) for r in fixed.results for d in r.diffs] == [("missing", b"q001")]
+        assert {c.cq for c in scenario.conn_b.scan(dest)} == {b"q001", b"q002", b"z001", b"z002"}
+    finally:
+        other.close()
+    txs.close()
+
+
+def test_a_destination_another_producer_table_feeds_through_the_queue_is_refused(scenario):
+    txs, dest = built(scenario, {"p001": 1})
+    second = unique_table("counts2")
+    others = RowTransactions(scenario.conn_a, second)
+    others.init()
+
+    def change(tx):
+        tx.put(b"c", b"n", b"3")
+        tx.export(scenario.queue, "p900", count_update("p900", None, 3))
+
+    others.run("p900", change)
+    others.flush()
+    run_drain(LocalEngine(), scenario.job(dest_table=dest))
+    with pytest.raises(VerifyRefusedError, match=f"producer table '{second}'"):
+        verify(scenario, dest, repair=True)
+    assert index_cell(scenario, dest, "p900") is not None
+    others.close()
+    txs.close()
+
+
+def test_a_missing_destination_table_is_one_line_naming_the_closest(scenario, cli_env):
+    txs, dest = built(scenario, {"m001": 1})
+    typo = dest[:-1] + ("x" if not dest.endswith("x") else "y")
+    with pytest.raises(VerifyRefusedError, match=f"destination table '{typo}' does not exist.*did you mean '{dest}'"):
+        verify(scenario, typo)
+    for command in (["verify"], ["verify", "--repair"]):
+        out = run_cli(cli_env, *command, "--source", "A", "--table", scenario.queue.table, "--queue",
+                      scenario.queue.qid, "--producer-table", scenario.counts, "--dest", "B", "--dest-table", typo,
+                      "--snapshot", SNAPSHOT)
+        assert out.returncode == 2, out
+        lines = out.stderr.strip().splitlines()
+        assert len(lines) == 1 and typo in lines[0] and dest in lines[0], out.stderr
+    assert not scenario.conn_b.table_exists(typo)
+    txs.close()
+
+
+# --- repairs take effect, deterministically ------------------------------------------------------------------
+
+def test_cells_deleted_at_their_own_timestamp_are_repaired_without_compacting_by_hand(scenario):
+    """A delete at a cell's own timestamp hides a put at that timestamp until a full compaction: the repair
+    compacts the tablets it must, so a second verify finds nothing, and a later export still wins."""
+    txs, dest = built(scenario, {f"d{i:03d}": i for i in range(1, 6)})
+    b = scenario.conn_b
+    damaged = [c for c in b.scan(dest) if c.cq in (b"d002", b"d004")]
+    b.write(dest, [Mutation(c.row).delete(c.cf, c.cq, timestamp=c.ts) for c in damaged])
+    report = verify(scenario, dest, repair=True)
+    assert (report.differences, report.repaired, report.unrepaired) == (2, 2, 0), report.to_json()
+    assert report.compacted >= 1 and report.clean
+    assert verify(scenario, dest).differences == 0
+    commit(txs, scenario, "d002", 9)  # a later export wins over the repaired cell
+    txs.flush()
+    run_drain(LocalEngine(), scenario.job())
+    assert_exact(scenario, dest)
+    txs.close()
+
+
+def test_a_wrong_value_at_the_rows_version_is_replaced_not_doubled(scenario):
+    """B holds the cell's key at the row's version with another value: putting the right value at the same
+    timestamp would leave two puts of one key and timestamp (Accumulo keeps either). After the repair B holds
+    one version there, the right one, whatever a compaction does."""
+    txs, dest = built(scenario, {"r001": 1, "r002": 2})
+    b = scenario.conn_b
+    cell = index_cell(scenario, dest, "r002")
+    assert cell is not None
+    b.write(dest, [Mutation(cell.row).put(cell.cf, cell.cq, b"wrong", timestamp=cell.ts)])
+    b.flush_table(dest, wait=True)
+    assert (cell.ts, b"wrong") in versions_of(scenario, dest, cell.row, cell.cq)
+    report = verify(scenario, dest, repair=True)
+    assert [(d.kind, d.cq) for r in report.results for d in r.diffs] == [("different", b"r002")]
+    assert report.repaired == 1 and report.clean
+    assert versions_of(scenario, dest, cell.row, cell.cq) == [(cell.ts, cell.value)]
+    b.compact_table(dest, wait=True)
+    assert versions_of(scenario, dest, cell.row, cell.cq) == [(cell.ts, cell.value)]
+    txs.close()
+
+
+def test_a_wrong_value_newer_than_the_rows_version_is_repaired_and_later_exports_win(scenario):
+    txs, dest = built(scenario, {"n001": 1})
+    b = scenario.conn_b
+    cell = index_cell(scenario, dest, "n001")
+    assert cell is not None
+    b.write(dest, [Mutation(cell.row).put(cell.cf, cell.cq, b"by hand", timestamp=cell.ts + 5_000_000)])
+    report = verify(scenario, dest, repair=True)
+    assert (report.repaired, report.unrepaired) == (1, 0) and report.clean, report.to_json()
+    assert index_cell(scenario, dest, "n001") == cell
+    commit(txs, scenario, "n001", 3)
+    txs.flush()
+    run_drain(LocalEngine(), scenario.job())
+    assert_exact(scenario, dest)
+    txs.close()
+
+
+# --- waits judge the queue by content, never by a clock ------------------------------------------------------
+
+class _ClockBehind:
+    """The ``time`` module as seen by a host whose wall clock is 90 s behind (monotonic time is unchanged)."""
+
+    monotonic = staticmethod(time.monotonic)
+    sleep = staticmethod(time.sleep)
+
+    @staticmethod
+    def time() -> float:
+        return time.time() - 90
+
+
+def test_verify_on_a_host_whose_clock_is_behind_waits_for_the_queue_all_the_same(scenario, monkeypatch):
+    """Entries wait in the queue (no drain runs): the second pass must wait for them and say so, whatever the
+    verify host's clock says about their timestamps."""
+    txs, dest = built(scenario, {"c001": 1})
+    for i in range(2, 5):
+        commit(txs, scenario, f"c{i:03d}", i)
+    txs.flush()
+    assert scenario.depth() == 3
+    monkeypatch.setattr(verify_module, "time", _ClockBehind)
+    report = verify(scenario, dest, settle_seconds=3)
+    assert report.pending == 3, report.to_json()
+    txs.close()
+
+
+def test_the_final_check_waits_for_an_entry_whose_timestamp_is_ahead_of_the_bootstraps_clock(scenario):
+    """An old export's entry stamped by a tablet server whose clock runs ahead: the final check waits for it
+    to be exported all the same (no drain runs here, so it must time out rather than verify without it)."""
+    txs, dest = built(scenario, {"t001": 1, "t002": 2})
+    job = bootstrap_job(scenario, dest, settle_seconds=3, final_check=False)
+    run_bootstrap(LocalEngine(), job)
+    first = commit(txs, scenario, "t001", 5)
+    txs.flush()
+    run_drain(LocalEngine(), scenario.job(dest_table=unique_table("elsewhere")))
+    entry = ExportQueue(scenario.conn_a, scenario.queue).mutation("t001", count_update("t001", None, 1), first - 1)
+    ahead = int(time.time() * 1000) + 600_000  # ten minutes ahead
+    scenario.conn_a.write(scenario.queue.table, [Mutation(entry.row).put(u.cf, u.cq, u.value, timestamp=ahead)
+                                                 for u in entry.updates])
+    assert scenario.depth() == 1
+    job, _ = preflight(job)
+    with scenario.a.gateway_options().connect() as conn:
+        now_ms = BootstrapState(conn, scenario.queue, job.destination).server_time_ms()
+    plan = Plan(scenario.counts, SNAPSHOT, (), now_ms)
+    with pytest.raises(BootstrapError, match="1 queue entries not exported"):
+        final_check(job, plan, lambda line: None)
+    txs.close()
