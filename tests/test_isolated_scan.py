@@ -10,7 +10,13 @@ import pyarrow as pa
 import pytest
 
 from connector.accumulo import AccumuloError, Cell, Connection, Key, Mutation, Range
-from connector.accumulo.extensions import BULK_RFILE, SCAN_ISOLATED, SCAN_TIMEOUT, gateway_extensions
+from connector.accumulo.extensions import (
+    BULK_RFILE,
+    SCAN_ISOLATED,
+    SCAN_TIMEOUT,
+    SUMMARY_VISIBILITY,
+    gateway_extensions,
+)
 from connector.accumulo.whole_rows import resume_range, whole_rows
 
 from .upstream_proxy import UpstreamProxy
@@ -21,7 +27,7 @@ ROWS = [b"w0", b"w1", b"w2"]
 
 def test_the_gateway_names_the_extensions_the_client_spells(conn_a):
     _, names = gateway_extensions(conn_a)
-    assert names == {SCAN_TIMEOUT, SCAN_ISOLATED, BULK_RFILE}
+    assert names == {SCAN_TIMEOUT, SCAN_ISOLATED, BULK_RFILE, SUMMARY_VISIBILITY}
 
 
 def _round(row: bytes, n: int) -> Mutation:

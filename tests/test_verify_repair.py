@@ -257,3 +257,50 @@ def test_the_final_check_waits_for_an_entry_whose_timestamp_is_ahead_of_the_boot
     with pytest.raises(BootstrapError, match="1 queue entries not exported"):
         final_check(job, plan, lambda line: None)
     txs.close()
+
+
+# --- rows read whole: the gateway's user must see every label of the producer table --------------------------
+
+def test_verify_and_bootstrap_refuse_a_producer_table_whose_labels_the_user_cannot_read(scenario):
+    """A row with a cell the gateway's user cannot see would be read in part, without a word: what it implies
+    would be computed from part of it, and a repair would write that. Both refuse, naming the label; once the
+    user holds it, verify runs."""
+    txs, dest = built(scenario, {"v001": 1, "v002": 2})
+    secret = RowTransactions(scenario.conn_a, scenario.counts)
+
+    def hidden(tx):
+        tx.put(b"c", b"note", b"for some eyes", visibility=b"eyesonly")
+
+    secret.run("v002", hidden)
+    with pytest.raises(VerifyRefusedError, match="lacks the labels of 'eyesonly' \\(1 cells\\)"):
+        verify(scenario, dest, repair=True)
+    with pytest.raises(VerifyRefusedError, match="eyesonly"):
+        run_bootstrap(LocalEngine(), bootstrap_job(scenario, unique_table("never")))
+    conn, user = scenario.conn_a, "root"
+    before = conn.call("getUserAuthorizations", user)
+    conn.call("changeUserAuthorizations", user, {*before, b"eyesonly"})
+    try:
+        assert verify(scenario, dest).differences == 0
+    finally:
+        conn.call("changeUserAuthorizations", user, set(before))
+    secret.close()
+    txs.close()
+
+
+def test_verify_refuses_a_producer_table_without_visibility_summaries_until_it_is_set_up(scenario):
+    """A table whose files carry no visibility summary (made before the summarizer was configured): verify
+    cannot tell whether it reads rows whole, and says what to do; after the set-up and one compaction it runs."""
+    from connector.accumulo.summaries import SUMMARIZER_PROPERTY, ensure_visibility_summary
+
+    txs, dest = built(scenario, {"s001": 1})
+    conn = scenario.conn_a
+    conn.remove_table_property(scenario.counts, SUMMARIZER_PROPERTY)
+    with pytest.raises(VerifyRefusedError, match="no visibility summarizer is configured"):
+        verify(scenario, dest)
+    conn.compact_table(scenario.counts, wait=True)  # a file written without a summary
+    assert ensure_visibility_summary(conn, scenario.counts) is True
+    with pytest.raises(VerifyRefusedError, match="files written before the summarizer was configured"):
+        verify(scenario, dest)
+    conn.compact_table(scenario.counts, wait=True)
+    assert verify(scenario, dest).differences == 0
+    txs.close()

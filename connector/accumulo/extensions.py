@@ -9,8 +9,9 @@ upstream proxy answers UNKNOWN_METHOD, which counts as "none"), and refuses with
 gateway does not name it. The answer is kept per gateway address of a connection, so it costs one round trip
 per gateway.
 
-The names (:data:`SCAN_TIMEOUT`, :data:`SCAN_ISOLATED`, :data:`BULK_RFILE`) are spelt here and in the gateway's
-``Gateway.EXTENSIONS``; ``tests/test_isolated_scan.py`` checks that the two agree.
+The names (:data:`SCAN_TIMEOUT`, :data:`SCAN_ISOLATED`, :data:`BULK_RFILE`, :data:`SUMMARY_VISIBILITY`) are
+spelt here and in the gateway's ``Gateway.EXTENSIONS``; ``tests/test_isolated_scan.py`` checks that the two
+agree.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ SCAN_TIMEOUT = "scan.timeoutMs"
 SCAN_ISOLATED = "scan.isolated"
 #: ``createBulkImport``, ``createBulkFileWriter``, ``importBulk``, ``bulkFilesLeft``, ``deleteBulkImport``
 BULK_RFILE = "bulk.rfile"
+#: ``unreadableVisibilities``: what a table's visibility summaries hold that the gateway's user cannot read
+SUMMARY_VISIBILITY = "summary.visibility"
 
 _known: weakref.WeakKeyDictionary[Any, dict[str, frozenset[str]]] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()

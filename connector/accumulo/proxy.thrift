@@ -284,7 +284,8 @@ service AccumuloProxy {
   // feature needs this project's gateway) ----
 
   // The extensions this gateway serves, by name: "scan.timeoutMs" (ScanOptions/BatchScanOptions field 101),
-  // "scan.isolated" (ScanOptions field 102), "bulk.rfile" (the bulk calls below).
+  // "scan.isolated" (ScanOptions field 102), "bulk.rfile" (the bulk calls below), "summary.visibility"
+  // (unreadableVisibilities).
   set<string> gatewayExtensions(1:string sharedSecret)
     throws (1:AccumuloSecurityException ouch1)
 
@@ -319,6 +320,15 @@ service AccumuloProxy {
   // resumes can tell whether the import happened. AccumuloException if the bulk import does not exist.
   i32 bulkFilesLeft(1:string sharedSecret, 2:string bulkId)
     throws (1:AccumuloException ouch1, 2:AccumuloSecurityException ouch2)
+
+  // What the table's visibility summaries (Accumulo's VisibilitySummarizer, when configured on the table)
+  // say it holds that this gateway's user cannot read, after flushing the table (summaries cover files
+  // only): "hidden:<expression>" -> cells, and "configured" (1 or 0), "files", "files.missing" (files written
+  // before the summarizer was configured; at least 1 when no file has a summary), "files.large" (summaries
+  // too large to keep), "tooMany" and
+  // "tooLong" (expressions the summaries did not count). Deleted cells are not counted.
+  map<string,i64> unreadableVisibilities(1:string sharedSecret, 2:string tableName)
+    throws (1:AccumuloException ouch1, 2:AccumuloSecurityException ouch2, 3:TableNotFoundException ouch3)
 
   // Removes the staging directory with whatever it holds (file writers of it on this gateway are
   // discarded); removing one that is gone already is harmless.

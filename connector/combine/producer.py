@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from connector.accumulo import BatchWriter, Connection, Mutation, Range
-from connector.transactions.rows import ensure_outbox_group
+from connector.transactions.rows import prepare_producer_table
 
 from .config import CombineConfig, check_combine_config, store_combine_config
 from .layout import COMBINE_TX_LAYOUT, STATE_FAMILY, UPDATE_FAMILY, VALUE_QUALIFIER
@@ -47,7 +47,7 @@ class CombineQueue:
         """Create the table (if needed), store the configuration and add the bucket split points. Safe to
         repeat; refused when the queue was initialised differently. True if this call stored the config."""
         self.connection.create_table(self.config.table, versioning=True, exist_ok=True)
-        ensure_outbox_group(self.connection, self.config.table, COMBINE_TX_LAYOUT)
+        prepare_producer_table(self.connection, self.config.table, COMBINE_TX_LAYOUT)
         stored = store_combine_config(self.connection, self.config)
         self.connection.add_splits(self.config.table, self.config.split_points())
         self._checked = True

@@ -44,7 +44,7 @@ from connector.snapshot.bulk import bulk_range, finish_load
 from connector.snapshot.implied import source_bounds
 from connector.snapshot.settle import settle
 from connector.snapshot.state import BootstrapState, Plan, destination_id
-from connector.snapshot.verify import check_destination
+from connector.snapshot.verify import check_destination, check_rows_readable
 from connector.transactions.relay import relay_sources
 
 from .rounds import Engine, Round
@@ -95,6 +95,7 @@ def preflight(job: BootstrapJob) -> tuple[BootstrapJob, str]:
             translator = job.settings.translator or read_translator(conn, job.queue) or "difference"
             translator_from_name(translator)
             snapshot_source(conn, job.table, job.settings.snapshot)
+            check_rows_readable(conn, job.table)  # a row read in part would be written wrong
             with job.dest.connect() as b:
                 b.list_tables()  # authenticates
                 if b.table_exists(job.dest_table):  # another feeder would make the final check refuse: now

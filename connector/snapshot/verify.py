@@ -37,6 +37,7 @@ from typing import Any
 import pyarrow as pa
 
 from connector.accumulo import Connection
+from connector.accumulo.summaries import visibility_summary
 from connector.export import AccumuloExporter
 from connector.export.tombstones import DeleteMode
 from connector.queue import QueueConfig
@@ -156,13 +157,15 @@ Progress = Callable[[str], None]
 def check_destination(a: Connection, table: str, queue: QueueConfig, dest: Destination,
                       other_feeders: str = "refuse") -> None:
     """Refuse (``VerifyRefusedError``, one line) what verify cannot judge soundly: a destination table that does
-    not exist, or (unless ``other_feeders="keep"``) one that another queue or producer table also feeds."""
+    not exist, a producer table whose rows the gateway's user cannot read whole (:func:`check_rows_readable`),
+    or (unless ``other_feeders="keep"``) a destination that another queue or producer table also feeds."""
     if other_feeders not in OTHER_FEEDERS:
         raise VerifyRefusedError(f"other_feeders must be one of {', '.join(OTHER_FEEDERS)}, not {other_feeders!r}")
     if not dest.conn.table_exists(dest.table):
         closest = dest.conn.closest_table(dest.table)
         raise VerifyRefusedError(f"destination table {dest.table!r} does not exist on {dest.conn.address()}"
                                  + (f" (did you mean {closest!r}?)" if closest else ""))
+    check_rows_readable(a, table)
     if other_feeders == "keep":
         return
     ours = queue_id(a, queue)
@@ -175,6 +178,24 @@ def check_destination(a: Connection, table: str, queue: QueueConfig, dest: Desti
             f"what producer table {table!r} alone implies, so their cells would count as unexpected (and a "
             "repair would delete them); with --other-feeders keep only the cells this table implies are "
             "compared and repaired")
+
+
+def check_rows_readable(a: Connection, table: str) -> None:
+    """Refuse (``VerifyRefusedError``) unless the gateway's user reads every row of the producer table whole:
+    a cell whose visibility it cannot read is left out of the row without a word, and what the row implies
+    would be computed from part of it (a repair would then write wrong values, or delete right ones). Known
+    from the table's visibility summaries (:mod:`connector.accumulo.summaries`)."""
+    summary = visibility_summary(a, table)
+    if summary.hidden:
+        labels = ", ".join(f"{expr!r} ({cells:,} cells)" for expr, cells in sorted(summary.hidden.items())[:5])
+        raise VerifyRefusedError(f"the gateway's user cannot read every cell of producer table {table!r}: it lacks "
+                                 f"the labels of {labels}, so rows would be read in part; give it those "
+                                 "authorizations (or use a gateway whose user has them)")
+    if not summary.complete:
+        raise VerifyRefusedError(f"cannot tell whether the gateway's user reads every row of producer table "
+                                 f"{table!r} whole: {summary.gaps()}. Set it up with 'accumulo-export tx init "
+                                 f"--table {table}' (or RowTransactions(conn, {table!r}).init()), then compact "
+                                 "it once so that files written before count")
 
 
 def verify_destination(a: Connection, table: str, source: SnapshotSource, queue: QueueConfig, dest: Destination, *,
@@ -288,4 +309,4 @@ def _actual(dest: Destination, bounds: tuple[bytes | None, bytes | None]) -> pa.
 
 
 __all__ = ["DEFAULT_EXAMPLES", "DEFAULT_SETTLE_SECONDS", "Destination", "KEY", "OTHER_FEEDERS", "RangeResult",
-           "VerifyReport", "check_destination", "verify_destination"]
+           "VerifyReport", "check_destination", "check_rows_readable", "verify_destination"]

@@ -30,6 +30,7 @@ from typing import Any
 
 from connector.accumulo import Connection
 from connector.accumulo.mutation import BytesLike, to_bytes
+from connector.accumulo.summaries import ensure_visibility_summary
 
 from .commit import ACCEPTED, REJECTED, UNKNOWN, Committer
 from .errors import TransactionConflictError, TransactionError
@@ -54,9 +55,12 @@ LEFTOVER_AGE_US = 2_000_000
 DEFAULT_MAX_ATTEMPTS = 20
 
 
-def ensure_outbox_group(conn: Connection, table: str, layout: TxLayout) -> None:
-    """Put ``table``'s outbox family in a locality group of its own, unless it is already (needs the permission
-    to alter the table): a relay looking for leftovers then reads only the outbox's files."""
+def prepare_producer_table(conn: Connection, table: str, layout: TxLayout) -> None:
+    """Set up a producer table's properties, unless they are (needs the permission to alter the table): the
+    outbox family in a locality group of its own (a relay looking for leftovers then reads only the outbox's
+    files) and Accumulo's visibility summarizer (a bootstrap or verify then knows whether its user reads every
+    row whole: :mod:`connector.accumulo.summaries`)."""
+    ensure_visibility_summary(conn, table)
     props = conn.table_properties(table)
     for name, value in layout.locality_group_properties().items():
         if props.get(name) != value:
@@ -132,11 +136,11 @@ class RowTransactions:
         return f"RowTransactions(table={self.table!r})"
 
     def init(self) -> None:
-        """Create the table if it does not exist and put the outbox family in a locality group of its own
-        (so relays looking for leftovers read little). Needs the permission to alter the table; safe to run
+        """Create the table if it does not exist and set it up (:func:`prepare_producer_table`: the outbox's
+        locality group, the visibility summarizer). Needs the permission to alter the table; safe to run
         again."""
         self.conn.create_table(self.table, exist_ok=True)
-        ensure_outbox_group(self.conn, self.table, self.layout)
+        prepare_producer_table(self.conn, self.table, self.layout)
 
     def run(self, row: BytesLike, fn: Callable[[Transaction], object]) -> int | None:
         """Run ``fn`` on ``row`` (bytes, or str as UTF-8) and commit what it buffered; returns the commit's

@@ -22,10 +22,16 @@ import org.apache.accumulo.core.client.BatchWriter;
 import org.apache.accumulo.core.client.IteratorSetting;
 import org.apache.accumulo.core.client.Scanner;
 import org.apache.accumulo.core.client.admin.CompactionConfig;
+import org.apache.accumulo.core.client.admin.DiskUsage;
 import org.apache.accumulo.core.client.admin.NewTableConfiguration;
+import org.apache.accumulo.core.client.summary.CountingSummarizer;
+import org.apache.accumulo.core.client.summary.Summary;
+import org.apache.accumulo.core.client.summary.summarizers.VisibilitySummarizer;
 import org.apache.accumulo.core.data.ConditionalMutation;
 import org.apache.accumulo.core.data.Mutation;
 import org.apache.accumulo.core.security.Authorizations;
+import org.apache.accumulo.core.security.ColumnVisibility;
+import org.apache.accumulo.core.security.VisibilityEvaluator;
 import org.apache.accumulo.proxy.thrift.AccumuloProxy;
 import org.apache.accumulo.proxy.thrift.BatchScanOptions;
 import org.apache.accumulo.proxy.thrift.ColumnUpdate;
@@ -81,7 +87,8 @@ final class Gateway implements AccumuloProxy.Iface, AutoCloseable {
    * BatchScanOptions' timeoutMs, ScanOptions' isolated, and the bulk calls. Clients spell them too
    * ({@code connector/accumulo/extensions.py}).
    */
-  static final Set<String> EXTENSIONS = Set.of("scan.timeoutMs", "scan.isolated", "bulk.rfile");
+  static final Set<String> EXTENSIONS =
+      Set.of("scan.timeoutMs", "scan.isolated", "bulk.rfile", "summary.visibility");
 
   Gateway(AccumuloClient client, SharedSecret secret, long idleTimeoutMs, String bulkDir) {
     this.client = client;
@@ -653,6 +660,54 @@ final class Gateway implements AccumuloProxy.Iface, AutoCloseable {
   public Set<String> gatewayExtensions(String sharedSecret) throws TException {
     secret.check(sharedSecret);
     return new TreeSet<>(EXTENSIONS);
+  }
+
+  /**
+   * The visibility expressions the table's VisibilitySummarizer counted that this gateway's user cannot read
+   * (so a scan would show rows without those cells), with what makes the answer incomplete: see the IDL.
+   */
+  @Override
+  public Map<String,Long> unreadableVisibilities(String sharedSecret, String tableName)
+      throws TException {
+    secret.check(sharedSecret);
+    return call(() -> {
+      Map<String,Long> out = new TreeMap<>();
+      VisibilityEvaluator readable = new VisibilityEvaluator(
+          client.securityOperations().getUserAuthorizations(client.whoami()));
+      String summarizer = VisibilitySummarizer.class.getName();
+      boolean configured = client.tableOperations().listSummarizers(tableName).stream()
+          .anyMatch(c -> c.getClassName().equals(summarizer));
+      boolean summarized = false;
+      for (Summary summary : client.tableOperations().summaries(tableName).flush(true).retrieve()) {
+        if (!summary.getSummarizerConfiguration().getClassName().equals(summarizer)) {
+          continue;
+        }
+        summarized = true;
+        Summary.FileStatistics files = summary.getFileStatistics();
+        out.merge("files", files.getTotal(), Long::sum);
+        out.merge("files.missing", files.getMissing(), Long::sum);
+        out.merge("files.large", files.getLarge(), Long::sum);
+        for (Map.Entry<String,Long> e : summary.getStatistics().entrySet()) {
+          String key = e.getKey();
+          if (key.startsWith(CountingSummarizer.COUNTER_STAT_PREFIX)) {
+            String expression = key.substring(CountingSummarizer.COUNTER_STAT_PREFIX.length());
+            if (!expression.isEmpty()
+                && !readable.evaluate(new ColumnVisibility(expression))) {
+              out.merge("hidden:" + expression, e.getValue(), Long::sum);
+            }
+          } else if (key.equals(CountingSummarizer.TOO_MANY_STAT)
+              || key.equals(CountingSummarizer.TOO_LONG_STAT)) {
+            out.merge(key, e.getValue(), Long::sum);
+          }
+        }
+      }
+      if (configured && !summarized && client.tableOperations()
+          .getDiskUsage(Set.of(tableName)).stream().mapToLong(DiskUsage::getUsage).sum() > 0) {
+        out.put("files.missing", 1L); // files, none of them summarized: at least one is missing
+      }
+      out.put("configured", configured ? 1L : 0L);
+      return out;
+    });
   }
 
   @Override
