@@ -137,7 +137,7 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
             watcher.set()
         metrics.close()
     _print_bootstrap(report, args.json)
-    return EXIT_DIFFERENCES if report.totals.failed else 0
+    return EXIT_DIFFERENCES if report.totals.failed or (report.check is not None and not report.check.clean) else 0
 
 
 def _watch(job: BootstrapJob, metrics: Metrics) -> threading.Event:
@@ -162,8 +162,10 @@ def _print_bootstrap(report: BootstrapReport, as_json: bool) -> None:
                                "exports": t.exports, "cells": t.cells, "failed": t.failed,
                                "outbox_relayed": report.relayed, "seconds": round(report.seconds, 2)}
     if report.check is not None:
-        summary["final_check"] = {"differences": report.check.differences, "repaired": report.check.repaired,
-                                  "in_flight": report.check.in_flight}
+        c = report.check
+        summary["final_check"] = {"differences": c.differences, "repaired": c.repaired, "unrepaired": c.unrepaired,
+                                  "unrepairable_ranges": c.unrepairable, "failed_rows": c.failed_rows,
+                                  "in_flight": c.in_flight}
     if t.errors:
         summary["errors"] = t.errors
     if as_json:
@@ -172,8 +174,12 @@ def _print_bootstrap(report: BootstrapReport, as_json: bool) -> None:
     print(f"bootstrap: {t.rows:,} rows, {t.cells:,} cells written in {report.seconds:.1f} s "
           f"({report.resumed} of {report.ranges} ranges done by an earlier run)")
     if report.check is not None:
-        print(f"final check: {report.check.differences} differences found and repaired, "
-              f"{report.check.in_flight} in flight")
+        c = report.check
+        print(f"final check: {c.differences} differences found, {c.repaired} repaired; {c.in_flight} were in "
+              "flight (exported meanwhile)" + (f"; {c.unrepaired} do not show their fix (verify again)"
+                                              if c.unrepaired else "")
+              + (f"; {c.unrepairable} ranges left untouched because {c.failed_rows} rows failed"
+                 if c.unrepairable else ""))
     for error in t.errors:
         print(f"  failed: {error}", file=sys.stderr)
 
@@ -186,28 +192,43 @@ def cmd_verify(args: argparse.Namespace) -> int:
     with job.source.connect() as a, job.dest.connect() as b:
         report = verify_destination(a, job.table, snapshot_source(a, job.table, s.snapshot), job.queue,
                                     Destination(b, job.dest_table, s.translator, s.delete_mode),
-                                    repair=args.repair, settle_seconds=s.settle_seconds, progress=_say)
+                                    repair=args.repair, settle_seconds=s.settle_seconds,
+                                    other_feeders=s.other_feeders, progress=_say)
     _print_verify(report, args)
-    return 0 if not report.differences or (args.repair and not report.unrepaired) else EXIT_DIFFERENCES
+    return 0 if report.clean else EXIT_DIFFERENCES
+
+
+def _bound(row: str | None, unbounded: str) -> str:
+    return unbounded if row is None else repr(row)
 
 
 def _print_verify(report: VerifyReport, args: argparse.Namespace) -> None:
     if args.json:
         print(json.dumps(report.to_json(args.examples)))
         return
-    print(f"verify: {report.ranges} ranges, {report.matched} matched by digest; {report.expected:,} cells "
-          f"expected; {report.differences} differences ({report.count('missing')} missing, "
-          f"{report.count('unexpected')} unexpected, {report.count('different')} different); "
-          f"{report.in_flight} in flight" + (f"; repaired {report.repaired}" if args.repair else "")
-          + (f", {report.unrepaired} could not be (README: Building B from A)" if report.unrepaired else ""))
+    print(f"verify: {report.expected:,} cells expected from {report.snapshot.rows:,} rows of A, {report.actual:,} "
+          f"held by B in {report.ranges} tablet ranges of B ({report.matched} matched by digest); "
+          f"{report.differences} differences ({report.count('missing')} missing, "
+          f"{report.count('unexpected')} unexpected, {report.count('different')} different), confirmed twice; "
+          f"{report.in_flight} more were in flight (exported meanwhile)"
+          + (f"; repaired {report.repaired}" if args.repair else "")
+          + (f", {report.unrepaired} do not show their fix (a newer export got there first: verify again)"
+             if report.unrepaired else ""))
+    if report.failed_rows:
+        print(f"  {report.failed_rows:,} rows of A could not be snapshotted; what they imply is unknown, so the "
+              f"{report.unrepairable} ranges that may hold their cells are left untouched:", file=sys.stderr)
+        for error in report.snapshot.errors:
+            print(f"    {error}", file=sys.stderr)
     for r in report.results:
         data = r.to_json(args.examples)
-        print(f"  range {r.index} [{data['start']!r}, {data['stop']!r}): {data['missing']} missing, "
-              f"{data['unexpected']} unexpected, {data['different']} different")
+        print(f"  range {r.index} [{_bound(data['start'], 'first row')}, {_bound(data['stop'], 'end')}): "
+              f"{data['missing']} missing, {data['unexpected']} unexpected, {data['different']} different"
+              + (f" (unrepairable: {r.unrepairable})" if r.unrepairable else ""))
         for kind, examples in data["examples"].items():
             for e in examples:
-                print(f"    {kind}: row {e['row']!r} {e['cf']}:{e['cq']} expected {e['expected']!r} "
-                      f"(v{e['version']}), actual {e['actual']!r} (ts {e['ts']})")
+                expected = "nothing" if e["expected"] is None else f"{e['expected']!r} (at version {e['version']})"
+                actual = "nothing" if e["actual"] is None else f"{e['actual']!r} (ts {e['ts']})"
+                print(f"    {kind}: row {e['row']!r} {e['cf']}:{e['cq']} expected {expected}, B holds {actual}")
     if report.pending:
-        print(f"note: {report.pending:,} queue entries were still waiting; is a drain into the destination "
-              "running?", file=sys.stderr)
+        print(f"note: {report.pending:,} outbox cells and queue entries were still waiting; is a drain into the "
+              "destination running?", file=sys.stderr)
