@@ -27,7 +27,10 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 
-from connector import Cell, Connection, ExportQueue, QueueConfig, RowTransactions, Transaction
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from connector import Cell, Connection, ExportQueue, QueueConfig, RowTransactions, Transaction, batch_snapshot
 
 COUNTS_FAMILY, COUNT_QUALIFIER = b"c", b"n"
 #: transactions per run_all call
@@ -42,6 +45,22 @@ def index_cell(count: int, word: str) -> dict[str, str]:
 
 def count_update(word: str, old: int | None, new: int | None) -> dict:
     return {"old": [index_cell(old, word)] if old else [], "new": [index_cell(new, word)] if new else []}
+
+
+@batch_snapshot
+def snapshot_batch(cells: pa.RecordBatch) -> pa.RecordBatch:
+    """The batch form of :func:`snapshot`, for speed (``--snapshot examples.inverted_count_index:snapshot_batch``):
+    over a batch of whole rows, each word's count cell becomes its index cell directly, written with
+    ``pyarrow.compute`` (no Python per row). The cells are what the ``difference`` translator makes of the export
+    :func:`snapshot` gives; ``source`` names the word's row, whose version they are written at."""
+    counts = cells.filter(pc.and_(pc.equal(cells["cf"], COUNTS_FAMILY), pc.equal(cells["cq"], COUNT_QUALIFIER)))
+    count = pc.cast(pc.cast(counts["value"], pa.string()), pa.int64())
+    some = pc.not_equal(count, 0)  # a count of 0 implies no cell
+    counts, count = counts.filter(some), count.filter(some)
+    padded = pc.utf8_lpad(count.cast(pa.string()), 8, "0")
+    n = counts.num_rows
+    return pa.record_batch({"row": padded.cast(pa.binary()), "cf": pa.array([b"w"] * n, pa.binary()),
+                            "cq": counts["row"], "value": pa.array([b""] * n, pa.binary()), "source": counts["row"]})
 
 
 def snapshot(row: bytes, cells: Sequence[Cell]) -> list[tuple[str, dict]]:

@@ -16,7 +16,7 @@ from connector.serializers import JsonSerializer
 from connector.snapshot.compare import ACTUAL_SCHEMA, compare, digests, expected_cells, split_by_range
 from connector.snapshot.functions import check_snapshot_name
 from connector.snapshot.implied import tablet_bounds
-from connector.snapshot.rows import SnapRow, snapshot_exports
+from connector.snapshot.rows import ROWS_SCHEMA, SnapRow, _chunk, snapshot_exports
 from connector.snapshot.state import Plan
 
 UPDATE_COLUMNS = ["row", "cf", "cq", "cv", "ts", "value", "delete", "source"]
@@ -61,7 +61,7 @@ def test_snapshot_exports_carry_the_row_version_and_name_failures():
         return [(row.decode(), {"n": int(cells[0].value)})]
 
     batch, failures = snapshot_exports(rows, snap, JsonSerializer(), JsonSerializer())
-    assert batch.to_pylist() == [{"key": b'"a"', "value": b'{"n":3}', "seq": 7, "row": 0}]
+    assert batch.to_pylist() == [{"key": b'"a"', "value": b'{"n":3}', "seq": 7, "source": b"a"}]
     assert [(f.row, f.reason) for f in failures] == [(b"bad", "ValueError: no count")]
 
 
@@ -102,3 +102,50 @@ def test_plan_round_trips_and_snapshot_names_are_checked():
     for bad in ("app", "combine=", ":fn", "combine"):
         with pytest.raises(ValueError):
             check_snapshot_name(bad)
+
+
+SCANNED = pa.schema([("row", pa.binary()), ("cf", pa.binary()), ("cq", pa.binary()), ("cv", pa.binary()),
+                     ("ts", pa.int64()), ("value", pa.binary())])
+
+
+def scanned(*cells: tuple[bytes, bytes, bytes, int, bytes]) -> pa.Table:
+    return pa.Table.from_pylist([{"row": r, "cf": f, "cq": q, "cv": b"", "ts": ts, "value": v}
+                                 for r, f, q, ts, v in cells], schema=SCANNED)
+
+
+def test_a_chunk_gives_each_own_cell_its_rows_version_and_counts_the_outbox():
+    from connector.transactions import TxLayout
+
+    chunk = _chunk(scanned((b"a", b"!tx", b"v", 12, b"12 abc def"), (b"a", b"!txo", b"e:q:x", 12, b"{}"),
+                           (b"a", b"c", b"n", 12, b"3"), (b"a", b"c", b"o", 8, b"4"),
+                           (b"b", b"!tx", b"v", 20, b"20"),                       # deleted on A: no cell
+                           (b"c", b"c", b"n", 5, b"1"), (b"c", b"c", b"p", 7, b"2")),  # no version: its newest
+                   TxLayout())
+    assert chunk.cells.schema == ROWS_SCHEMA
+    assert [(r["row"], r["cq"], r["version"]) for r in chunk.cells.to_pylist()] == [
+        (b"a", b"n", 12), (b"a", b"o", 12), (b"c", b"n", 7), (b"c", b"p", 7)]
+    assert (chunk.rows.to_pylist(), chunk.versions.to_pylist(), chunk.outbox) == ([b"a", b"b", b"c"], [12, 20, 7], 1)
+    assert [(r.row, r.version, [c.cq for c in r.cells]) for r in chunk.snap_rows()] == [
+        (b"a", 12, [b"n", b"o"]), (b"c", 7, [b"n", b"p"])]
+
+
+@given(st.lists(st.tuples(st.sampled_from([b"r1", b"r2", b"r3"]), st.sampled_from([b"c", b"d"]),
+                          st.integers(1, 9), st.booleans()), max_size=30))
+def test_a_chunk_agrees_with_reading_the_rows_one_by_one(cells):
+    from connector.transactions import TxLayout
+    from connector.transactions.layout import parse_version
+
+    rows: dict[bytes, dict[tuple[bytes, bytes], tuple[int, bytes]]] = {}
+    for row, cf, ts, versioned in cells:
+        rows.setdefault(row, {})[(cf, b"q%d" % ts)] = (ts, b"v")
+        if versioned:
+            rows[row][(b"!tx", b"v")] = (ts, b"%d tok" % (ts * 100))
+    flat = [(r, f, q, ts, v) for r in sorted(rows) for (f, q), (ts, v) in sorted(rows[r].items())]
+    if not flat:
+        return
+    chunk = _chunk(scanned(*flat), TxLayout())
+    for row, version in zip(chunk.rows.to_pylist(), chunk.versions.to_pylist(), strict=True):
+        own = {k: v for k, v in rows[row].items() if k[0] != b"!tx"}
+        vcell = rows[row].get((b"!tx", b"v"))
+        expected = parse_version(vcell[1]) if vcell else max((ts for ts, _ in own.values()), default=0)
+        assert version == expected

@@ -15,7 +15,7 @@ from connector.accumulo import Cell, IteratorSetting, Mutation, Range
 from connector.jobs import LocalEngine, run_drain
 from connector.jobs.bootstrap import final_check, preflight, run_bootstrap
 from connector.queue import ExportQueue
-from connector.snapshot import BootstrapError, Destination, snapshot_source, verify_destination
+from connector.snapshot import BootstrapError, Destination, batch_snapshot, snapshot_source, verify_destination
 from connector.snapshot import verify as verify_module
 from connector.snapshot.errors import VerifyRefusedError
 from connector.snapshot.state import BootstrapState, Plan
@@ -303,4 +303,58 @@ def test_verify_refuses_a_producer_table_without_visibility_summaries_until_it_i
         verify(scenario, dest)
     conn.compact_table(scenario.counts, wait=True)
     assert verify(scenario, dest).differences == 0
+    txs.close()
+
+
+# --- the batch form of snapshot functions, and the built-in mirror --------------------------------------------
+
+def test_a_batch_snapshot_builds_the_same_destination_and_verify_agrees_with_both_forms(scenario):
+    txs = RowTransactions(scenario.conn_a, scenario.counts)
+    for i in range(40):
+        commit(txs, scenario, f"b{i:03d}", i % 7)  # counts of 0 imply nothing
+    txs.flush()
+    scenario.conn_a.add_splits(scenario.counts, [b"b013", b"b027"])
+    run_drain(LocalEngine(), scenario.job())  # the queue's entries reach the stream's destination
+    dest = unique_table("batchform")
+    report = run_bootstrap(LocalEngine(), bootstrap_job(scenario, dest, snapshot=BATCH_FORM, settle_seconds=30))
+    assert report.totals.failed == 0 and report.check is not None and report.check.clean
+    assert_exact(scenario, dest)
+    per_row = {(c.row, c.cf, c.cq, c.value, c.ts) for c in scenario.conn_b.scan(scenario.index)}
+    assert {(c.row, c.cf, c.cq, c.value, c.ts) for c in scenario.conn_b.scan(dest)} == per_row
+    for snap in (SNAPSHOT, BATCH_FORM):
+        assert verify(scenario, dest, snapshot=snap).differences == 0
+    txs.close()
+
+
+BATCH_FORM = "examples.inverted_count_index:snapshot_batch"
+
+
+@batch_snapshot
+def raising_batch(cells):
+    raise RuntimeError("this batch cannot be read")
+
+
+def test_a_batch_snapshot_that_raises_fails_every_row_of_its_batch_and_repairs_nothing_there(scenario):
+    txs, dest = built(scenario, {"x001": 1, "x002": 2})
+    report = verify(scenario, dest, snapshot=f"{__name__}:raising_batch", repair=True)
+    assert report.failed_rows == 2 and "this batch cannot be read" in report.snapshot.errors[0]
+    assert report.repaired == 0 and report.unrepairable == 1 and not report.clean
+    assert {c.cq for c in scenario.conn_b.scan(dest)} == {b"x001", b"x002"}
+    txs.close()
+
+
+def test_the_mirror_snapshot_builds_a_replica_of_the_producer_table(scenario):
+    txs = RowTransactions(scenario.conn_a, scenario.counts)
+    for i in range(10):
+        commit(txs, scenario, f"m{i:03d}", i + 1)
+    replica = unique_table("replica")
+    job = bootstrap_job(scenario, replica, snapshot="mirror", final_check=False)
+    report = run_bootstrap(LocalEngine(), job)
+    assert (report.totals.rows, report.totals.cells) == (10, 10)
+    version_cells = scenario.conn_a.scan(scenario.counts, columns=[(b"!tx", b"v")])
+    versions = {c.row: int(c.value.split(b" ")[0]) for c in version_cells}
+    own = {(c.row, c.cf, c.cq, c.value) for c in scenario.conn_a.scan(scenario.counts, columns=[b"c"])}
+    copied = list(scenario.conn_b.scan(replica))
+    assert {(c.row, c.cf, c.cq, c.value) for c in copied} == own
+    assert all(c.ts == versions[c.row] for c in copied)
     txs.close()

@@ -6,7 +6,8 @@ Modules, one idea each: ``layout`` (rows, buckets, splits, dead letters), ``conf
 (what waits), ``stored_config`` (what ``init`` recorded), ``reader`` (reading entries), ``batches`` (re-cut
 and read ahead), ``drain`` (exporting and deleting them), ``progress`` (a drain round's live counters),
 ``dead_letters`` (what a drain set aside), ``marks`` (bucket notifications for streaming drains), ``compaction``
-(dropping the delete markers drains leave)::
+(dropping the delete markers drains leave), ``destinations`` (tables every drain exports to besides its own, fenced
+by an epoch), ``feeders`` (the queues a destination table records as writing into it)::
 
     config = QueueConfig(table="exports", qid="idx", num_buckets=64)
     with ExportQueue(conn_a, config) as queue:
@@ -17,6 +18,7 @@ and read ahead), ``drain`` (exporting and deleting them), ``progress`` (a drain 
 
 from .config import QueueConfig
 from .dead_letters import DeadLetter, dead_letters, requeue_dead_letters
+from .destinations import Destination, register_destination, registered_destinations, unregister_destination
 from .drain import DrainStats, drain_bucket, drain_buckets, drain_queue
 from .errors import EntryTranslationError, MalformedEntryError, QueueConfigError, QueueError
 from .layout import QueueLayout, bucket_of
@@ -27,8 +29,9 @@ from .status import BucketStatus, QueueLag, QueueStatus, count_entries, queue_la
 # the public API; internals (the stored configuration, readers, marks, progress rows, the codec, the row
 # parser) are imported from their modules; serializers are connector.serializers'
 __all__ = [
-    "BucketStatus", "DeadLetter", "DrainSettings", "DrainStats", "EntryTranslationError", "ExportQueue",
+    "BucketStatus", "DeadLetter", "Destination", "DrainSettings", "DrainStats", "EntryTranslationError", "ExportQueue",
     "MalformedEntryError", "QueueConfig", "QueueConfigError", "QueueError", "QueueLag", "QueueLayout", "QueueStatus",
     "bucket_of", "count_entries", "dead_letters", "drain_bucket", "drain_buckets", "drain_queue", "queue_lag",
-    "queue_status", "requeue_dead_letters",
+    "queue_status", "register_destination", "registered_destinations", "requeue_dead_letters",
+    "unregister_destination",
 ]

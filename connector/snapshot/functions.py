@@ -9,7 +9,22 @@ the row's version. A row that implies nothing returns nothing. Like translators 
 ``package.module:callable`` so that Spark executors can load it; it must be a pure function of the row (it may
 run more than once for one row).
 
-Built in: ``combine=<cid>`` for a combine queue's table (each key's current value, observed as the change
+**The batch form**, for speed: a function over an Arrow batch of whole rows, marked with :func:`batch_snapshot`,
+written with ``pyarrow.compute`` the way Spark users write ``mapInArrow``. It receives the rows' own cells
+(:data:`~connector.snapshot.rows.ROWS_SCHEMA`: ``row``, ``cf``, ``cq``, ``cv``, ``ts``, ``value`` and the row's
+``version``; a row's cells are never split across batches) and returns a batch (or table) of either
+
+- destination cells: columns ``row``, ``cf``, ``cq``, ``value`` (``cv`` optional) and ``source``, the A row each
+  derives from; they are written as they are, at timestamp = that row's version (the queue's translator is not
+  used, so they must be the cells the translator makes of what the row's commits exported); or
+- exports: columns ``key``, ``value`` (bytes, serialized as the queue's serializers do) and ``source``, which the
+  queue's translator turns into cells as it does for the per-row form.
+
+If the function raises, every row of its batch counts as failed. The per-row form runs on the same path (its
+rows are taken from the batch).
+
+Built in: ``mirror``, the row's own cells as they are (a replica of the producer table; the batch form, no
+Python per cell), and ``combine=<cid>`` for a combine queue's table (each key's current value, observed as the change
 ``None -> value`` by the ``changes`` observer or the one named by ``combine=<cid>:<module:callable>``): its
 rows bootstrap like any producer's.
 
@@ -23,6 +38,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
+
 from connector.accumulo import Cell, Connection, Range
 from connector.combine import CombineConfig, CombineLayout, observer_from_name
 from connector.combine.config import read_combine_config
@@ -33,8 +50,36 @@ from connector.settings import OptionError
 from connector.transactions import TxLayout
 
 Snapshot = Callable[[bytes, Sequence[Cell]], Iterable[tuple[Any, Any]]]
+#: a snapshot function of the batch form (see the module's description)
+BatchSnapshot = Callable[[pa.RecordBatch], "pa.RecordBatch | pa.Table"]
 
 COMBINE = "combine"
+MIRROR = "mirror"
+_FORM = "snapshot_form"
+BATCH = "batch"
+
+
+def batch_snapshot(fn: BatchSnapshot) -> BatchSnapshot:
+    """Mark ``fn`` as a snapshot function of the batch form (see the module's description)::
+
+        @batch_snapshot
+        def snapshot(cells: pa.RecordBatch) -> pa.RecordBatch:
+            return pa.record_batch({"row": cells["value"], "cf": pc.cast(...), ..., "source": cells["row"]})
+    """
+    setattr(fn, _FORM, BATCH)
+    return fn
+
+
+def is_batch_snapshot(fn: object) -> bool:
+    """Whether ``fn`` is a snapshot function of the batch form."""
+    return getattr(fn, _FORM, None) == BATCH
+
+
+@batch_snapshot
+def mirror(cells: pa.RecordBatch) -> pa.RecordBatch:
+    """The built-in ``mirror`` snapshot: each row's own cells as they are, derived from that row."""
+    return pa.record_batch([cells.column(n) for n in ("row", "cf", "cq", "cv", "value", "row")],
+                           names=["row", "cf", "cq", "cv", "value", "source"])
 
 
 @dataclass(frozen=True)
@@ -42,7 +87,7 @@ class SnapshotSource:
     """How to read a producer table and what its rows imply: the snapshot function, the row-transaction layout
     whose version and outbox cells are not the row's own, and the rows that hold producer rows (None: all)."""
 
-    snapshot: Snapshot
+    snapshot: Snapshot | BatchSnapshot
     layout: TxLayout
     rows: Range | None = None
 
@@ -69,7 +114,10 @@ class CombineSnapshot:
 
 def snapshot_source(conn: Connection, table: str, name: str) -> SnapshotSource:
     """The snapshot named ``name`` for the producer table ``table`` on ``conn``: ``combine=<cid>[:observer]``
-    or ``package.module:callable`` (row transactions' default layout); ``OptionError`` naming what is wrong."""
+    ``mirror`` or ``package.module:callable`` (row transactions' default layout); ``OptionError`` naming what is
+    wrong."""
+    if name == MIRROR:
+        return SnapshotSource(mirror, TxLayout())
     if name == COMBINE or name.startswith(COMBINE + "="):
         cid, _, observer = name.removeprefix(COMBINE).removeprefix("=").partition(":")
         if not cid:
@@ -86,17 +134,18 @@ def snapshot_source(conn: Connection, table: str, name: str) -> SnapshotSource:
     return SnapshotSource(snapshot_from_name(name), TxLayout())
 
 
-def snapshot_from_name(name: str) -> Snapshot:
-    """The snapshot function at ``package.module:callable``."""
+def snapshot_from_name(name: str) -> Snapshot | BatchSnapshot:
+    """The snapshot function at ``package.module:callable`` (either form)."""
     return callable_from_name("snapshot", name, {})  # type: ignore[no-any-return]
 
 
 def check_snapshot_name(name: str) -> str:
-    """``name`` if it has the form of a snapshot name (``combine=<cid>[:observer]`` or ``module:callable``;
-    nothing is imported here); ``ValueError`` otherwise."""
-    if name.startswith(COMBINE + "=") and len(name) > len(COMBINE) + 1:
+    """``name`` if it has the form of a snapshot name (``mirror``, ``combine=<cid>[:observer]`` or
+    ``module:callable``; nothing is imported here); ``ValueError`` otherwise."""
+    if name == MIRROR or (name.startswith(COMBINE + "=") and len(name) > len(COMBINE) + 1):
         return name
     module, colon, attr = name.partition(":")
     if colon and module and attr and not name.startswith(COMBINE):
         return name
-    raise ValueError(f"snapshot {name!r}: use module:callable (a function of (row, cells)) or combine=<cid>")
+    raise ValueError(f"snapshot {name!r}: use module:callable (a function of (row, cells), or of a batch of rows: "
+                     "batch_snapshot), mirror or combine=<cid>")
