@@ -34,7 +34,9 @@ from connector.accumulo import UPDATE_SCHEMA, Cell  # noqa: E402
 from connector.jobs import LocalEngine  # noqa: E402
 from connector.jobs.bootstrap import BootstrapJob, run_bootstrap  # noqa: E402
 from connector.queue import ExportQueue, QueueConfig  # noqa: E402
-from connector.snapshot import BootstrapSettings  # noqa: E402
+from connector.snapshot import BootstrapSettings, batch_snapshot  # noqa: E402
+from connector.transactions import TxLayout  # noqa: E402
+from connector.transactions.rows import prepare_producer_table  # noqa: E402
 from integration.harness import BENCH_WRITER, clusters, java_command  # noqa: E402
 
 CELLS_PER_ROW = 10
@@ -48,9 +50,22 @@ def snapshot(row: bytes, cells: Sequence[Cell]) -> list[tuple[str, dict]]:
                                        for c in cells]})]
 
 
+@batch_snapshot
+def snapshot_batch(cells: pa.RecordBatch) -> pa.RecordBatch:
+    """The same inverted index in the batch form: every cell ``<value> i:<row>``, with pyarrow.compute."""
+    n = cells.num_rows
+    return pa.record_batch({"row": cells["value"], "cf": pa.array([b"i"] * n, pa.binary()), "cq": cells["row"],
+                            "value": pa.array([b""] * n, pa.binary()), "source": cells["row"]})
+
+
+#: --snapshot: the function each form names
+SNAPSHOTS = {"row": f"{__name__}:snapshot", "batch": f"{__name__}:snapshot_batch"}
+
+
 def fill_a(conn, table: str, rows: int, batch_rows: int = 20_000) -> None:
     """Rows ``r%08d``: a version cell ``!tx:v`` and 10 cells ``c:q<j>`` of 32-byte values, all at ts = the version."""
     conn.create_table(table)
+    prepare_producer_table(conn, table, TxLayout())  # the visibility summarizer: bootstraps refuse a table without
     conn.add_splits(table, [f"r{i:08d}".encode() for i in range(rows // 8, rows, rows // 8)])
     version = time.time_ns() // 1000
     with conn.batch_writer(table) as writer:
@@ -81,9 +96,8 @@ def java_write(cluster, classpath: str, table: str, cells: int) -> float:
     return float(json.loads(out.strip().splitlines()[-1])["seconds"])
 
 
-def bootstrap(a, b, queue: QueueConfig, table: str, dest: str, method: str) -> tuple[float, dict]:
-    settings = BootstrapSettings(snapshot="integration.bench.bench_bootstrap:snapshot", translator="difference",
-                                 final_check=False, method=method)
+def bootstrap(a, b, queue: QueueConfig, table: str, dest: str, method: str, snapshot: str) -> tuple[float, dict]:
+    settings = BootstrapSettings(snapshot=snapshot, translator="difference", final_check=False, method=method)
     job = BootstrapJob(source=a.gateway_options(), dest=b.gateway_options(), queue=queue, table=table,
                        dest_table=dest, settings=settings)
     started = time.perf_counter()
@@ -101,6 +115,8 @@ def count(cluster, table: str) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=200_000)
+    parser.add_argument("--snapshot", choices=sorted(SNAPSHOTS), default="batch",
+                        help="the snapshot function's form: batch (pyarrow.compute over whole rows) or row")
     opts = parser.parse_args()
     with clusters(["a", "b"]) as running:
         a, b = running["a"], running["b"]
@@ -109,13 +125,14 @@ def main() -> None:
             queue = QueueConfig(table="boot_queue", qid="q", num_buckets=16)
             ExportQueue(conn, queue).init()
         cells = opts.rows * CELLS_PER_ROW
-        print(f"A: {opts.rows:,} rows of {CELLS_PER_ROW} cells; B gets {cells:,} cells", flush=True)
+        print(f"A: {opts.rows:,} rows of {CELLS_PER_ROW} cells; B gets {cells:,} cells; snapshot form "
+              f"{opts.snapshot}", flush=True)
         load = os.getloadavg()[0]
         java_s = java_write(b, running.classpath, "boot_java", cells)
         print(f"java BatchWriter: {cells:,} cells in {java_s:.2f} s ({cells / java_s:,.0f} cells/s)", flush=True)
         results = {}
         for method in ("live", "bulk"):
-            seconds, detail = bootstrap(a, b, queue, "boot_rows", f"boot_{method}", method)
+            seconds, detail = bootstrap(a, b, queue, "boot_rows", f"boot_{method}", method, SNAPSHOTS[opts.snapshot])
             results[method] = seconds
             assert count(b, f"boot_{method}") == cells, method
             print(f"bootstrap {method}: {detail['cells']:,} cells from {detail['rows']:,} rows in {seconds:.2f} s "

@@ -24,10 +24,8 @@ from connector.jobs import LocalEngine  # noqa: E402
 from connector.jobs.bootstrap import BootstrapJob, run_bootstrap  # noqa: E402
 from connector.queue import ExportQueue, QueueConfig  # noqa: E402
 from connector.snapshot import BootstrapSettings, Destination, snapshot_source, verify_destination  # noqa: E402
-from integration.bench.bench_bootstrap import CELLS_PER_ROW, fill_a  # noqa: E402
+from integration.bench.bench_bootstrap import CELLS_PER_ROW, SNAPSHOTS, fill_a  # noqa: E402
 from integration.harness import clusters  # noqa: E402
-
-SNAPSHOT = "integration.bench.bench_bootstrap:snapshot"
 
 
 def plain_read(conn, table: str) -> int:
@@ -38,7 +36,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=2, help="alternating rounds of each (medians)")
+    parser.add_argument("--snapshot", choices=sorted(SNAPSHOTS), default="batch",
+                        help="the snapshot function's form: batch (pyarrow.compute over whole rows) or row")
     opts = parser.parse_args()
+    snapshot = SNAPSHOTS[opts.snapshot]
     with clusters(["a", "b"]) as running:
         a, b = running["a"], running["b"]
         with a.connect() as conn:
@@ -51,12 +52,12 @@ def main() -> None:
                                                                                   opts.rows)])
         run_bootstrap(LocalEngine(), BootstrapJob(
             source=a.gateway_options(), dest=b.gateway_options(), queue=queue, table="verify_rows",
-            dest_table="verify_dest", settings=BootstrapSettings(snapshot=SNAPSHOT, translator="difference",
+            dest_table="verify_dest", settings=BootstrapSettings(snapshot=snapshot, translator="difference",
                                                                  final_check=False)))
         load = os.getloadavg()[0]
         reads, verifies = [], []
         with a.connect() as conn_a, b.connect() as conn_b:
-            source = snapshot_source(conn_a, "verify_rows", SNAPSHOT)
+            source = snapshot_source(conn_a, "verify_rows", snapshot)
             for _ in range(opts.rounds):
                 started = time.perf_counter()
                 n = plain_read(conn_a, "verify_rows") + plain_read(conn_b, "verify_dest")
