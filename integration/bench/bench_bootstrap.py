@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -107,6 +108,31 @@ def bootstrap(a, b, queue: QueueConfig, table: str, dest: str, method: str, snap
     return seconds, {"rows": t.rows, "cells": t.cells, "failed": t.failed, "task_seconds": round(t.seconds, 2)}
 
 
+def peak_rss() -> dict[str, int]:
+    """The peak resident memory (MiB, VmHWM) of this process and of every process of the embedded clusters
+    (their tablet servers and gateways), by kind."""
+    out: dict[str, int] = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        if int(pid) == os.getpid():
+            kind = "python (this bootstrap)"
+        elif b"accumulo-harness" in command:
+            found = re.search(rb"-Dproc=(\w+)", command)
+            kind = found.group(1).decode() if found else "gateways and launcher"
+        else:
+            continue
+        hwm = re.search(r"VmHWM:\s+(\d+) kB", status)
+        if hwm:
+            out[kind] = max(out.get(kind, 0), int(hwm.group(1)) // 1024)
+    return out
+
+
 def count(cluster, table: str) -> int:
     with cluster.connect() as conn:
         return sum(p.num_rows for p in conn.scan_batches(table, batch_size=20_000))
@@ -137,6 +163,7 @@ def main() -> None:
             assert count(b, f"boot_{method}") == cells, method
             print(f"bootstrap {method}: {detail['cells']:,} cells from {detail['rows']:,} rows in {seconds:.2f} s "
                   f"({detail['cells'] / seconds:,.0f} cells/s; tasks {detail['task_seconds']} s)", flush=True)
+        print("peak RSS (MiB) by process kind: " + ", ".join(f"{k} {v:,}" for k, v in sorted(peak_rss().items())))
         print(f"load average at the start: {load:.1f}")
         print(f"live/java={java_s / results['live']:.2f}")
         print(f"ratio={java_s / results['bulk']:.2f}")
