@@ -12,7 +12,7 @@ ARCHITECTURE.md); they load on first use, so ``import connector`` is cheap and p
         q.init()
         ac.RowTransactions(conn, "docs").run("doc7", lambda tx: tx.export(queue, "doc7", {"new": []}))
     job = ac.DrainJob(source=a, dest=b, queue=queue, dest_table="index",
-                      settings=ac.DrainSettings(translator="difference"))
+                      settings=ac.DrainSettings(translator="difference", create_dest_table=True))
     report = ac.run_drain(ac.LocalEngine(), job)            # or ac.run_batch(ac.spark_session(), job)
 """
 
@@ -44,6 +44,7 @@ _EXPORTS = {
     "CellChange": "connector.export",
     "TranslationError": "connector.export",
     "AccumuloExporter": "connector.export",
+    "current_seq": "connector.export",
     # producing
     "ExportQueue": "connector.queue",
     "QueueConfig": "connector.queue",

@@ -20,6 +20,7 @@ import dataclasses
 import difflib
 import math
 import os
+import types
 import typing
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -224,7 +225,35 @@ def _parser_for(hint: Any) -> Parse:
 class Settings:
     """Base of settings dataclasses (frozen): the declared fields, parsed from and written to options, CLI
     flags and documentation. Fields declared without :func:`setting` (composed settings, say) are not
-    settings themselves."""
+    settings themselves.
+
+    Every value is checked by its declaration when the object is made, however it was given (a flag, an
+    option, a keyword in Python): its type, what its ``parse`` says of its text, and the ``exclusive``
+    groups. A subclass's own ``__post_init__`` calls ``super().__post_init__()`` first and checks only what
+    spans several settings or what no declaration can say."""
+
+    #: the error a value that fails its declaration raises (a subclass may name a refinement of ValueError)
+    invalid: typing.ClassVar[type[ValueError]] = OptionError
+
+    def __post_init__(self) -> None:
+        self.check_declared()
+
+    def check_declared(self) -> None:
+        """Raise :attr:`invalid` naming the first setting whose value its declaration refuses, or the two
+        settings of an ``exclusive`` group that are both set."""
+        chosen: dict[str, str] = {}
+        for s in self.settings():
+            value = getattr(self, s.name)
+            if value is None or (s.default is not dataclasses.MISSING and _same_value(value, s.default)):
+                continue  # unset, or the default: declared values are checked where they are declared
+            types_of = _base_types(type(self))  # type: ignore[arg-type]  # classes are hashable
+            problem = _refused(s, value, types_of[s.name])
+            if problem:
+                raise self.invalid(f"{s.name}: {problem}")
+            if s.exclusive:
+                if s.exclusive in chosen:
+                    raise self.invalid(f"set {chosen[s.exclusive]} or {s.name}, not both")
+                chosen[s.exclusive] = s.name
 
     @classmethod
     def settings(cls) -> tuple[Setting, ...]:
@@ -337,6 +366,41 @@ class Settings:
             default = f"`{s.default_text()}`" if s.default_text() else ""
             rows.append(f"| {flag} | {option} | {default} | {s.help} |")
         return rows
+
+
+def _same_value(value: Any, default: Any) -> bool:
+    return type(value) is type(default) and value == default
+
+
+def _refused(s: Setting, value: Any, types: tuple[type, ...] | None) -> str | None:
+    """Why ``value`` is not a value of setting ``s`` (None: it is): not of the declared type, or its text
+    refused by the setting's ``parse``."""
+    if types is not None and (not isinstance(value, types) or (isinstance(value, bool) and bool not in types)):
+        return f"expected {' or '.join(t.__name__ for t in types)}, got {value!r}"
+    try:
+        s.parse(s.text_of(value))
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+@cache
+def _base_types(cls: type) -> dict[str, tuple[type, ...] | None]:
+    """The types each declared field's value may have (None: not checked), from the field's annotation."""
+    hints = typing.get_type_hints(cls)
+    out: dict[str, tuple[type, ...] | None] = {}
+    for s in _settings_of(cls):
+        hint = hints.get(s.name)
+        args = [a for a in typing.get_args(hint) if a is not type(None)] if typing.get_origin(hint) in (
+            typing.Union, types.UnionType) else [hint]
+        base = typing.get_origin(args[0]) or args[0] if len(args) == 1 else None
+        if base is float:
+            out[s.name] = (int, float)  # a whole number of seconds is a number of seconds
+        elif isinstance(base, type):
+            out[s.name] = (base,)
+        else:
+            out[s.name] = None
+    return out
 
 
 @cache

@@ -315,13 +315,14 @@ def main() -> int:
             return 1
         relay_table(conn_a, COUNTS)
         run_drain(LocalEngine(), DrainJob(source=a.gateway_options(), dest=b.gateway_options(), queue=queue,
-                                          dest_table="count_index_old"))
+                                          dest_table="count_index_old",
+                                          settings=DrainSettings(create_dest_table=True)))
         print(f"  {len(expected_index(conn_a, COUNTS)):,} words counted on A; the queue is empty", flush=True)
 
         # --- the new index: the stream first, then producers and the bootstrap at once ------------------------
         spark = spark_session(app_name="accumulo-export demo")
         job = DrainJob(source=a.gateway_options(), dest=b.gateway_options(), queue=queue, dest_table="count_index",
-                       settings=DrainSettings(trigger_seconds=0.5))
+                       settings=DrainSettings(trigger_seconds=0.5, create_dest_table=True))
         folder = tempfile.mkdtemp(prefix="demo-stream-")
         query = StreamSupervisor(spark, job, folder)
         print("streaming drain into the new index started", flush=True)

@@ -192,6 +192,7 @@ def main() -> int:
         CombineJob,
         CombineQueue,
         DrainJob,
+        DrainSettings,
         ExportQueue,
         QueueConfig,
         outbox_status,
@@ -283,7 +284,7 @@ def main() -> int:
         final = run_combine(spark, job)
         combine_s = time.monotonic() - t1
         drain = run_batch(spark, DrainJob(source=a.gateway_options(), dest=b.gateway_options(), queue=export,
-                                          dest_table="word_index"))
+                                          dest_table="word_index", settings=DrainSettings(create_dest_table=True)))
         spark.stop()
 
         truth = recount(conn_a, DOCUMENTS)

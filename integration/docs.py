@@ -1,6 +1,6 @@
 """``make docs``: the API reference of ``connector``, rendered by pdoc from the docstrings into ``docs/``; and
-``--readme``: the README's generated tables (translators, settings, options, cluster keys, environment),
-rewritten from their one declaration in the code (``tests/test_docs.py`` fails when they are stale).
+``--readme``: the README's generated tables (translators, settings, options, cluster keys, environment, exit
+statuses), rewritten from their one declaration in the code (``tests/test_docs.py`` fails when they are stale).
 
 Any warning while rendering (a type annotation pdoc cannot resolve, a broken cross-reference, a docstring
 it cannot parse) fails the build, so the reference stays complete. ``docs/`` is built, not committed: the
@@ -71,21 +71,26 @@ README = ROOT / "README.md"
 
 def readme_sections() -> dict[str, str]:
     """The README's generated sections, by marker name, from the declarations they document."""
+    from connector.accumulo.options import GatewayOptions
+    from connector.cli.common import exit_status_markdown
     from connector.clusters_config import SURFACE as CLUSTER_KEYS
     from connector.export.translators import markdown_table
-    from connector.queue.settings import DrainSettings
+    from connector.queue.settings import DEFAULT_SERVER_WAIT, DrainSettings
     from connector.settings import ENVIRONMENT, Group
     from connector.spark.options import markdown_tables
 
+    wait = GatewayOptions.setting_named("server_wait")  # a gateway's: the flag sets both clusters'
     drain = ["| flag | data source option | default | meaning |", "|---|---|---|---|",
-             *DrainSettings.markdown_rows()]
+             *DrainSettings.markdown_rows(),
+             f"| `{wait.flag}` | `source.{wait.option}`, `dest.{wait.option}` | the cluster's, else "
+             f"`{DEFAULT_SERVER_WAIT:g}` | {wait.help} (a drain's bound when the cluster names none) |"]
     keys = ["| key | default | meaning |", "|---|---|---|"]
     keys += [f"| `{n}` | {f'`{d}`' if d else ''} | {m} |" for group in CLUSTER_KEYS.groups
              for n, d, m in Group(group.settings, exclude=group.exclude).documented()]
     env = ["| variable | meaning |", "|---|---|", *(f"| `{k}` | {v} |" for k, v in ENVIRONMENT.items())]
     return {"translators": markdown_table() + "\n", "drain-settings": "\n".join(drain) + "\n",
             "data-source-options": markdown_tables(), "cluster-keys": "\n".join(keys) + "\n",
-            "environment": "\n".join(env) + "\n"}
+            "environment": "\n".join(env) + "\n", "exit-statuses": exit_status_markdown()}
 
 
 def _markers(name: str) -> tuple[str, str]:

@@ -185,7 +185,7 @@ class Smoke:
         self.cli("queue", "add", *queue, stdin="".join(json.dumps(line) + "\n" for line in lines))
         table = f"smoke{self.tag}_local"
         self.cli("drain", "--source", "A", "--dest", "B", "--table", f"smoke{self.tag}", "--queue", "q",
-                 "--dest-table", table, "--engine", "local")
+                 "--dest-table", table, "--create-dest-table", "--engine", "local")
         expected = {(f"r{i}".encode(), b"f", b"q", f"v{i}".encode()) for i in range(20)}
         if self.cells(table) != expected:
             raise SmokeError(f"the local drain wrote {sorted(self.cells(table))[:5]}..., expected {len(expected)} "
@@ -206,7 +206,7 @@ class Smoke:
             raise SmokeError(f"combine get says {got}, expected apple 4 and pear 2")
         table = f"smoke{self.tag}_counts"
         self.cli("drain", "--source", "A", "--dest", "B", "--table", f"smoke{self.tag}_x", "--queue", "x",
-                 "--dest-table", table, "--engine", "spark", "--master", "local[2]")
+                 "--dest-table", table, "--create-dest-table", "--engine", "spark", "--master", "local[2]")
         expected = {(b"apple", b"count", b"", b"4"), (b"pear", b"count", b"", b"2")}
         if self.cells(table) != expected:
             raise SmokeError(f"the Spark drain wrote {sorted(self.cells(table))}, expected {sorted(expected)}")

@@ -59,7 +59,8 @@ def main(tag: str, work: Path) -> dict:
         ExportQueue(conn_a, queue).init()
         fill(queue, 0, ENTRIES)
         return DrainJob(source=a, dest=b, queue=queue, dest_table=dest_table,
-                        settings=DrainSettings(translator="cells", max_entries_per_trigger=read_limit))
+                        settings=DrainSettings(translator="cells", max_entries_per_trigger=read_limit,
+                                               create_dest_table=True))
 
     def count(table: str) -> int:
         return sum(1 for _ in conn_b.scan(table)) if conn_b.table_exists(table) else 0

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -129,14 +130,18 @@ class Scenario:
         self.queue = QueueConfig(table=unique_table("q"), qid="cidx", num_buckets=buckets)
         self.counts = unique_table("counts")
         self.index = unique_table("index")
+        self.conn_b.create_table(self.index)  # a drain creates none unless asked (create_dest_table)
         ExportQueue(self.conn_a, self.queue).init()
         RowTransactions(self.conn_a, self.counts).init()
 
     def job(self, **settings) -> DrainJob:
         """The drain of this scenario's queue into its index; ``settings``: ``DrainSettings`` fields (and
-        ``source``, ``dest``, ``dest_table`` to change those)."""
-        return DrainJob(source=settings.pop("source", self.a.gateway_options()),
-                        dest=settings.pop("dest", self.b.gateway_options()), queue=self.queue,
+        ``source``, ``dest``, ``dest_table`` to change those, ``server_wait`` for both gateways)."""
+        wait = settings.pop("server_wait", None)
+        source = settings.pop("source", self.a.gateway_options())
+        dest = settings.pop("dest", self.b.gateway_options())
+        return DrainJob(source=replace(source, server_wait=wait or source.server_wait),
+                        dest=replace(dest, server_wait=wait or dest.server_wait), queue=self.queue,
                         dest_table=settings.pop("dest_table", self.index), settings=DrainSettings(**settings))
 
     def produce(self, transactions: int, producers: int = 2, n_words: int = 300, seed: int = 0) -> int:

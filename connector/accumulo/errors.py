@@ -14,6 +14,8 @@ class AccumuloError(ConnectorError):
 class AccumuloSecurityError(AccumuloError):
     """Wrong shared secret, or the gateway's user lacks a permission."""
 
+    input_error = True
+
 
 class AccumuloServerError(AccumuloError):
     """Accumulo's servers failed to do what was asked (e.g. a scan iterator that cannot be loaded or that
@@ -22,6 +24,8 @@ class AccumuloServerError(AccumuloError):
 
 class TableNotFoundError(AccumuloError):
     """The named table does not exist."""
+
+    input_error = True
 
 
 class TableExistsError(AccumuloError):
@@ -58,6 +62,8 @@ class TlsError(AccumuloError):
     """TLS to the gateway failed in a way a retry cannot cure: the server's certificate did not verify
     against ``tls_ca_file`` (or names another host), the gateway wants a client certificate, or a plain
     client reached a gateway that requires TLS. The message says which and what to check."""
+
+    input_error = True
 
 
 def translate(exc: BaseException) -> BaseException:

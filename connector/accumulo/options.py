@@ -75,7 +75,8 @@ class GatewayOptions(Settings):
                                                     "(default: the host)", flag=None)
     #: seconds a scan or a writer's flush may wait for a tablet server (None: no bound); see ``Connection``
     server_wait: float | None = setting(None, "seconds a scan or flush may wait for a tablet server (a crashed "
-                                              "one restarting) before it fails", parse=seconds, flag=None)
+                                              "one restarting) before it fails", parse=seconds,
+                                        flag="--server-wait", metavar="SECONDS")
     #: several gateways of the cluster, ``host:port`` each (empty: the one at ``host``/``port``)
     hosts: tuple[str, ...] = setting((), "several gateways of the cluster, host:port each (comma-separated as "
                                          "an option, a list in clusters.toml): spread over, failed over",

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import sys
 import threading
 import time
@@ -14,19 +13,16 @@ from typing import Any
 
 from connector.accumulo import AccumuloError
 from connector.clusters_config import cluster
-from connector.jobs import LocalEngine
 from connector.jobs.bootstrap import BootstrapJob, BootstrapReport, preflight, run_bootstrap
 from connector.snapshot import BootstrapSettings, Destination, VerifyReport, snapshot_source, verify_destination
 from connector.snapshot.state import BootstrapState
 from connector.snapshot.verify import DEFAULT_EXAMPLES
 
-from .common import UsageError, spark_output
+from .common import EXIT_NOT_CLEAN, UsageError, cluster_error
+from .engine import EngineChoice
 from .metrics import BootstrapProgress, Metrics, bootstrap_metrics
-from .options import Help, check_namespace, check_table_name, int_at_least, port_number, queue_args
+from .options import Help, check_namespace, check_table_name, int_at_least, queue_args
 from .queue import stored_config
-
-#: exit status of a verify that found differences (and did not repair them)
-EXIT_DIFFERENCES = 1
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -49,13 +45,7 @@ def register_bootstrap_commands(sub: Any) -> None:
     _common(b)
     BootstrapSettings.add_arguments(b)
     b.add_argument("--no-final-check", action="store_true", help="write the snapshot only (verify later)")
-    b.add_argument("--engine", choices=["auto", "spark", "local"], default="auto",
-                   help="local: in this process on threads; spark: one Spark task per tablet of A; auto: local "
-                        "unless --master is given")
-    b.add_argument("--master", help="Spark master (with --engine spark or auto)")
-    b.add_argument("--metrics-port", type=port_number, metavar="PORT",
-                   help="serve Prometheus metrics (tablets written, rows read, cells written) on this port while "
-                        "the bootstrap runs")
+    EngineChoice.add_arguments(b)
     b.add_argument("--forget", action="store_true",
                    help="forget what an unfinished bootstrap of this destination recorded (then start afresh)")
     v = sub.add_parser("verify", formatter_class=Help, help="compare a destination table with what A's rows imply",
@@ -64,7 +54,7 @@ def register_bootstrap_commands(sub: Any) -> None:
                                    "difference still there after the queue drained is reported (exit status 1); "
                                    "--repair writes the fixes so later exports still win.")
     _common(v)
-    BootstrapSettings.add_arguments(v, skip={"ranges_per_task"})
+    BootstrapSettings.add_arguments(v, skip={"ranges_per_task", "create_dest_table"})
     v.add_argument("--repair", action="store_true", help="write the fixes of the differences found")
     v.add_argument("--examples", type=int_at_least(0), default=DEFAULT_EXAMPLES,
                    help="example differences shown per range and kind")
@@ -75,19 +65,22 @@ def _job(args: argparse.Namespace) -> BootstrapJob:
     check_table_name(args.producer_table, "--producer-table", f"the source {source.describe()}")
     check_table_name(args.dest_table, "--dest-table", f"the destination {dest.describe()}")
     try:
-        with source.connect() as conn:
-            queue = stored_config(conn, args, f"the source {source.describe()}")
-        with dest.connect() as conn:
-            if not conn.table_exists(args.dest_table):
-                check_namespace(conn, args.dest_table, "--dest-table", f"the destination {dest.describe()}")
-    except AccumuloError as exc:
-        raise UsageError(f"{exc}") from None
-    try:
         settings = BootstrapSettings.from_args(args)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if settings.snapshot is None:
         raise UsageError("--snapshot is required: module:callable (what one row implies) or combine=<cid>")
+    try:
+        with source.connect() as conn:
+            queue = stored_config(conn, args, f"the source {source.describe()}")
+    except AccumuloError as exc:
+        raise cluster_error(exc, f"source {source.describe()}") from None
+    try:
+        with dest.connect() as conn:
+            if settings.create_dest_table and not conn.table_exists(args.dest_table):
+                check_namespace(conn, args.dest_table, "--dest-table", f"the destination {dest.describe()}")
+    except AccumuloError as exc:
+        raise cluster_error(exc, f"destination {dest.describe()}") from None
     return BootstrapJob(source=source, dest=dest, queue=queue, table=args.producer_table,
                         dest_table=args.dest_table, settings=settings)
 
@@ -109,21 +102,12 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
             finally:
                 state.release()
         _say(f"forgot the unfinished bootstrap of {job.destination}")
-    metrics = bootstrap_metrics(args.metrics_port, job)  # a taken port fails here, before anything runs
-    watcher = _watch(job, metrics) if args.metrics_port else None
+    choice = EngineChoice.from_args(args)
+    metrics = bootstrap_metrics(choice.metrics_port, job)  # a taken port fails here, before anything runs
+    watcher = _watch(job, metrics) if choice.metrics_port else None
     try:
-        if args.engine == "spark" or (args.engine == "auto" and (args.master or os.environ.get("SPARK_MASTER"))):
-            from connector.spark import spark_session
-            from connector.spark.engine import SparkEngine
-
-            with spark_output(verbose=args.verbose):
-                spark = spark_session(args.master, "accumulo-export bootstrap")
-                try:
-                    report = run_bootstrap(SparkEngine(spark), job, _say)
-                finally:
-                    spark.stop()
-        else:
-            report = run_bootstrap(LocalEngine(), job, _say)
+        with choice.running(choice.local(), "accumulo-export bootstrap", args.verbose) as (engine, _):
+            report = run_bootstrap(engine, job, _say)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the running tasks finished their ranges, the lease is free
         try:
             with job.source.connect() as conn:
@@ -137,7 +121,7 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
             watcher.set()
         metrics.close()
     _print_bootstrap(report, args.json)
-    return EXIT_DIFFERENCES if report.totals.failed or (report.check is not None and not report.check.clean) else 0
+    return EXIT_NOT_CLEAN if report.totals.failed or (report.check is not None and not report.check.clean) else 0
 
 
 def _watch(job: BootstrapJob, metrics: Metrics) -> threading.Event:
@@ -195,7 +179,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
                                     repair=args.repair, settle_seconds=s.settle_seconds,
                                     other_feeders=s.other_feeders, progress=_say)
     _print_verify(report, args)
-    return 0 if report.clean else EXIT_DIFFERENCES
+    return 0 if report.clean else EXIT_NOT_CLEAN
 
 
 def _bound(row: str | None, unbounded: str) -> str:

@@ -5,11 +5,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import signal
 import sys
 import threading
-from collections.abc import Callable
 from typing import IO, Any
 
 from connector.accumulo import AccumuloError, Connection, Mutation
@@ -19,19 +17,18 @@ from connector.combine.producer import CombineQueue
 from connector.combine.status import combine_status, count_updates
 from connector.jobs import (
     LOCAL_COMBINE_MAX_UPDATES,
-    CombineError,
     CombineJob,
     CombineReport,
     Engine,
-    LocalEngine,
     run_combine,
     stream_combine,
 )
 from connector.jobs.combine import preflight
 from connector.queue.stored_config import resolve_config
 
-from .common import UsageError, spark_output
-from .options import check_namespace, check_table_name, int_at_least, port_number, positive_seconds
+from .common import EXIT_INTERRUPTED, EXIT_NOT_CLEAN, UsageError, cluster_error
+from .engine import EngineChoice
+from .options import check_namespace, check_table_name, int_at_least, positive_seconds
 from .progress import print_combine_round
 
 
@@ -71,13 +68,7 @@ def register_combine_commands(sub: Any) -> None:
     run.add_argument("--export-queue", help="id of that export queue (initialised with 'queue init')")
     run.add_argument("--stream", action="store_true", help="keep combining, a round every --interval seconds")
     run.add_argument("--interval", type=positive_seconds, default=1.0)
-    run.add_argument("--master", help="Spark master (default local[2] or SPARK_MASTER)")
-    run.add_argument("--engine", choices=["auto", "spark", "local"], default="auto",
-                     help="local: combine in this process without Spark; auto: local for a batch run of a small "
-                          "queue (Spark's start-up would dominate) when no --master is given, else Spark")
-    run.add_argument("--metrics-port", type=port_number, metavar="PORT",
-                     help="serve Prometheus metrics (counters, queued updates, lag per bucket) on this port while "
-                          "the run lasts (README: Metrics)")
+    EngineChoice.add_arguments(run)
 
 
 def cmd_combine(args: argparse.Namespace) -> int:
@@ -112,10 +103,12 @@ def cmd_combine(args: argparse.Namespace) -> int:
                 if not (args.export_table and args.export_queue):
                     raise UsageError("--export-table and --export-queue go together")
                 export = resolve_config(conn, args.export_table, args.export_queue)
-            local = _combine_locally(args, conn, config)
+            choice = EngineChoice.from_args(args)
+            local = choice.local(stream=args.stream, small=lambda: count_updates(
+                conn, config, limit=LOCAL_COMBINE_MAX_UPDATES + 1) <= LOCAL_COMBINE_MAX_UPDATES)
     except AccumuloError as exc:
-        raise UsageError(f"{gateway.describe()}: {exc}") from None
-    return _run(args, gateway, config, export, local)
+        raise cluster_error(exc, gateway.describe()) from None
+    return _run(args, gateway, config, export, choice, local)
 
 
 def _init(conn: Connection, args: argparse.Namespace) -> int:
@@ -190,29 +183,15 @@ def _read_updates(stream: IO[bytes], queue: CombineQueue) -> list[Mutation]:
     return mutations
 
 
-def _combine_locally(args: argparse.Namespace, conn: Connection, config: CombineConfig) -> bool:
-    if args.engine != "auto":
-        if args.engine == "local" and args.master:
-            raise UsageError("--master applies to Spark, not to --engine local")
-        return bool(args.engine == "local")
-    from connector.spark.session import submitted
-
-    if args.stream or args.master or os.environ.get("SPARK_MASTER") or submitted():
-        return False
-    return count_updates(conn, config, limit=LOCAL_COMBINE_MAX_UPDATES + 1) <= LOCAL_COMBINE_MAX_UPDATES
-
-
-def _run(args: argparse.Namespace, gateway: Any, config: CombineConfig, export: Any, local: bool) -> int:
+def _run(args: argparse.Namespace, gateway: Any, config: CombineConfig, export: Any, choice: EngineChoice,
+         local: bool) -> int:
     job = CombineJob(source=gateway, combine=config, combiner=args.combiner, observer=args.observer,
                      export_queue=export)
-    try:
-        preflight(job)
-    except CombineError as exc:
-        raise UsageError(str(exc)) from None
+    preflight(job)
 
     from .metrics import combine_metrics
 
-    metrics = combine_metrics(args.metrics_port, job)  # served until the command ends; a taken port fails here
+    metrics = combine_metrics(choice.metrics_port, job)  # served until the command ends; a taken port fails here
 
     def progress(r: CombineReport) -> None:
         metrics.observe(r)
@@ -242,13 +221,8 @@ def _run(args: argparse.Namespace, gateway: Any, config: CombineConfig, export: 
             return latest[0]
 
     with contextlib.closing(metrics):
-        if local:
-            try:
-                report = combine(LocalEngine())
-            except CombineError as exc:
-                raise UsageError(str(exc)) from None
-        else:
-            report = _combine_with_spark(args, combine)
+        with choice.running(local, "accumulo-export combine", args.verbose) as (engine, _):
+            report = combine(engine)
         metrics.observe(report)  # the last counters (a relay after the last round, say), which no round showed
     t = report.totals
     for error in t.errors:
@@ -258,23 +232,6 @@ def _run(args: argparse.Namespace, gateway: Any, config: CombineConfig, export: 
                       "failed": t.failed, "remaining": report.remaining, "relayed": report.relayed,
                       "seconds": round(report.seconds, 2), "updates_per_s": round(report.rate, 1)}))
     if interrupted:
-        return 130
+        return EXIT_INTERRUPTED
     # a batch run ends with nothing queued unless keys failed; a stream stops with whatever arrived last
-    return 1 if report.remaining and not args.stream else 0
-
-
-def _combine_with_spark(args: argparse.Namespace, combine: Callable[[Engine], CombineReport]) -> CombineReport:
-    from connector.spark import SparkEngine, spark_session
-
-    with spark_output(verbose=args.verbose) as spark_log:
-        master = args.master or os.environ.get("SPARK_MASTER") or "local[2]"
-        print(f"starting Spark ({master}) ...", file=sys.stderr, flush=True)
-        spark = spark_session(args.master, "accumulo-export combine")
-        try:
-            return combine(SparkEngine(spark))
-        except CombineError as exc:
-            if spark_log:
-                spark_log.keep = True
-            raise UsageError(f"{exc}" + (f" (Spark's log: {spark_log.path})" if spark_log else "")) from None
-        finally:
-            spark.stop()
+    return EXIT_NOT_CLEAN if report.remaining and not args.stream else 0

@@ -1,5 +1,6 @@
-"""What every ``accumulo-export`` command shares at run time: usage errors, exit statuses, SIGTERM handling,
-and keeping Spark's own output off the terminal (the option types are in :mod:`connector.cli.options`)."""
+"""What every ``accumulo-export`` command shares at run time: the exit statuses (one table, ``EXIT_STATUSES``),
+usage errors and failed runs, SIGTERM handling, and keeping Spark's own output off the terminal (the option
+types are in :mod:`connector.cli.options`, the engine choice in :mod:`connector.cli.engine`)."""
 
 from __future__ import annotations
 
@@ -13,16 +14,80 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from connector.errors import ConnectorError
+from connector.errors import ConnectorError, is_input_error
 
-#: exit status of a drain that dead-lettered entries (without --allow-dead-letters)
+# --- exit statuses: the one table (the CLI's epilog and the README's table are made from it) ------------------
+
+#: done
+EXIT_OK = 0
+#: done, but what was checked or combined is not all right
+EXIT_NOT_CLEAN = 1
+#: a usage or input error, and nothing else
+EXIT_USAGE = 2
+#: a drain dead-lettered entries (without --allow-dead-letters)
 EXIT_DEAD_LETTERS = 3
-#: exit status of a batch command stopped by SIGTERM (128 + 15)
+#: a wait that timed out
+EXIT_WAIT_TIMED_OUT = 4
+#: a run that failed for another reason than its input
+EXIT_FAILED = 5
+#: interrupted by Ctrl-C (128 + SIGINT)
+EXIT_INTERRUPTED = 130
+#: a batch command stopped by SIGTERM (128 + 15)
 EXIT_SIGTERM = 143
+
+#: every exit status of ``accumulo-export`` and what it means
+EXIT_STATUSES: tuple[tuple[int, str], ...] = (
+    (EXIT_OK, "done; also a stream stopped by SIGTERM (how systemd and Kubernetes stop it), and a batch drain that "
+              "drained what was queued when it started and left what came since for the next run"),
+    (EXIT_NOT_CLEAN, "done, but not clean: verify found differences (or a bootstrap's final check could not fix "
+                     "them all), rows failed their snapshot, a combine left keys failing, a relay left malformed "
+                     "outbox cells"),
+    (EXIT_USAGE, "a usage or input error, found before anything ran: a bad flag or value, an unknown or misspelt "
+                 "name, a table that does not exist, a bad configuration or secret (one line on stderr; the same "
+                 "command fails the same way until it is fixed)"),
+    (EXIT_DEAD_LETTERS, "a drain dead-lettered entries (--allow-dead-letters: 0)"),
+    (EXIT_WAIT_TIMED_OUT, "wait: the commit did not reach every destination within --timeout"),
+    (EXIT_FAILED, "the run failed: a cluster did not answer (or had no tablet server within --server-wait), a "
+                  "lease was lost, a final check could not settle, a task failed (one line on stderr; nothing "
+                  "unexported was deleted: run it again once the cause is gone)"),
+    (EXIT_INTERRUPTED, "interrupted by Ctrl-C"),
+    (EXIT_SIGTERM, "a batch command stopped by SIGTERM (it stops cleanly; run it again to go on)"),
+)
+
+
+def exit_status_lines(width: int = 110) -> str:
+    """The exit statuses as the CLI's help shows them: one wrapped paragraph per status."""
+    import textwrap
+
+    return "\n".join(textwrap.fill(text, width, initial_indent=f"  {status:>3}  ", subsequent_indent=" " * 7)
+                     for status, text in EXIT_STATUSES)
+
+
+def exit_status_markdown() -> str:
+    """The exit statuses as the README's table."""
+    return "\n".join(["| status | meaning |", "|---|---|",
+                      *(f"| {status} | {text} |" for status, text in EXIT_STATUSES)]) + "\n"
+
+
+def exit_status_of(exc: ConnectorError) -> int:
+    """The exit status of a command that ended with an error of ours: a usage error for what the user gave
+    wrong (:func:`connector.errors.is_input_error`), a failed run for anything else."""
+    return EXIT_USAGE if is_input_error(exc) else EXIT_FAILED
 
 
 class UsageError(ConnectorError, ValueError):
     """A wrong argument or input: printed as one ``accumulo-export: error: ...`` line, exit status 2."""
+
+
+class RunFailed(ConnectorError, RuntimeError):
+    """A command's run failed for another reason than its input (a cluster that does not answer, say): one
+    ``accumulo-export: error: ...`` line, exit status 5."""
+
+
+def cluster_error(exc: ConnectorError, where: str) -> ConnectorError:
+    """``exc``, met talking to a cluster, as the command's error naming ``where``: a usage error when it says
+    the user's input is wrong (a table that does not exist, a refused secret), else a failed run."""
+    return (UsageError if is_input_error(exc) else RunFailed)(f"{where}: {exc}")
 
 
 class Terminated(KeyboardInterrupt):

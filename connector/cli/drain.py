@@ -5,25 +5,26 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from connector.accumulo import AccumuloError
+from connector.accumulo.options import GatewayOptions
 from connector.clusters_config import cluster
-from connector.export.translators import DEFAULT_TRANSLATOR
-from connector.jobs import LOCAL_DRAIN_MAX_ENTRIES, DrainError, DrainJob, DrainReport, Engine, LocalEngine, run_drain
+from connector.jobs import LOCAL_DRAIN_MAX_ENTRIES, DrainJob, DrainReport, Engine, run_drain
 from connector.jobs.drain import preflight
 from connector.queue import DrainSettings, count_entries
 from connector.queue.progress import other_drains
-from connector.queue.stored_config import read_translator
+from connector.queue.settings import DEFAULT_SERVER_WAIT
 
-from .common import EXIT_DEAD_LETTERS, Terminated, UsageError, spark_output
+from .common import EXIT_DEAD_LETTERS, EXIT_INTERRUPTED, Terminated, UsageError, cluster_error
 from .drain_stream import stream_locally, stream_with_spark
-from .options import Help, check_namespace, check_table_name, port_number, queue_args
+from .engine import EngineChoice
+from .options import Help, check_namespace, check_table_name, queue_args
 from .progress import DrainProgressView
 from .queue import stored_config
 
@@ -35,127 +36,98 @@ def register_drain_command(sub: Any) -> None:
     """Add the ``drain`` command to the ``accumulo-export`` parser's subcommands: the queue's flags, the
     destination, the engine and every :class:`~connector.queue.DrainSettings` setting."""
     d = sub.add_parser("drain", formatter_class=Help, help="export the queue into a destination table with Spark",
-                       description="Export the queue's entries into a table on the destination cluster (created "
-                                   "when missing), each cell at timestamp = seq, and delete each entry after "
-                                   "its export is durable. Batch mode runs until the queue is empty; --stream "
-                                   "runs until Ctrl-C.")
+                       description="Export the queue's entries into a table on the destination cluster (which must "
+                                   "exist, unless --create-dest-table), each cell at timestamp = seq, and delete "
+                                   "each entry after its export is durable. Batch mode drains what the queue "
+                                   "holds when it starts, then stops (entries queued meanwhile are left for the "
+                                   "next run: the summary's 'remaining'); --stream runs until Ctrl-C.")
     queue_args(d, "--source")
     d.add_argument("--dest", required=True, help="destination cluster name from the config file")
-    d.add_argument("--dest-table", required=True, help="destination table (created when missing)")
+    d.add_argument("--dest-table", required=True, help="destination table")
     d.add_argument("--allow-dead-letters", action="store_true",
                    help=f"exit 0 even when entries were dead-lettered (else exit status {EXIT_DEAD_LETTERS})")
     d.add_argument("--stream", action="store_true", help="keep draining new entries until Ctrl-C")
-    d.add_argument("--master", help="Spark master (default: SPARK_MASTER or local[2])")
-    d.add_argument("--metrics-port", type=port_number, metavar="PORT",
-                   help="serve Prometheus metrics (counters, queue depth, lag per bucket) on this port while the "
-                        "drain runs (README: Metrics)")
-    d.add_argument("--engine", choices=["auto", "spark", "local"], default="auto",
-                   help="local: drain in this process without Spark (a stream then starts in about a second and "
-                        "drains whole buckets per micro-batch; it needs no checkpoint: the queue's marks are its "
-                        "state); auto: local for a batch drain of a small queue (Spark's start-up would "
-                        "dominate) when no --master is given, else Spark")
-    DrainSettings.add_arguments(d, shown_defaults={
-        "translator": f"the one 'queue init --translator' stored, else {DEFAULT_TRANSLATOR}"})
+    EngineChoice.add_arguments(d)
+    GatewayOptions.add_arguments(d, shown_defaults={
+        "server_wait": f"the cluster's server_wait, else {DEFAULT_SERVER_WAIT:g}"})
+    DrainSettings.add_arguments(d)
 
 
-def drain_settings(args: argparse.Namespace, stored_translator: str | None) -> DrainSettings:
-    """The drain's settings from its flags; the translator, when not given, is the one the queue stored."""
-    given = {} if args.translator or not stored_translator else {"translator": stored_translator}
+def drain_settings(args: argparse.Namespace) -> DrainSettings:
+    """The drain's settings from its flags (the translator, when not given, is settled by the preflight: the one
+    the queue stored, else the default)."""
     try:
-        return DrainSettings.from_args(args, **given)
+        return DrainSettings.from_args(args)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 
 
 def cmd_drain(args: argparse.Namespace) -> int:
     started = time.monotonic()
-    source, dest = cluster(args.source), cluster(args.dest)
+    choice = EngineChoice.from_args(args)
+    source, dest = _with_server_wait(cluster(args.source), args), _with_server_wait(cluster(args.dest), args)
     # everything a user can get wrong is checked here, before Spark starts (seconds) and fails in a task
     check_table_name(args.table, "--table", f"the source {source.describe()}")
     check_table_name(args.dest_table, "--dest-table", f"the destination {dest.describe()}")
-    with source.connect() as conn:
-        try:
+    settings = drain_settings(args)
+    if args.stream and choice.engine == "local":
+        spark_only = [s.flag for s in DrainSettings.settings()
+                      if s.name in DrainSettings.spark_only() and getattr(args, s.name, None) is not None]
+        if spark_only:
+            raise UsageError(f"{', '.join(map(str, spark_only))} applies to Spark streams, not to --engine local")
+    try:
+        with source.connect() as conn:
             queue = stored_config(conn, args, f"the source {source.describe()}")
-            settings = drain_settings(args, read_translator(conn, queue))
-        except AccumuloError as exc:
-            raise UsageError(f"source {source.describe()}: {exc}") from None
+    except AccumuloError as exc:
+        raise cluster_error(exc, f"source {source.describe()}") from None
     try:
         with dest.connect() as conn:
-            if not conn.table_exists(args.dest_table):
+            if settings.create_dest_table and not conn.table_exists(args.dest_table):
                 check_namespace(conn, args.dest_table, "--dest-table", f"the destination {dest.describe()}")
     except AccumuloError as exc:
-        raise UsageError(f"destination {dest.describe()}: {exc}") from None
-    job = DrainJob(source=source, dest=dest, queue=queue, dest_table=args.dest_table, settings=settings)
-    preflight(job)
+        raise cluster_error(exc, f"destination {dest.describe()}") from None
+    job = preflight(DrainJob(source=source, dest=dest, queue=queue, dest_table=args.dest_table, settings=settings))
     from .metrics import drain_metrics
 
-    metrics = drain_metrics(args.metrics_port, job)  # served until the command ends; a taken port fails here
+    metrics = drain_metrics(choice.metrics_port, job)  # served until the command ends; a taken port fails here
+    folders: list[str] = []  # a Spark stream's temporary ones, removed after Spark stopped
     try:
-        if _drain_locally(args, job):
-            return _run_drain(args, job, None, started, metrics.observe)
-        from connector.spark import spark_session
-
-        with spark_output(verbose=args.verbose) as spark_log:
-            master = args.master or os.environ.get("SPARK_MASTER") or "local[2]"
-            print(f"starting Spark ({master}) ...", file=sys.stderr, flush=True)
-            try:
-                return _run_drain(args, job, spark_session(args.master, "accumulo-export drain"), started,
-                                  metrics.observe)
-            except DrainError as exc:
-                if spark_log:
-                    spark_log.keep = True
-                    raise DrainError(f"{exc} (Spark's log: {spark_log.path})") from None
-                raise
+        local = choice.local(stream=args.stream, small=lambda: _small(job))
+        with choice.running(local, "accumulo-export drain", args.verbose) as (engine, spark):
+            return _run_drain(args, job, engine, spark, folders, started, metrics.observe)
     finally:
         metrics.close()
+        for folder in folders:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
-def _drain_locally(args: argparse.Namespace, job: DrainJob) -> bool:
-    if args.engine != "auto":
-        if args.engine == "local" and args.stream:
-            spark_only = [s.flag for s in DrainSettings.settings()
-                          if s.name in DrainSettings.spark_only() and getattr(args, s.name, None) is not None]
-            spark_only += ["--master"] if args.master else []
-            if spark_only:
-                raise UsageError(f"{', '.join(map(str, spark_only))} applies to Spark streams, not to --engine local")
-        return bool(args.engine == "local")
-    from connector.spark.session import submitted
+def _with_server_wait(gateway: GatewayOptions, args: argparse.Namespace) -> GatewayOptions:
+    """The cluster's gateway, with the ``--server-wait`` given (else the cluster's own, else the drain's)."""
+    return gateway if args.server_wait is None else replace(gateway, server_wait=args.server_wait)
 
-    if args.stream or args.master or os.environ.get("SPARK_MASTER") or submitted():
-        return False
+
+def _small(job: DrainJob) -> bool:
+    """Whether the queue holds few enough entries that Spark's start-up would dominate their drain."""
     with job.source.connect() as conn:
         return count_entries(conn, job.queue, limit=LOCAL_DRAIN_MAX_ENTRIES + 1) <= LOCAL_DRAIN_MAX_ENTRIES
 
 
-def _engine(spark: SparkSession | None) -> Engine:
-    if spark is None:
-        return LocalEngine()
-    from connector.spark.engine import SparkEngine
-
-    return SparkEngine(spark)
-
-
-def _run_drain(args: argparse.Namespace, job: DrainJob, spark: SparkSession | None, started: float,
-               observer: Callable[[DrainReport], None] | None = None) -> int:
+def _run_drain(args: argparse.Namespace, job: DrainJob, engine: Engine, spark: SparkSession | None,
+               folders: list[str], started: float, observer: Callable[[DrainReport], None] | None = None) -> int:
     from rich.console import Console
 
     view = DrainProgressView(Console(stderr=True), args.stream, observer)
     others = _other_drains(job) if not args.stream else set()
-    folders: list[str] = []  # temporary ones, removed after Spark stopped
     stop: KeyboardInterrupt | None = None  # how a stream was stopped: Ctrl-C or SIGTERM (Terminated)
     try:
         if not args.stream:
-            report = run_drain(_engine(spark), job, view, check=False)
+            report = run_drain(engine, job, view, check=False)
         elif spark is None:
             report, stop = stream_locally(args, job, view)
         else:
             report, stop = stream_with_spark(args, job, spark, view, folders)
     finally:
         view.close()
-        if spark is not None:
-            spark.stop()
-        for folder in folders:
-            shutil.rmtree(folder, ignore_errors=True)
     if observer is not None:
         observer(report)  # the last counters, which no progress report showed
     if not args.stream:
@@ -169,8 +141,11 @@ def _run_drain(args: argparse.Namespace, job: DrainJob, spark: SparkSession | No
     if not args.stream:
         summary["other_drains_seen"] = len(others)
     print(json.dumps(summary))
+    if not args.stream and report.remaining:
+        print(f"accumulo-export: drained what the queue held when the drain started; {report.remaining:,} entries "
+              "queued since are left for the next run", file=sys.stderr)
     if isinstance(stop, KeyboardInterrupt) and not isinstance(stop, Terminated):
-        return 130
+        return EXIT_INTERRUPTED
     if report.dead_lettered and not args.allow_dead_letters:
         print(f"accumulo-export: {report.dead_lettered:,} entries were dead-lettered (list them with 'accumulo-export "
               f"queue dead-letters', re-queue them after a fix with --requeue); exit status {EXIT_DEAD_LETTERS} "

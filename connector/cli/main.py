@@ -20,7 +20,7 @@ from connector.settings import check_environment
 
 from .bootstrap import cmd_bootstrap, cmd_verify, register_bootstrap_commands
 from .combine import cmd_combine, register_combine_commands
-from .common import EXIT_SIGTERM, Terminated, handle_sigterm
+from .common import EXIT_INTERRUPTED, EXIT_SIGTERM, Terminated, exit_status_lines, exit_status_of, handle_sigterm
 from .drain import cmd_drain, register_drain_command
 from .options import Parser
 from .queue import cmd_queue, register_queue_commands
@@ -44,22 +44,21 @@ examples:
   accumulo-export queue init   --cluster A --table exports --queue idx --buckets 64
   accumulo-export queue add    --cluster A --table exports --queue idx < updates.jsonl
   accumulo-export queue status --cluster A --table exports --queue idx
-  accumulo-export drain --source A --dest B --table exports --queue idx --dest-table index
+  accumulo-export drain --source A --dest B --table exports --queue idx --dest-table index --create-dest-table
   accumulo-export drain --source A --dest B --table exports --queue idx --dest-table index --stream
-  accumulo-export bootstrap --source A --table exports --queue idx --producer-table counts --dest B \
+  accumulo-export bootstrap --source A --table exports --queue idx --producer-table counts --dest B \\
       --dest-table index --snapshot app:snapshot      (B from A's rows; the stream above runs first)
-  accumulo-export verify --source A --table exports --queue idx --producer-table counts --dest B \
+  accumulo-export verify --source A --table exports --queue idx --producer-table counts --dest B \\
       --dest-table index --snapshot app:snapshot [--repair]
   accumulo-export wait --cluster A --table exports --queue idx --seq 1764312345678901   (read-your-writes)
   accumulo-export queue dead-letters --cluster A --table exports --queue idx [--requeue]
   accumulo-export tx status --cluster A --table counts      (outboxes of row-transaction producers)
   accumulo-export tx relay  --cluster A --table counts
 
-Exit status: 0 done (a stream stopped by SIGTERM, too: that is how systemd and Kubernetes stop it), 1 a
-combine left keys failing, 2 a usage or input error (one line on stderr), 3 a drain dead-lettered entries
-(unless --allow-dead-letters), 130 interrupted by Ctrl-C, 143 a batch command stopped by SIGTERM. -v shows
-Spark's own output and tracebacks.
-"""
+exit statuses (README: Exit statuses):
+{EXIT_STATUS_LINES}
+-v shows Spark's own output and tracebacks.
+""".replace("{EXIT_STATUS_LINES}", exit_status_lines())
 
 
 def version_text() -> str:
@@ -105,12 +104,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConnectorError as exc:  # ours, raised on purpose: one line; anything else is a bug, with its trace
         if args.verbose:
             log.exception("failed")
-        print(f"accumulo-export: error: {exc}", file=sys.stderr)
-        return 2
+        notes = "".join(f" ({note})" for note in getattr(exc, "__notes__", ()))
+        print(f"accumulo-export: error: {exc}{notes}", file=sys.stderr)
+        return exit_status_of(exc)
     except KeyboardInterrupt as exc:
         terminated = isinstance(exc, Terminated)
         print(f"accumulo-export: {'stopped by SIGTERM' if terminated else 'interrupted'}", file=sys.stderr)
-        return EXIT_SIGTERM if terminated else 130
+        return EXIT_SIGTERM if terminated else EXIT_INTERRUPTED
     except BrokenPipeError:
         # the reader went away (`queue status | head`): not an error; stop Python complaining at exit
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

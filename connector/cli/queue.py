@@ -11,8 +11,8 @@ from typing import IO, Any
 from connector.accumulo import AccumuloError, Connection, Mutation
 from connector.accumulo.wire.frames import DEFAULT_MAX_FRAME_BYTES, mutation_fits
 from connector.clusters_config import cluster
-from connector.export import translator_from_name
-from connector.export.translators import DEFAULT_TRANSLATOR, METAVAR, check_translator_name
+from connector.export import prepare_destination_table, translator_from_name
+from connector.export.translators import METAVAR, check_translator_name
 from connector.queue import (
     ExportQueue,
     QueueConfig,
@@ -26,12 +26,13 @@ from connector.queue.destinations import (
     registered_destinations,
     unregister_destination,
 )
+from connector.queue.settings import DestinationSettings
 from connector.queue.stored_config import read_stored_config, read_translator, resolve_config, store_translator
 from connector.settings import argparse_type
 from connector.snapshot.state import destination_id
 from connector.transactions import queue_watermark
 
-from .common import UsageError
+from .common import UsageError, cluster_error
 from .options import Help, check_namespace, check_table_name, int_at_least, queue_args
 
 
@@ -83,10 +84,7 @@ def register_queue_commands(sub: Any) -> None:
         d.add_argument("--dest", required=True, help="the destination's cluster name from the config file")
         d.add_argument("--dest-table", required=True, help="the destination table")
         if action == "add":
-            d.add_argument("--translator", metavar=METAVAR, type=argparse_type(check_translator_name, "translator"),
-                           help="its translator (default: the queue's stored one, else difference)")
-            d.add_argument("--delete-mode", choices=["delete", "tombstone"], default="delete",
-                           help="how its deletes are written")
+            DestinationSettings.add_arguments(d)
 
 
 def stored_config(conn: Connection, args: argparse.Namespace, where: str) -> QueueConfig:
@@ -115,7 +113,7 @@ def cmd_queue(args: argparse.Namespace) -> int:
         with gateway.connect() as conn:
             return _queue_command(conn, args, gateway.describe())
     except AccumuloError as exc:
-        raise UsageError(f"{gateway.describe()}: {exc}") from None
+        raise cluster_error(exc, gateway.describe()) from None
 
 
 def _queue_command(conn: Connection, args: argparse.Namespace, where: str) -> int:
@@ -202,8 +200,19 @@ def _destinations(conn: Connection, config: QueueConfig, args: argparse.Namespac
             raise UsageError(f"no destination {name!r} is registered with queue {config.qid!r}")
         print(f"unregistered {name}: each drain process stops exporting to it at its next look-up (within 5 s)")
         return 0
-    translator = args.translator or read_translator(conn, config) or DEFAULT_TRANSLATOR
-    register_destination(conn, config, Destination(name, gateway, args.dest_table, translator, args.delete_mode))
+    try:
+        settings = DestinationSettings.from_args(args)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    translator = settings.translator_or(read_translator(conn, config))
+    try:
+        with gateway.connect() as dest:  # its table must exist, or be created now when asked: never by a drain
+            if settings.create_dest_table and not dest.table_exists(args.dest_table):
+                check_namespace(dest, args.dest_table, "--dest-table", gateway.describe())
+            prepare_destination_table(dest, args.dest_table, settings.create_dest_table)
+    except AccumuloError as exc:
+        raise cluster_error(exc, f"destination {gateway.describe()}") from None
+    register_destination(conn, config, Destination(name, gateway, args.dest_table, translator, settings.delete_mode))
     print(f"registered {name} with queue {config.qid}: each drain process exports to it from its next look-up "
           f"(within 5 s); now bootstrap it (accumulo-export bootstrap ... --dest {args.dest} --dest-table "
           f"{args.dest_table}: it waits until every drain process acknowledged the registration)")

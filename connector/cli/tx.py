@@ -1,4 +1,5 @@
-"""``accumulo-export tx relay|status``: the outboxes row-transaction producers leave, relayed and shown."""
+"""``accumulo-export tx relay|status|seq``: the outboxes row-transaction producers leave, relayed and shown; and
+the seq a commit made now gets (a timestamp for writing to a destination by hand)."""
 
 from __future__ import annotations
 
@@ -11,21 +12,28 @@ from connector.accumulo import AccumuloError, Connection
 from connector.clusters_config import cluster
 from connector.combine.layout import CONFIG_QUALIFIER as COMBINE_CONFIG_QUALIFIER
 from connector.combine.layout import OUTBOX_FAMILY as COMBINE_OUTBOX_FAMILY
+from connector.export import current_seq
 from connector.queue.layout import CONFIG_FAMILY, CONFIG_QUALIFIER
 from connector.transactions.layout import DEFAULT_OUTBOX_FAMILY, TxLayout
 
-from .common import UsageError
+from .common import EXIT_NOT_CLEAN, UsageError, cluster_error
 from .options import Help
 
 
 def register_tx_commands(sub: Any) -> None:
     """Add the ``tx`` command to the ``accumulo-export`` parser's subcommands."""
     fmt = Help
-    t = sub.add_parser("tx", help="outboxes of row-transaction producers: relay and status",
+    t = sub.add_parser("tx", help="outboxes of row-transaction producers: relay and status; the current seq",
                        description="Row transactions (connector.transactions) commit a row's cells and an outbox "
                                    "of its exports and updates together; the producer then relays the outbox into "
-                                   "the queues. These commands relay what a crashed producer left, and show it."
+                                   "the queues. These commands relay what a crashed producer left, and show it; "
+                                   "'seq' prints the sequence number a commit made now gets."
                        ).add_subparsers(dest="tx_command", required=True)
+    t.add_parser("seq", formatter_class=fmt, help="print the sequence number a commit made now gets",
+                 description="Print the sequence number a commit made now gets at least: this host's clock in "
+                             "microseconds. Cells on a destination carry seqs as their timestamps, so a put or "
+                             "delete written there by hand takes this as its timestamp (README: Writing to a "
+                             "destination by hand).")
     for name, text in (("relay", "copy the outbox cells of a table into their queues, then delete them "
                                  "(repeating it is harmless)"),
                        ("status", "outbox cells waiting in a table: count, rows, destination tables, oldest")):
@@ -45,6 +53,10 @@ def cmd_tx(args: argparse.Namespace) -> int:
     from connector.transactions import outbox_status, relay_table
     from connector.transactions.status import holds_row_transactions
 
+    if args.tx_command == "seq":
+        print(current_seq())
+        return 0
+
     gateway = cluster(args.cluster)
     layout = TxLayout(outbox_family=args.outbox_family)
     try:
@@ -59,10 +71,10 @@ def cmd_tx(args: argparse.Namespace) -> int:
                                   "young": stats.young, "malformed": stats.malformed}))
                 for error in stats.errors:
                     print(f"accumulo-export: malformed outbox cell left in place: {error}", file=sys.stderr)
-                return 1 if stats.malformed else 0
+                return EXIT_NOT_CLEAN if stats.malformed else 0
             st = outbox_status(conn, args.table, layout)
     except AccumuloError as exc:
-        raise UsageError(f"{gateway.describe()}: {exc}") from None
+        raise cluster_error(exc, gateway.describe()) from None
     if args.json:
         print(json.dumps({"table": st.table, "cells": st.cells, "rows": st.rows, "by_target": dict(st.by_target),
                           "oldest_seq": st.oldest_seq, "age_seconds": st.age_seconds, "malformed": st.malformed}))

@@ -13,12 +13,9 @@ from connector.accumulo import AccumuloError
 from connector.clusters_config import cluster
 from connector.transactions import WaitTimeout, Watermark, wait_for_seq
 
-from .common import UsageError
+from .common import EXIT_WAIT_TIMED_OUT, UsageError, cluster_error
 from .options import Help, int_at_least, queue_args
 from .queue import stored_config
-
-#: exit status of a wait that timed out
-EXIT_WAIT_TIMED_OUT = 4
 
 
 def register_wait_command(sub: Any) -> None:
@@ -48,7 +45,7 @@ def cmd_wait(args: argparse.Namespace) -> int:
                 print(f"accumulo-export: {exc}", file=sys.stderr)
                 return EXIT_WAIT_TIMED_OUT
     except AccumuloError as exc:
-        raise UsageError(f"{gateway.describe()}: {exc}") from None
+        raise cluster_error(exc, gateway.describe()) from None
     _print(mark, args)
     return 0
 

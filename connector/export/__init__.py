@@ -1,6 +1,11 @@
 """Exporting: replay ``SequencedExport`` batches into Accumulo at timestamp = sequence number."""
 
-from .accumulo_exporter import AccumuloExporter, ExportRejectedError
+from .accumulo_exporter import (
+    AccumuloExporter,
+    DestinationTableMissingError,
+    ExportRejectedError,
+    prepare_destination_table,
+)
 from .adapter import PerExportExporter, batch_exporter
 from .cell_rows import cell_rows
 from .core import (
@@ -13,6 +18,7 @@ from .core import (
     SequencedExport,
     TranslationError,
     Translator,
+    current_seq,
 )
 from .difference import DifferenceUpdate, difference
 from .replicator import replicator
@@ -20,8 +26,9 @@ from .tombstones import TOMBSTONE, DeleteMode, purge_tombstones
 from .translators import translator_from_name
 
 __all__ = [
-    "AccumuloExporter", "BatchTranslationError", "CellChange", "CountsCells", "DeleteMode", "DifferenceUpdate",
-    "EntryFailure", "ExportRejectedError", "Exporter", "MAX_SEQ", "PerExportExporter", "SequencedExport", "TOMBSTONE",
-    "TranslationError", "Translator", "batch_exporter", "cell_rows", "difference", "purge_tombstones", "replicator",
+    "AccumuloExporter", "BatchTranslationError", "CellChange", "CountsCells", "DeleteMode",
+    "DestinationTableMissingError", "DifferenceUpdate", "EntryFailure", "ExportRejectedError", "Exporter", "MAX_SEQ",
+    "PerExportExporter", "SequencedExport", "TOMBSTONE", "TranslationError", "Translator", "batch_exporter",
+    "cell_rows", "current_seq", "difference", "prepare_destination_table", "purge_tombstones", "replicator",
     "translator_from_name",
 ]

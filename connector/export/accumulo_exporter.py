@@ -21,6 +21,7 @@ from connector.accumulo import (
     TimedOutError,
 )
 from connector.accumulo.visibility import VisibilityError, check_visibility
+from connector.errors import ConnectorError
 from connector.serializers import NATIVE_ENCODINGS, serializer_from_name
 
 from .core import (
@@ -35,6 +36,28 @@ from .core import (
 from .native_translate import changes_to_updates, translate_batch
 from .tombstones import TOMBSTONE, DeleteMode, install_tombstone_filter
 from .translators import DEFAULT_TRANSLATOR, native_name, translator_from_name
+
+
+class DestinationTableMissingError(ConnectorError, ValueError):
+    """A destination table does not exist and creating it was not asked for (``create_dest_table``,
+    ``--create-dest-table``): a misspelt name must not quietly start a new table."""
+
+
+def prepare_destination_table(conn: Connection, table: str, create: bool) -> bool:
+    """Make sure the destination ``table`` exists: with ``create``, create it when missing (versioning
+    iterator, one version; True when this call created it); without, refuse a missing one in one line naming
+    the closest existing table (:class:`DestinationTableMissingError`)."""
+    if conn.table_exists(table):
+        return False
+    if not create:
+        near = conn.closest_table(table)
+        raise DestinationTableMissingError(
+            f"destination table {table!r} does not exist on {conn.describe()}"
+            + (f" (did you mean {near!r}?)" if near else "")
+            + "; a drain, a bootstrap or the accumulo-export sink creates it only when asked (--create-dest-table, "
+              "option create_dest_table)")
+    conn.create_table(table, exist_ok=True)
+    return True
 
 
 class ExportRejectedError(MutationsRejectedError):
@@ -84,10 +107,10 @@ class AccumuloExporter:
         self._calls = threading.local()  # per thread: a shared exporter serves several drain threads
 
     def ensure_table(self, create: bool = True) -> AccumuloExporter:
-        """Create the destination table when missing (``create``) and, in tombstone mode, install the filter
-        that hides tombstones; returns the exporter: ``AccumuloExporter(conn, "t").ensure_table()``."""
-        if create:
-            self.connection.create_table(self.table, exist_ok=True)
+        """Create the destination table when missing (``create``; without it a missing table is refused:
+        :func:`prepare_destination_table`) and, in tombstone mode, install the filter that hides tombstones;
+        returns the exporter: ``AccumuloExporter(conn, "t").ensure_table()``."""
+        prepare_destination_table(self.connection, self.table, create)
         if self.delete_mode is DeleteMode.TOMBSTONE:
             install_tombstone_filter(self.connection, self.table)
         return self

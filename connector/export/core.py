@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
@@ -11,6 +12,15 @@ import pyarrow as pa
 from connector.errors import ConnectorError
 
 MAX_SEQ = (1 << 63) - 1  # Accumulo timestamps are signed 64-bit; the sequence becomes the timestamp
+
+
+def current_seq() -> int:
+    """The sequence number a commit made now gets at least: this host's wall clock in microseconds (a row
+    transaction's seq is ``max(this, the row's previous seq + 1)``). Every cell on a destination carries its
+    export's seq as its Accumulo timestamp, so a write by hand to a destination takes its timestamp from here
+    (README: Writing to a destination by hand); a write without one gets the tablet server's milliseconds,
+    about a thousand times smaller than any seq, and has no effect."""
+    return time.time_ns() // 1000
 
 
 @dataclass(frozen=True, slots=True)

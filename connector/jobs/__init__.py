@@ -13,12 +13,13 @@ from .bootstrap import BootstrapJob, BootstrapReport, run_bootstrap
 from .combine import LOCAL_COMBINE_MAX_UPDATES, CombineJob, CombineReport, run_combine, stream_combine
 from .drain import LOCAL_DRAIN_MAX_ENTRIES, DrainJob, run_drain, stream_drain
 from .drain_report import DrainReport
-from .errors import CombineError, DrainError
+from .errors import CombineError, CombineInputError, DrainError, DrainInputError
 from .local import LOCAL_THREADS, LocalEngine
 from .rounds import Engine, Round, bucket_groups
 
 __all__ = [
-    "BootstrapJob", "BootstrapReport", "CombineError", "CombineJob", "CombineReport", "DrainError", "DrainJob",
-    "DrainReport", "Engine", "LOCAL_COMBINE_MAX_UPDATES", "LOCAL_DRAIN_MAX_ENTRIES", "LOCAL_THREADS", "LocalEngine",
-    "Round", "bucket_groups", "run_bootstrap", "run_combine", "run_drain", "stream_combine", "stream_drain",
+    "BootstrapJob", "BootstrapReport", "CombineError", "CombineInputError", "CombineJob", "CombineReport",
+    "DrainError", "DrainInputError", "DrainJob", "DrainReport", "Engine", "LOCAL_COMBINE_MAX_UPDATES",
+    "LOCAL_DRAIN_MAX_ENTRIES", "LOCAL_THREADS", "LocalEngine", "Round", "bucket_groups", "run_bootstrap",
+    "run_combine", "run_drain", "stream_combine", "stream_drain",
 ]

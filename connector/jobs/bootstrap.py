@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 
 from connector.accumulo import AccumuloError
 from connector.accumulo.options import GatewayOptions
-from connector.export import translator_from_name
+from connector.export import DestinationTableMissingError, prepare_destination_table, translator_from_name
 from connector.export.shared import shared_exporter
 from connector.queue import QueueConfig, QueueConfigError
 from connector.queue.destinations import register_destination, registered_destinations, wait_for_acknowledgements
@@ -32,6 +32,7 @@ from connector.queue.stored_config import check_config, read_translator
 from connector.settings import OptionError
 from connector.snapshot import (
     BootstrapError,
+    BootstrapInputError,
     BootstrapSettings,
     Destination,
     SnapshotStats,
@@ -47,6 +48,7 @@ from connector.snapshot.state import BootstrapState, Plan, destination_id
 from connector.snapshot.verify import check_destination, check_rows_readable
 from connector.transactions.relay import relay_sources
 
+from .errors import checked_error
 from .rounds import Engine, Round
 
 Progress = Callable[[str], None]
@@ -82,28 +84,35 @@ class BootstrapReport:
 
 
 def preflight(job: BootstrapJob) -> tuple[BootstrapJob, str]:
-    """Check what would fail inside a task: the queue, its translator, the snapshot, both clusters; fill in
-    the translator the queue stored. Returns the job and its snapshot's name, or raises ``BootstrapError``."""
-    if job.settings.snapshot is None:
-        raise BootstrapError("a bootstrap needs a snapshot function (--snapshot module:callable or combine=<cid>)")
+    """Check what would fail inside a task: the queue, its translator, the snapshot, both clusters, the
+    destination table (which must exist unless ``create_dest_table``: it is created then); settle the
+    translator (the one given, else the queue's stored one, else the default). Returns the job and its
+    snapshot's name; raises ``BootstrapInputError`` for what was given wrong, ``BootstrapError`` for a cluster
+    that failed."""
+    s = job.settings
+    if s.snapshot is None:
+        raise BootstrapInputError("a bootstrap needs a snapshot function (--snapshot module:callable or "
+                                  "combine=<cid>)")
     try:
         with job.source.connect() as conn:
             for table, what in ((job.queue.table, "queue table"), (job.table, "producer table")):
                 if not conn.table_exists(table):
-                    raise BootstrapError(f"{what} {table!r} does not exist on {job.source.describe()}")
+                    raise BootstrapInputError(f"{what} {table!r} does not exist on {job.source.describe()}")
             check_config(conn, job.queue, required=True)
-            translator = job.settings.translator or read_translator(conn, job.queue) or "difference"
+            translator = s.translator_or(read_translator(conn, job.queue))
             translator_from_name(translator)
-            snapshot_source(conn, job.table, job.settings.snapshot)
+            snapshot_source(conn, job.table, s.snapshot)
             check_rows_readable(conn, job.table)  # a row read in part would be written wrong
             with job.dest.connect() as b:
-                b.list_tables()  # authenticates
-                if b.table_exists(job.dest_table):  # another feeder would make the final check refuse: now
+                if not prepare_destination_table(b, job.dest_table, s.create_dest_table):
+                    # another feeder would make the final check refuse: now
                     check_destination(conn, job.table, job.queue, Destination(b, job.dest_table, translator),
-                                      job.settings.other_feeders)
-    except (AccumuloError, QueueConfigError, OptionError) as exc:
-        raise BootstrapError(str(exc)) from None
-    return replace(job, settings=replace(job.settings, translator=translator)), job.settings.snapshot
+                                      s.other_feeders)
+    except BootstrapError:
+        raise
+    except (AccumuloError, QueueConfigError, DestinationTableMissingError, OptionError, ValueError) as exc:
+        raise checked_error(exc, str(exc), BootstrapError, BootstrapInputError) from None
+    return replace(job, settings=replace(s, translator=translator)), s.snapshot
 
 
 @dataclass(frozen=True)
@@ -122,7 +131,7 @@ class RangeWriter:
         conn = job.source.shared()
         source = snapshot_source(conn, job.table, s.snapshot or "")
         assert s.translator is not None
-        exporter = shared_exporter(job.dest, job.dest_table, s.translator, s.delete_mode, True)
+        exporter = shared_exporter(job.dest, job.dest_table, s.translator, s.delete_mode, s.create_dest_table)
         record_feeder(exporter.connection, job.dest_table, feeder_of(conn, job.queue))
         state = BootstrapState(conn, job.queue, job.destination, token=self.token)
         bulks = state.bulks() if s.method != "live" else {}
@@ -158,9 +167,10 @@ def run_bootstrap(engine: Engine, job: BootstrapJob, progress: Progress | None =
         try:
             plan = state.plan()
             if plan is not None and (plan.table, plan.snapshot) != (job.table, snapshot):
-                raise BootstrapError(f"an unfinished bootstrap of {job.destination} read table {plan.table!r} with "
-                                     f"snapshot {plan.snapshot!r}; finish it with those, or forget it first "
-                                     "(accumulo-export bootstrap --forget)")
+                raise BootstrapInputError(
+                    f"an unfinished bootstrap of {job.destination} read table {plan.table!r} with snapshot "
+                    f"{plan.snapshot!r}; finish it with those, or forget it first (accumulo-export bootstrap "
+                    "--forget)")
             if plan is None:
                 registered = {d.name: d for d in registered_destinations(conn, job.queue)}
                 if job.destination in registered:

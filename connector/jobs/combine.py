@@ -31,7 +31,7 @@ from connector.queue import QueueConfig, QueueConfigError
 from connector.queue.stored_config import check_config
 from connector.transactions.relay import DEFAULT_RELAY_SECONDS
 
-from .errors import CombineError
+from .errors import CombineError, CombineInputError, checked_error
 from .rounds import Engine, Round, bucket_groups, plain_round, run_batch_rounds, run_stream_rounds
 
 #: a batch combine of at most this many queued updates runs in-process when the CLI chooses (Spark's start-up
@@ -100,7 +100,8 @@ class GroupCombiner:
 
 def preflight(job: CombineJob) -> None:
     """Check before any task runs: the combiner and observer load, the combine queue and the export queue
-    are initialised as configured. Raises ``CombineError`` with one line."""
+    are initialised as configured. Raises ``CombineInputError`` with one line for what was given wrong,
+    ``CombineError`` for a cluster that failed."""
     try:
         combiner_from_name(job.combiner)
         if job.observer is not None:
@@ -114,7 +115,7 @@ def preflight(job: CombineJob) -> None:
             if job.export_queue is not None:
                 check_config(conn, job.export_queue, required=True)
     except (AccumuloError, CombineConfigError, QueueConfigError, ValueError) as exc:
-        raise CombineError(f"{job.source.describe()}: {exc}") from None
+        raise checked_error(exc, f"{job.source.describe()}: {exc}", CombineError, CombineInputError) from None
 
 
 class _Combine:

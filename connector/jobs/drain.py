@@ -1,7 +1,8 @@
 """The drain job: export-queue (cluster A) → Exporter → destination table (cluster B), on any engine.
 
-A batch drain runs rounds until the queue is empty. A round gives each group of the buckets that hold
-entries to a task, which drains its buckets itself (read, export, delete: :mod:`connector.queue.drain`) and
+A batch drain drains a cut of the queue, what was queued when it started, in one round (what producers queue
+meanwhile is left for the next run, like Spark's ``availableNow``). A round gives each group of the buckets that
+hold entries to a task, which drains its buckets itself (read, export, delete: :mod:`connector.queue.drain`) and
 returns one ``DrainStats``; an engine carries bucket groups in and counters out, never entries. A stream in
 rounds drains, every trigger, the buckets the marks (and a periodic sweep) name, whole, and settles their marks;
 it keeps no checkpoint: the queue and its marks are its whole state. (Spark's own streaming drain, a structured
@@ -19,19 +20,19 @@ from dataclasses import dataclass, field, replace
 
 from connector.accumulo import AccumuloError, Connection
 from connector.accumulo.options import GatewayOptions
-from connector.export import translator_from_name
+from connector.export import DestinationTableMissingError, prepare_destination_table, translator_from_name
 from connector.queue import DrainStats, QueueConfig, QueueConfigError, drain_buckets, queue_status
 from connector.queue.compaction import QueueCompactor
 from connector.queue.config import queue_options
 from connector.queue.destinations import Destination, RegisteredExporter, drain_exporter, registered_destinations
 from connector.queue.marks import read_marks, settle_marks
 from connector.queue.planner import StreamPlanner
-from connector.queue.settings import DRAIN, EXPORT, PLAN, DrainSettings
-from connector.queue.stored_config import check_config
+from connector.queue.settings import DEFAULT_SERVER_WAIT, DRAIN, EXPORT, PLAN, DrainSettings
+from connector.queue.stored_config import check_config, read_translator
 
 from .drain_progress import watching
 from .drain_report import DrainReport, ProgressFn
-from .errors import DrainError
+from .errors import DrainError, DrainInputError, checked_error
 from .rounds import Engine, Round, bucket_groups, plain_round, run_batch_rounds, run_stream_rounds, timed_out_message
 
 #: a batch drain of at most this many entries runs in-process by default: Spark's start-up would dominate
@@ -46,8 +47,9 @@ def timed_out(message: str) -> DrainError:
 @dataclass(frozen=True)
 class DrainJob:
     """Everything a drain needs, in one place: where the queue is, where it goes, and how
-    (:class:`~connector.queue.DrainSettings`, passed whole to every task). The settings' ``server_wait``
-    becomes both gateways' bound on waiting for a tablet server."""
+    (:class:`~connector.queue.DrainSettings`, passed whole to every task). A gateway that names no
+    ``server_wait`` (its cluster's key, the ``--server-wait`` flag) gets the drain's bound,
+    ``DEFAULT_SERVER_WAIT``, on waiting for a tablet server."""
 
     source: GatewayOptions
     dest: GatewayOptions
@@ -56,11 +58,10 @@ class DrainJob:
     settings: DrainSettings = field(default_factory=DrainSettings)
 
     def __post_init__(self) -> None:
-        wait = self.settings.server_wait
         for role in ("source", "dest"):
             gateway: GatewayOptions = getattr(self, role)
-            if gateway.server_wait != wait:
-                object.__setattr__(self, role, replace(gateway, server_wait=wait))
+            if gateway.server_wait is None:
+                object.__setattr__(self, role, replace(gateway, server_wait=DEFAULT_SERVER_WAIT))
 
     def relay_target(self) -> tuple[str, bytes]:
         return self.queue.table, self.queue.layout.config_row
@@ -90,9 +91,12 @@ class DrainJob:
 
     def exporter(self) -> RegisteredExporter:
         """This process's exporter into the destination, and into every destination registered with the queue
-        (shared by the tasks that run here)."""
+        (shared by the tasks that run here). The translator is the one :func:`preflight` settled on; a job that
+        skipped it takes the queue's stored one here."""
         s = self.settings
-        return drain_exporter(self.source, self.queue, self.dest, self.dest_table, s.translator, s.delete_mode)
+        translator = s.translator or s.translator_or(read_translator(self.source.shared(), self.queue))
+        return drain_exporter(self.source, self.queue, self.dest, self.dest_table, translator, s.delete_mode,
+                              s.create_dest_table)
 
     def round(self, buckets: list[int], run_id: str | None) -> Round[DrainStats]:
         """The round draining ``buckets``, its tasks keeping progress rows under ``run_id`` (None: none)."""
@@ -100,39 +104,50 @@ class DrainJob:
         return Round(GroupDrainer(self, run_id), groups, DrainStats, DrainError)
 
 
-def preflight(job: DrainJob) -> None:
-    """Check, before any task runs, what would otherwise fail inside one: the translator, both clusters'
-    secrets, the queue table and the queue's stored configuration. Raises ``DrainError`` with one line
-    naming the cluster and the problem."""
+def preflight(job: DrainJob) -> DrainJob:
+    """Check, before any task runs, what would otherwise fail inside one: the queue table and the queue's stored
+    configuration, the translator (the one given, else the queue's stored one, else the default), both
+    clusters' secrets, the destination table (which must exist unless ``create_dest_table``: it is created
+    then) and every destination registered with the queue. Returns the job with its translator settled. Raises
+    ``DrainInputError`` (one line naming the cluster and the problem) for what was given wrong, ``DrainError``
+    for a cluster that failed."""
+    role, gateway = "source", job.source
     try:
-        translator_from_name(job.settings.translator)
-    except ValueError as exc:
-        raise DrainError(str(exc)) from None
-    for role, gateway in (("source", job.source), ("destination", job.dest)):
-        try:
-            with gateway.connect() as conn:
-                if role == "destination":
-                    conn.list_tables()  # authenticates
-                elif not conn.table_exists(job.queue.table):
-                    raise DrainError(f"queue table {job.queue.table!r} does not exist on the source "
-                                     f"{gateway.describe()}")
-                else:
-                    check_config(conn, job.queue)
-                    for registered in registered_destinations(conn, job.queue):
-                        _check_destination(registered)
-        except (AccumuloError, QueueConfigError) as exc:
-            raise DrainError(f"{role} {gateway.describe()}: {exc}") from None
+        with gateway.connect() as conn:
+            if not conn.table_exists(job.queue.table):
+                raise DrainInputError(f"source {gateway.describe()}: queue table {job.queue.table!r} does not "
+                                      "exist" + _did_you_mean(conn, job.queue.table))
+            check_config(conn, job.queue)
+            translator = job.settings.translator_or(read_translator(conn, job.queue))
+            registered = registered_destinations(conn, job.queue)
+        translator_from_name(translator)
+        role, gateway = "destination", job.dest
+        with gateway.connect() as conn:
+            prepare_destination_table(conn, job.dest_table, job.settings.create_dest_table)
+    except DrainError:
+        raise
+    except (AccumuloError, QueueConfigError, DestinationTableMissingError, ValueError) as exc:
+        raise checked_error(exc, f"{role} {gateway.describe()}: {exc}", DrainError, DrainInputError) from None
+    for destination in registered:
+        _check_destination(destination)
+    return replace(job, settings=replace(job.settings, translator=translator))
+
+
+def _did_you_mean(conn: Connection, table: str) -> str:
+    near = conn.closest_table(table)
+    return f" (did you mean {near!r}?)" if near else ""
 
 
 def _check_destination(destination: Destination) -> None:
-    """A destination registered with the queue: its translator loads and its cluster answers."""
+    """A destination registered with the queue: its translator loads, its cluster answers, its table exists
+    (registering it made sure of that; a table dropped since is refused, never created again)."""
     try:
         translator_from_name(destination.translator)
         with destination.gateway.connect() as conn:
-            conn.list_tables()
-    except (AccumuloError, ValueError) as exc:
-        raise DrainError(f"registered destination {destination.name!r} ({destination.gateway.describe()}): "
-                         f"{exc}") from None
+            prepare_destination_table(conn, destination.table, create=False)
+    except (AccumuloError, DestinationTableMissingError, ValueError) as exc:
+        raise checked_error(exc, f"registered destination {destination.name!r} ({destination.gateway.describe()}): "
+                            f"{exc}", DrainError, DrainInputError) from None
 
 
 @dataclass(frozen=True)
@@ -151,13 +166,17 @@ class GroupDrainer:
 
 def run_drain(engine: Engine, job: DrainJob, progress: ProgressFn | None = None, max_rounds: int = 1000, *,
               check: bool = True, progress_seconds: float = 2.0) -> DrainReport:
-    """Drain until the queue is empty: rounds on ``engine`` over the buckets that hold entries.
+    """Drain a cut of the queue: every entry queued when the drain started (after it relayed what crashed
+    producers left in their outboxes), then stop, like Spark's ``availableNow``. Entries queued while it runs
+    may be drained too; those left are counted in ``report.remaining`` for the next run. A quiet queue ends
+    empty. See :class:`_BatchDrain` for how it knows the cut is drained.
 
     ``progress(report)`` is called after each round and, while a round runs, every ``progress_seconds``
     with the counters its tasks reported so far (``report.live``). ``check=False`` skips :func:`preflight`
-    for a caller that ran it already."""
+    for a caller that ran it already (and passes the job it returned). ``max_rounds`` bounds the rounds (one
+    drains the cut)."""
     if check:
-        preflight(job)
+        job = preflight(job)
     report = DrainReport()
     started = time.monotonic()
     with job.source.connect() as src:
@@ -168,13 +187,19 @@ def run_drain(engine: Engine, job: DrainJob, progress: ProgressFn | None = None,
 
 
 class _BatchDrain:
-    """A batch drain between its rounds: what is left, when it is done, what it reports."""
+    """A batch drain between its rounds: what it drains, when it is done, what it reports.
+
+    It drains a cut: the entries present when its first status scan began (which follows the relay of
+    outboxes). That scan lists every bucket holding one of them, and the one round over those buckets drains
+    the cut: each task scans each of its buckets once, from its start, after the status scan, so it reads every
+    entry still there (an entry gone meanwhile was deleted by another drain after its export) and exports or
+    dead-letters it, or fails the drain. Nothing compares timestamps, so no two machines' clocks need agree.
+    What producers queue meanwhile is left for the next run, except what the round happens to read."""
 
     def __init__(self, job: DrainJob, src: Connection, report: DrainReport, started: float,
                  progress: ProgressFn | None, progress_seconds: float) -> None:
         self.job, self.src, self.report, self.started = job, src, report, started
         self.progress, self.progress_seconds = progress, progress_seconds
-        self.empty_rounds = 0
         self.entries_before = 0
         self.round_began = 0.0
         self.compactor = QueueCompactor(job.queue, job.settings.compact_dead_keys)
@@ -202,38 +227,30 @@ class _BatchDrain:
             yield self.job.round(buckets, run_id)
 
     def after_round(self, buckets: list[int], round_total: DrainStats) -> bool:
+        """The round drained the cut: count it, and what it left for the next run (settling the marks and
+        compacting when the queue is empty). Always done."""
         job, report = self.job, self.report
         report.rounds += 1
         report.batch_seconds.append(time.monotonic() - self.round_began)
         report.totals += round_total
         report.seconds = time.monotonic() - self.started
         self.compactor.deleted(job.source.shared(), round_total.deleted)
-        # what is left, as far as this drain knows (the progress line after a round shows it)
-        report.depth_before_round = max(0, self.entries_before - round_total.deleted)
         report.history.append({"round": report.rounds, "exported": round_total.exported,
                                "queue_before": self.entries_before})
-        if self.progress:
-            self.progress(report)
-        if round_total.entries:
-            self.empty_rounds = 0
-            return False
-        # another drain may have taken the entries meanwhile: look again before giving up
-        marks = read_marks(self.src, job.queue)
+        marks = read_marks(self.src, job.queue)  # before the status: see settle()
         status = queue_status(self.src, job.queue)
+        report.remaining = report.depth_before_round = status.entries
         if status.entries == 0:
             self.settle(marks)
-            # done; only rows outside every bucket range may be left, which no drain reaches
+            # only rows outside every bucket range may be left, which no drain reaches
             report.unreachable = status.malformed
-            report.remaining = 0
-            return True
-        self.empty_rounds += 1
-        if self.empty_rounds >= 3:
-            raise DrainError(f"{self.empty_rounds} rounds read nothing although the queue holds "
-                             f"{status.entries} entries")
-        return False
+        if self.progress:
+            self.progress(report)
+        return True
 
     def out_of_rounds(self, max_rounds: int) -> None:
-        raise DrainError(f"queue not empty after {max_rounds} rounds")
+        if max_rounds < 1:
+            raise DrainError(f"max_rounds must be >= 1 (one round drains the cut), got {max_rounds}")
 
     def settle(self, marks: dict[int, bytes]) -> None:
         """The queue was found empty. Clear the bucket marks the drain left behind (else ``queue status`` shows
@@ -254,7 +271,7 @@ def stream_drain(engine: Engine, job: DrainJob, progress: ProgressFn | None = No
     whole state, so a restarted stream resumes where the last one stopped. ``progress(report)`` is called
     after each round that found entries."""
     if check:
-        preflight(job)
+        job = preflight(job)
     report = DrainReport()
     planner = StreamPlanner(job.source.shared, job.queue, job.settings.sweep_seconds,
                             compact_dead_keys=job.settings.compact_dead_keys)

@@ -43,21 +43,15 @@ class QueueConfig(Settings):
                                     "inputs, compact), bytes or module:callable", flag=None)
     _resolved_bpt: int = field(init=False, repr=False, compare=False, default=0)
 
+    #: what a value its declaration refuses raises
+    invalid = QueueConfigError
+
     def __post_init__(self) -> None:
-        if not isinstance(self.table, str) or not self.table:
-            raise QueueConfigError("table must be a non-empty string")
+        super().__post_init__()  # each setting by its declaration
         layout = QueueLayout(self.qid, self.num_buckets)  # validates qid and num_buckets
-        bpt = self.buckets_per_tablet
-        if bpt is None:
-            bpt = default_buckets_per_tablet(self.num_buckets)
-        elif not isinstance(bpt, int) or isinstance(bpt, bool) or bpt < 1:
-            raise QueueConfigError(f"buckets_per_tablet must be an int >= 1, got {bpt!r}")
-        for what in ("key_serializer", "value_serializer"):
-            name = getattr(self, what)
-            if not isinstance(name, str) or not name.strip():
-                raise QueueConfigError(f"{what} must be a serializer name such as 'json'")
         if self.key_serializer.strip() == "packed":
             raise QueueConfigError("key_serializer 'packed' encodes export values (cells), not keys: use json or bytes")
+        bpt = self.buckets_per_tablet or default_buckets_per_tablet(self.num_buckets)
         object.__setattr__(self, "_resolved_bpt", bpt)
         self.__dict__["layout"] = layout  # prime the cached property
 

@@ -284,8 +284,9 @@ class RegisteredExporter:
             t = self.target
             primary = self.primary
             others = [d for d in registrations.destinations if not _same(d.gateway, d.table, t.dest, t.table)]
+            # a registered table exists (registering it made sure): one dropped since is refused, not made anew
             exporters = [primary, *(shared_exporter(replace(d.gateway, server_wait=t.dest.server_wait), d.table,
-                                                    d.translator, d.delete_mode, t.create) for d in others)]
+                                                    d.translator, d.delete_mode, False) for d in others)]
             feeder = view.queue_feeder()
             for exporter in exporters:
                 record_feeder(exporter.connection, exporter.table, feeder)

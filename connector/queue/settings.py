@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from connector.export.tombstones import DeleteMode
 from connector.export.translators import DEFAULT_TRANSLATOR, HELP, METAVAR, check_translator_name
-from connector.settings import OptionError, Settings, integer, seconds, setting
+from connector.settings import Settings, integer, seconds, setting
 
 #: a streaming drain's full sweep for entries written without a bucket mark (seconds)
 DEFAULT_SWEEP_SECONDS = 30.0
@@ -28,28 +28,42 @@ DEFAULT_RELAY_SECONDS = 10.0
 DEFAULT_BUFFER_BYTES = 1 << 20
 #: a drain compacts the queue's tablets when their files hold this many dead keys (connector.queue.compaction)
 DEFAULT_COMPACT_DEAD_KEYS = 100_000
-#: how long a read or write on A or B may wait for a tablet server during a drain (seconds)
+#: how long a read or write on A or B may wait for a tablet server during a drain (seconds), when the cluster's
+#: gateway options name no ``server_wait`` of their own
 DEFAULT_SERVER_WAIT = 300.0
 
 PLAN, EXPORT, DRAIN, SPARK = "plan", "export", "drain", "spark"
 
 
 @dataclass(frozen=True)
-class DrainSettings(Settings):
-    """Every setting of a drain (see the module's description); the defaults are the ones documented."""
+class DestinationSettings(Settings):
+    """How exports become cells on a destination table, and whether that table may be created: the settings a
+    drain (:class:`DrainSettings`) and a bootstrap (``BootstrapSettings``) share, declared here once."""
 
-    translator: str = setting(DEFAULT_TRANSLATOR, HELP, parse=check_translator_name, metavar=METAVAR,
-                              tags={EXPORT})
+    translator: str | None = setting(
+        None, HELP, parse=check_translator_name, metavar=METAVAR, tags={EXPORT},
+        shown_default=f"the queue's, stored by 'queue init --translator'; else {DEFAULT_TRANSLATOR}")
     delete_mode: str = setting(DeleteMode.DELETE.value, "how deletes are written on B: delete (Accumulo deletes) "
                                "or tombstone (tombstone puts, immune to the compaction hazard: README)",
                                choices=[m.value for m in DeleteMode], tags={EXPORT})
+    create_dest_table: bool = setting(False, "create the destination table when it does not exist (versioning "
+                                      "iterator, one version); without it a missing table is refused, naming the "
+                                      "closest existing one (a misspelt name must not start a new table)",
+                                      tags={EXPORT})
+
+    def translator_or(self, stored: str | None) -> str:
+        """The translator in effect: the one given, else the queue's ``stored`` one, else the default."""
+        return self.translator or stored or DEFAULT_TRANSLATOR
+
+
+@dataclass(frozen=True)
+class DrainSettings(DestinationSettings):
+    """Every setting of a drain (see the module's description); the defaults are the ones documented."""
+
     buffer_bytes: int = setting(DEFAULT_BUFFER_BYTES, "the most bytes (row + value) of entries per exported batch",
                                 parse=integer(1), tags={EXPORT})
     fail_fast: bool = setting(False, "stop at the first malformed or untranslatable entry (nothing of its batch is "
                                      "exported or deleted) instead of dead-lettering it", tags={EXPORT})
-    server_wait: float = setting(DEFAULT_SERVER_WAIT, "seconds a read or write on A or B may wait for a tablet server "
-                                 "(one restarting after a crash) before the drain fails; nothing unexported is "
-                                 "deleted, a rerun finishes", parse=seconds, option=None, metavar="SECONDS")
     trigger_seconds: float = setting(1.0, "a stream's micro-batch interval", parse=seconds, option=None,
                                      metavar="SECONDS")
     max_entries_per_trigger: int | None = setting(
@@ -74,26 +88,6 @@ class DrainSettings(Settings):
                                                 parse=integer(1), tags={PLAN, SPARK}, flag=None)
     checkpoint: str | None = setting(None, "a Spark stream's checkpoint folder, kept (default: a temporary one, "
                                            "removed)", option=None, tags={SPARK})
-
-    def __post_init__(self) -> None:
-        try:
-            check_translator_name(self.translator)
-            DeleteMode(self.delete_mode)
-        except ValueError as exc:
-            raise OptionError(str(exc)) from None
-        if self.max_entries_per_trigger and self.max_bytes_per_trigger:
-            raise OptionError("set max_entries_per_trigger or max_bytes_per_trigger, not both")
-        for name in ("buffer_bytes", "max_entries_per_trigger", "max_bytes_per_trigger", "buckets_per_partition"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-                raise OptionError(f"{name} must be an int >= 1, got {value!r}")
-        dead = self.compact_dead_keys
-        if not isinstance(dead, int) or isinstance(dead, bool) or dead < 0:
-            raise OptionError(f"compact_dead_keys must be an int >= 0, got {dead!r}")
-        for name in ("server_wait", "trigger_seconds", "sweep_seconds", "relay_seconds"):
-            value = getattr(self, name)
-            if not isinstance(value, int | float) or not 0 < value < float("inf"):
-                raise OptionError(f"{name} must be a number of seconds > 0, got {value!r}")
 
     @classmethod
     def spark_only(cls) -> tuple[str, ...]:

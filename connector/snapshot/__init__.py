@@ -14,11 +14,11 @@ them on an engine are ``connector.jobs.bootstrap``; the commands ``accumulo-expo
 
 from .bootstrap import BootstrapSettings, bootstrap_range
 from .compare import CellDiff
-from .errors import BootstrapError, SnapshotError, VerifyError
+from .errors import BootstrapError, BootstrapInputError, SnapshotError, VerifyError
 from .functions import BatchSnapshot, Snapshot, SnapshotSource, batch_snapshot, snapshot_source
 from .implied import SnapshotStats
 from .verify import Destination, RangeResult, VerifyReport, verify_destination
 
-__all__ = ["BatchSnapshot", "BootstrapError", "BootstrapSettings", "CellDiff", "Destination", "RangeResult", "Snapshot",
-           "SnapshotError", "SnapshotSource", "SnapshotStats", "VerifyError", "VerifyReport", "batch_snapshot",
-           "bootstrap_range", "snapshot_source", "verify_destination"]
+__all__ = ["BatchSnapshot", "BootstrapError", "BootstrapInputError", "BootstrapSettings", "CellDiff", "Destination",
+           "RangeResult", "Snapshot", "SnapshotError", "SnapshotSource", "SnapshotStats", "VerifyError", "VerifyReport",
+           "batch_snapshot", "bootstrap_range", "snapshot_source", "verify_destination"]

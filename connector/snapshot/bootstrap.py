@@ -20,10 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from connector.export import AccumuloExporter
-from connector.export.tombstones import DeleteMode
-from connector.export.translators import METAVAR, check_translator_name
 from connector.queue import QueueConfig
-from connector.settings import OptionError, Settings, boolean, integer, seconds, setting
+from connector.queue.settings import DestinationSettings
+from connector.settings import boolean, integer, seconds, setting
 
 from .functions import SnapshotSource, check_snapshot_name
 from .implied import Bounds, SnapshotStats, implied_chunks
@@ -34,17 +33,14 @@ BULK_CELLS = 100_000
 
 
 @dataclass(frozen=True)
-class BootstrapSettings(Settings):
-    """Every setting of a bootstrap (``accumulo-export bootstrap`` flags derive from these)."""
+class BootstrapSettings(DestinationSettings):
+    """Every setting of a bootstrap (``accumulo-export bootstrap`` flags derive from these); the destination's
+    own (translator, delete mode, whether its table may be created) are a drain's too
+    (:class:`~connector.queue.settings.DestinationSettings`): give the bootstrap the ones its drain has."""
 
-    snapshot: str = setting(None, "module:callable: what one row implies (a function of (row, cells) returning "
+    snapshot: str | None = setting(None, "module:callable: what one row implies (a function of (row, cells) returning "
                                   "(key, value) exports); or combine=<cid>[:observer] for a combine queue's "
                                   "table", parse=check_snapshot_name, metavar="{module:callable,combine=CID}")
-    translator: str | None = setting(None, "the queue's translator (default: the one 'queue init --translator' "
-                                           "stored, else difference)", parse=check_translator_name,
-                                     metavar=METAVAR)
-    delete_mode: str = setting(DeleteMode.DELETE.value, "the destination's delete mode, as its drain writes it",
-                               choices=[m.value for m in DeleteMode])
     method: str = setting("auto", "how cells reach the destination: live (its writer), bulk (sorted RFiles the "
                                   "gateway writes and bulk-loads, timestamps kept) or auto (bulk for a tablet of A "
                                   "that implies at least --bulk-cells cells)", choices=["auto", "live", "bulk"])
@@ -59,16 +55,6 @@ class BootstrapSettings(Settings):
     other_feeders: str = setting("refuse", "when other queues or producer tables also feed the destination "
                                            "(recorded on it): refuse, or keep their cells and compare and repair "
                                            "only the cells this producer table implies", choices=list(OTHER_FEEDERS))
-
-    def __post_init__(self) -> None:
-        try:
-            if self.snapshot is not None:
-                check_snapshot_name(self.snapshot)
-            if self.translator is not None:
-                check_translator_name(self.translator)
-            DeleteMode(self.delete_mode)
-        except ValueError as exc:
-            raise OptionError(str(exc)) from None
 
 
 def bootstrap_range(conn: object, table: str, bounds: Bounds, source: SnapshotSource, queue: QueueConfig,

@@ -14,6 +14,12 @@ class BootstrapError(SnapshotError, RuntimeError):
     plan it would resume disagrees with what was asked, or the final check could not settle."""
 
 
+class BootstrapInputError(BootstrapError, ValueError):
+    """What a bootstrap was given is wrong (no snapshot function, a table that does not exist, a translator
+    that does not load, a plan to resume that disagrees with what was asked): found before anything was
+    written."""
+
+
 class VerifyError(SnapshotError, RuntimeError):
     """A verify could not compare (not a difference: differences are its result)."""
 

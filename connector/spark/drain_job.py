@@ -49,8 +49,8 @@ STATS_DDL = stats_ddl(DrainStats)
 
 def run_batch(spark: SparkSession | None, job: DrainJob, progress: ProgressFn | None = None,
               max_rounds: int = 1000, *, check: bool = True, progress_seconds: float = 2.0) -> DrainReport:
-    """Drain until the queue is empty, each round a Spark job on ``spark`` (None: in this process, on
-    threads); see :func:`connector.jobs.run_drain`."""
+    """Drain what the queue holds when it starts (a cut: see :func:`connector.jobs.run_drain`), each round a
+    Spark job on ``spark`` (None: in this process, on threads)."""
     engine = LocalEngine() if spark is None else SparkEngine(spark)
     return run_drain(engine, job, progress, max_rounds, check=check, progress_seconds=progress_seconds)
 
@@ -64,7 +64,7 @@ def start_stream(spark: SparkSession, job: DrainJob, checkpoint: str, report_dir
     and what the relay moved; with ``progress_id`` the tasks also keep progress rows, which the caller folds
     and removes with a :class:`StreamCounters` of the same id."""
     if check:
-        preflight(job)
+        job = preflight(job)
     warm_python_workers(spark, job)
     options = job.sink_options(report_dir)
     if progress_id is not None:

@@ -8,7 +8,7 @@ a stream catches up with a backlog at the batch drain's rate. ``start_stream`` r
 which collects each micro-batch's counters on the driver.
 
 Options: those of ``export-queue`` and of the ``accumulo-export`` sink in drain mode (``dest.*``, ``table``,
-the export settings, ``create_table``, ``report_dir``), ``relay_seconds`` (default 10): the planner relays, on
+the export settings, ``create_dest_table``, ``report_dir``), ``relay_seconds`` (default 10): the planner relays, on
 a thread of its own, what crashed producers left in the outboxes of the tables recorded as feeding the queue
 (:class:`connector.transactions.PeriodicRelay`), within about that long, and writes what each pass relayed into
 ``report_dir`` (``relay-*.json``: the planner runs in a Python process of its own on the driver, so files are
@@ -91,7 +91,7 @@ class QueueDrainDataSource(ExportQueueDataSource):
                           "spark.readStream, or the export-queue source to read entries")
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return DrainStreamReader(self.queue_read, self.sink, self.progress.progress_id)
+        return DrainStreamReader(self.queue_read, self.sink.on_driver(), self.progress.progress_id)
 
 
 class DrainStreamReader(QueueStreamReader):
@@ -175,7 +175,7 @@ class WarmUpDataSource(DataSource):
         return "opened long"
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return WarmUpReader(self.sink, self.partitions)
+        return WarmUpReader(self.sink.on_driver(), self.partitions)
 
 
 class WarmUpReader(DataSourceReader):

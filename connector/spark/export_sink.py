@@ -25,7 +25,7 @@ import os
 import time
 import uuid
 from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import pyarrow as pa
@@ -40,13 +40,14 @@ from pyspark.sql.datasource import (
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from connector.export import AccumuloExporter, SequencedExport
+from connector.export import AccumuloExporter, SequencedExport, prepare_destination_table
 from connector.export.shared import shared_exporter
 from connector.queue import DrainSettings, DrainStats, QueueConfig
 from connector.queue.destinations import RegisteredExporter, drain_exporter
 from connector.queue.drain import EntryProcessor
 from connector.queue.reader import ENTRY_SCHEMA
 from connector.queue.settings import EXPORT
+from connector.queue.stored_config import read_translator
 
 from .cell_frames import columnar_cells, export_cell_batches
 from .compat import STREAM_ARROW_WRITER
@@ -105,17 +106,35 @@ class SinkSettings:
     def report_dir(self) -> str | None:
         return self.target.report_dir
 
+    def on_driver(self) -> SinkSettings:
+        """These settings as the tasks take them, checked on the driver before any task runs: the translator
+        settled (the one given, else the queue's stored one in drain mode, else the default) and the
+        destination table there (created only with ``create_dest_table``; else a missing one is refused in one
+        line naming the closest existing table)."""
+        stored = None
+        if self.drain.translator is None and self.queue is not None and self.source is not None:
+            with self.source.connect() as conn:
+                stored = read_translator(conn, self.queue)
+        with self.dest.connect() as conn:
+            prepare_destination_table(conn, self.target.table, self.drain.create_dest_table)
+        return replace(self, drain=replace(self.drain, translator=self.drain.translator_or(stored)))
+
     def exporter(self) -> AccumuloExporter | RegisteredExporter:
         """This process's exporter; in drain mode into every destination registered with the queue too."""
         if self.queue is not None and self.source is not None:
-            return drain_exporter(self.source, self.queue, self.dest, self.target.table, self.drain.translator,
-                                  self.drain.delete_mode, self.target.create_table)
+            return drain_exporter(self.source, self.queue, self.dest, self.target.table, self.translator,
+                                  self.drain.delete_mode, self.drain.create_dest_table)
         return self.table_exporter()
 
     def table_exporter(self) -> AccumuloExporter:
         """This process's exporter into the sink's own table only."""
-        return shared_exporter(self.dest, self.target.table, self.drain.translator, self.drain.delete_mode,
-                               self.target.create_table)
+        return shared_exporter(self.dest, self.target.table, self.translator, self.drain.delete_mode,
+                               self.drain.create_dest_table)
+
+    @property
+    def translator(self) -> str:
+        """The translator (settled by :meth:`on_driver`)."""
+        return self.drain.translator_or(None)
 
 
 def write_partition(settings: SinkSettings, batches: Iterator[pa.RecordBatch]) -> ExportCommitMessage:
@@ -126,7 +145,7 @@ def write_partition(settings: SinkSettings, batches: Iterator[pa.RecordBatch]) -
         processor = EntryProcessor(settings.source.shared(), settings.queue, settings.exporter(), settings.drain)
         return ExportCommitMessage(processor.process_batches(_queue_entries(batches)))
     exporter = settings.table_exporter()
-    if settings.drain.translator == "cells":  # a DataFrame of cells: columnar unless its column types need Python
+    if settings.translator == "cells":  # a DataFrame of cells: columnar unless its column types need Python
         first = next(batches, None)
         if first is None:
             return ExportCommitMessage(DrainStats())
@@ -195,7 +214,7 @@ class AccumuloExportDataSource(DataSource):
     """``df.write.format("accumulo-export").mode("append")`` and ``df.writeStream.format("accumulo-export")``.
 
     Options (README: Spark data sources): ``dest.*`` (the destination's gateway), ``table``, the export
-    settings (``translator``, ``delete_mode``, ``buffer_bytes``, ``fail_fast``), ``create_table``,
+    settings (``translator``, ``delete_mode``, ``create_dest_table``, ``buffer_bytes``, ``fail_fast``),
     ``report_dir``; to drain the queue the rows were read from, ``source.*`` and ``queue.*`` as for the
     ``export-queue`` source. Unknown options are refused when Spark creates the sink. Only the ``append``
     save mode is implemented: cells merge by timestamp = seq, so ``overwrite`` cannot mean "replace" and is
@@ -212,13 +231,14 @@ class AccumuloExportDataSource(DataSource):
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         _refuse_overwrite(overwrite)
-        return ExportWriter(self.settings)
+        return ExportWriter(self.settings.on_driver())
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         _refuse_overwrite(overwrite)
+        settings = self.settings.on_driver()
         if STREAM_ARROW_WRITER is None:  # Spark 4.0: rows, turned back into Arrow batches
-            return ExportStreamRowWriter(self.settings, to_arrow_schema(schema))
-        return ExportStreamWriter(self.settings)
+            return ExportStreamRowWriter(settings, to_arrow_schema(schema))
+        return ExportStreamWriter(settings)
 
 
 def _refuse_overwrite(overwrite: bool) -> None:

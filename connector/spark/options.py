@@ -39,7 +39,6 @@ class SinkTarget(Settings):
     """Where the ``accumulo-export`` sink writes, besides the destination's gateway (``dest.*``)."""
 
     table: str = setting(MISSING, "the destination table", flag=None)
-    create_table: bool = setting(True, "create the table when missing (versioning iterator, one version)", flag=None)
     report_dir: str | None = setting(None, "a folder where each batch's (or micro-batch's) counters are written as "
                                            "JSON", flag=None)
 

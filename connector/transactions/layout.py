@@ -41,12 +41,12 @@ from __future__ import annotations
 
 import json
 import secrets
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from connector.accumulo import Condition, ConditionalMutation
+from connector.export.core import current_seq
 
 from .errors import LayoutError, MalformedOutboxError
 
@@ -64,8 +64,8 @@ OUTBOX_GROUP = "txoutbox"
 
 
 def clock_us() -> int:
-    """Wall-clock microseconds, the lower bound of a commit's sequence number."""
-    return time.time_ns() // 1000
+    """Wall-clock microseconds, the lower bound of a commit's sequence number (:func:`current_seq`)."""
+    return current_seq()
 
 
 def next_seq(previous: int, clock: Callable[[], int] = clock_us) -> int:

@@ -99,7 +99,8 @@ def java_write(cluster, classpath: str, table: str, cells: int) -> float:
 
 
 def bootstrap(a, b, queue: QueueConfig, table: str, dest: str, method: str, snapshot: str) -> tuple[float, dict]:
-    settings = BootstrapSettings(snapshot=snapshot, translator="difference", final_check=False, method=method)
+    settings = BootstrapSettings(snapshot=snapshot, translator="difference", final_check=False, method=method,
+                                 create_dest_table=True)
     job = BootstrapJob(source=a.gateway_options(), dest=b.gateway_options(), queue=queue, table=table,
                        dest_table=dest, settings=settings)
     started = time.perf_counter()

@@ -61,7 +61,8 @@ def main() -> None:
         conn_a, conn_b = a.connect(), b.connect()
         queue = QueueConfig(table="catch_q", qid="c", num_buckets=opts.buckets)
         spark = spark_session(app_name="bench catch-up")
-        job = DrainJob(source=a.gateway_options(), dest=b.gateway_options(), queue=queue, dest_table="catch_dest")
+        job = DrainJob(source=a.gateway_options(), dest=b.gateway_options(), queue=queue, dest_table="catch_dest",
+                       settings=DrainSettings(create_dest_table=True))
 
         fill(conn_a, queue, opts.entries, 0)
         started = time.perf_counter()

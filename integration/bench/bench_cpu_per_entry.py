@@ -23,7 +23,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from connector.queue import ExportQueue, QueueConfig, queue_status  # noqa: E402
+from connector.queue import DrainSettings, ExportQueue, QueueConfig, queue_status  # noqa: E402
 from connector.spark import DrainJob, run_batch, spark_session  # noqa: E402
 from integration.harness import LAUNCHER, clusters  # noqa: E402
 
@@ -117,7 +117,7 @@ def run(entries: int, buckets: int, around: Around | None = None, java_maps: boo
             q.init()
             q.add_all((f"w{i}", _update(i), i) for i in range(warm_up))
         run_batch(spark, DrainJob(source=a.gateway_options(), dest=b.gateway_options(), queue=warm,
-                                  dest_table="cpu_warm_index"))
+                                  dest_table="cpu_warm_index", settings=DrainSettings(create_dest_table=True)))
         per_entry: dict[str, float] = {}
         own: dict[str, float] = {}
         for encoding in encodings:
@@ -129,7 +129,7 @@ def run(entries: int, buckets: int, around: Around | None = None, java_maps: boo
                     q.add_all((f"doc{i}", _update(i), 1000 + i) for i in range(entries))
                 assert queue_status(conn_a, queue).entries == entries
             job = DrainJob(source=a.gateway_options(), dest=b.gateway_options(), queue=queue,
-                           dest_table=f"cpu_index_{encoding}")
+                           dest_table=f"cpu_index_{encoding}", settings=DrainSettings(create_dest_table=True))
             with around(running) if around is not None else contextlib.nullcontext():
                 before, started = cpu_by_kind(), time.perf_counter()
                 report = run_batch(spark, job)

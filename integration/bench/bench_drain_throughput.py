@@ -48,7 +48,8 @@ def main() -> None:
                           for c in range(opts.warm_up))
             run_batch(spark, DrainJob(source=a.gateway_options(), dest=b.gateway_options(), queue=warm,
                                       dest_table="bench_warm_drained",
-                                      settings=DrainSettings(buckets_per_partition=max(1, opts.buckets // 8))))
+                                      settings=DrainSettings(buckets_per_partition=max(1, opts.buckets // 8),
+                                                             create_dest_table=True)))
         for encoding in opts.encodings.split(","):
             queue = QueueConfig(table=f"bench_queue_{encoding}", qid="bq", num_buckets=opts.buckets,
                                 value_serializer=encoding)
@@ -62,7 +63,8 @@ def main() -> None:
             assert queue_status(conn_a, queue).entries == opts.entries
             job = DrainJob(source=a.gateway_options(), dest=b.gateway_options(), queue=queue,
                            dest_table=f"bench_drained_{encoding}",
-                           settings=DrainSettings(buckets_per_partition=max(1, opts.buckets // 8)))
+                           settings=DrainSettings(buckets_per_partition=max(1, opts.buckets // 8),
+                                                  create_dest_table=True))
             started = time.perf_counter()
             report = run_batch(spark, job)
             drain_s = time.perf_counter() - started

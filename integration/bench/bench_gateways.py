@@ -52,7 +52,8 @@ def main() -> None:
             with gateway_pool(a, n) as source, gateway_pool(b, n) as dest:
                 job = DrainJob(source=pool_options(source), dest=pool_options(dest), queue=queue,
                                dest_table=f"bench_gw{n}_drained",
-                               settings=DrainSettings(buckets_per_partition=max(1, opts.buckets // 8)))
+                               settings=DrainSettings(buckets_per_partition=max(1, opts.buckets // 8),
+                                                      create_dest_table=True))
                 load = os.getloadavg()[0]
                 started = time.perf_counter()
                 report = run_batch(spark, job)

@@ -77,7 +77,8 @@ def main() -> None:
         for name, seconds in scans.items():
             print(f"{name:>28}: {seconds:6.3f} s for {args.entries:,} entries ({args.entries / seconds:,.0f} keys/s)")
         base = [sys.executable, "-m", "connector.cli", "drain", "--source", "A", "--dest", "B", "--table",
-                queue.table, "--queue", queue.qid, "--dest-table", "metrics_dest", "--engine", "local"]
+                queue.table, "--queue", queue.qid, "--dest-table", "metrics_dest", "--create-dest-table", "--engine",
+                "local"]
         seconds: dict[bool, list[float]] = {False: [], True: []}
         seq = args.entries + 1
         for run in range(-1, 2 * args.runs):  # run -1 warms up (creates B's table), uncounted

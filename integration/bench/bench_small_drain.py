@@ -39,7 +39,7 @@ def main() -> None:
         env = dict(os.environ, **{CONFIG_ENV: str(config), "PYSPARK_PYTHON": sys.executable})
         queue = QueueConfig(table="small_q", qid="s", num_buckets=13)
         base = [sys.executable, "-m", "connector.cli", "drain", "--source", "A", "--dest", "B", "--table",
-                queue.table, "--queue", queue.qid, "--dest-table", "small_dest"]
+                queue.table, "--queue", queue.qid, "--dest-table", "small_dest", "--create-dest-table"]
         conn_a, conn_b = a.connect(), b.connect()
         figures = {}
         for name, extra, seq in (("batch (auto engine)", [], 100), ("batch (--engine spark)", ["--engine", "spark"],
