@@ -80,6 +80,7 @@ def commit(txs: RowTransactions, scenario: Scenario, word: str, count: int) -> i
 def bootstrap_job(scenario: Scenario, dest_table: str, **settings) -> BootstrapJob:
     settings.setdefault("snapshot", SNAPSHOT)
     settings.setdefault("settle_seconds", 60.0)
+    settings.setdefault("create_dest_table", True)
     return BootstrapJob(source=scenario.a.gateway_options(), dest=scenario.b.gateway_options(), queue=scenario.queue,
                         table=scenario.counts, dest_table=dest_table, settings=BootstrapSettings(**settings))
 
@@ -89,7 +90,8 @@ class Stream:
 
     def __init__(self, scenario: Scenario, dest_table: str) -> None:
         self.stop = threading.Event()
-        job = scenario.job(dest_table=dest_table, trigger_seconds=0.2, relay_seconds=1.0, sweep_seconds=2.0)
+        job = scenario.job(dest_table=dest_table, trigger_seconds=0.2, relay_seconds=1.0, sweep_seconds=2.0,
+                           create_dest_table=True)
         self.errors: list[BaseException] = []
         self.thread = threading.Thread(target=self._run, args=(job,), daemon=True)
         self.thread.start()
@@ -400,6 +402,7 @@ def test_a_second_destination_is_built_beside_the_first_while_it_keeps_receiving
     second = unique_table("second")
     try:
         drained(scenario)
+        scenario.conn_b.create_table(second)  # a registered table exists: no drain creates it
         register_destination(scenario.conn_a, scenario.queue, Registered(
             f"B/{second}", scenario.b.gateway_options(), second, "difference"))
         job = bootstrap_job(scenario, second)

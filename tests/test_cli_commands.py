@@ -62,7 +62,7 @@ def test_combine_changes_reach_b_through_the_cli_drain(accumulo, conn_a, conn_b,
     counts = CombineConfig(table=unique_table("wc"), cid="wc", num_buckets=4)
     dest = unique_table("wcounts")
     drain = ["drain", "--source", "A", "--dest", "B", "--table", changes.table, "--queue", "wcx",
-             "--dest-table", dest, "--translator", "value=count"]
+             "--dest-table", dest, "--create-dest-table", "--translator", "value=count"]
     with CombineQueue(conn_a, counts) as q:
         q.init()
         q.update_all([("apple", 1), ("pear", 2), ("apple", 3), ("fig", 5)])
@@ -101,7 +101,7 @@ def _add_poison(conn, config: QueueConfig, n: int) -> None:
 
 def _drain_args(config: QueueConfig, dest: str, *more: str) -> list[str]:
     return ["drain", "--source", "A", "--dest", "B", "--table", config.table, "--queue", config.qid,
-            "--dest-table", dest, *more]
+            "--dest-table", dest, "--create-dest-table", *more]
 
 
 @pytest.mark.cluster
@@ -320,7 +320,8 @@ def test_add_checks_lines_against_the_stored_translator_and_drain_uses_it(conn_a
     other = run_cli(cli_env, "queue", "init", *q, "--translator", "cells")
     assert other.returncode == 2 and "initialised with translator 'difference'" in other.stderr
     dest = unique_table("d")
-    drain = run_cli(cli_env, "drain", "--source", "A", "--dest", "B", *q[2:], "--dest-table", dest)
+    drain = run_cli(cli_env, "drain", "--source", "A", "--dest", "B", *q[2:], "--dest-table", dest,
+                    "--create-dest-table")
     assert drain.returncode == 0, drain.stderr[-3000:]
     assert [(c.row, c.value) for c in conn_b.scan(dest)] == [(b"w", b"1")]
 

@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from connector.combine import CombineConfig, CombineQueue, combine_status
-from connector.queue import ExportQueue, QueueConfig, queue_status
+from connector.queue import DrainSettings, ExportQueue, QueueConfig, queue_status
 from connector.spark import DrainJob, run_batch
 from connector.spark.combine_job import CombineError, CombineJob, run_combine, run_stream
 from examples.inverted_count_index import actual_index
@@ -74,7 +74,7 @@ def test_spark_streaming_combine_while_producing_then_batch(spark, accumulo, wc)
     assert final.remaining == 0 and final.totals.failed == 0
     index = unique_table("index")
     run_batch(spark, DrainJob(source=accumulo["a"].gateway_options(), dest=accumulo["b"].gateway_options(),
-                              queue=export, dest_table=index))
+                              queue=export, dest_table=index, settings=DrainSettings(create_dest_table=True)))
     verify(conn_a, conn_b, combine, export, docs, index)
 
 
@@ -122,7 +122,7 @@ def test_cli_combine_init_update_status_run_then_drain(accumulo, cli_env, conn_a
     config = CombineConfig(table=table, cid="wc", num_buckets=5)
     assert CombineQueue(conn_a, config).items() == {"a": 3, "b": 3}
     out = run_cli(cli_env, "drain", "--source", "A", "--dest", "B", "--table", etable, "--queue", "idx",
-                  "--dest-table", index, "--translator", "difference")
+                  "--dest-table", index, "--create-dest-table", "--translator", "difference")
     assert out.returncode == 0, out.stderr
     assert sorted(actual_index(conn_b, index)) == [(b"00000003", b"a"), (b"00000003", b"b")]
     wrong = run_cli(cli_env, "combine", "run", *base, "--buckets", "7")

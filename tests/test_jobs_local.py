@@ -17,7 +17,7 @@ from connector.accumulo import TimedOutError
 from connector.combine import CombineStats
 from connector.jobs import DrainError, LocalEngine, Round, bucket_groups
 from connector.jobs.stats import stats_batch, stats_ddl, stats_from_row
-from connector.queue import DrainStats
+from connector.queue import DrainSettings, DrainStats
 from tests.conftest import unique_table
 from tests.test_combine_spark import wc  # noqa: F401 - the fixture
 
@@ -138,6 +138,6 @@ def test_local_engine_streams_and_batches_the_combine_then_drains_its_exports(ac
     index = unique_table("index")
     drained = run_drain(LocalEngine(), DrainJob(source=accumulo["a"].gateway_options(),
                                                 dest=accumulo["b"].gateway_options(), queue=export,
-                                                dest_table=index))
+                                                dest_table=index, settings=DrainSettings(create_dest_table=True)))
     assert drained.remaining == 0 and drained.exported == drained.totals.deleted
     verify(conn_a, conn_b, combine, export, docs, index)

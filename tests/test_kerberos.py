@@ -124,7 +124,7 @@ def test_a_row_transaction_and_a_drain_through_kerberized_a_and_b(kerberized, re
             index = unique_table("kindex")
             dest = GatewayOptions("127.0.0.1", gw_b.port, secret_file=b.secret_file)
             job = DrainJob(source=a.gateway_options(), dest=dest, queue=queue, dest_table=index,
-                           settings=DrainSettings())
+                           settings=DrainSettings(create_dest_table=True))
             report = run_batch(spark, job)  # Spark's tasks talk to the gateways: no ticket on that side
             assert report.exported == sum(counts.values()), report
             assert set(actual_index(conn_b, index)) == {(f"{n:08d}".encode(), w.encode()) for w, n in counts.items()}

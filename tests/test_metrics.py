@@ -110,7 +110,8 @@ def fill_queue(conn, entries: int, buckets: int = 8, bad: bool = False) -> Queue
 
 def drain_cmd(config: QueueConfig, port: int, *extra: str) -> list[str]:
     return ["drain", "--source", "A", "--dest", "B", "--table", config.table, "--queue", config.qid,
-            "--dest-table", unique_table("md"), "--translator", SLOW, "--metrics-port", str(port), *extra]
+            "--dest-table", unique_table("md"), "--create-dest-table", "--translator", SLOW, "--metrics-port",
+            str(port), *extra]
 
 
 def drained(samples: Samples, exported: int) -> bool:

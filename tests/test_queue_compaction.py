@@ -39,6 +39,7 @@ def _drained_queue(accumulo, conn_a, buckets: int = 1) -> tuple[QueueConfig, str
 
 
 def _job(accumulo, queue: QueueConfig, dest: str, **settings) -> DrainJob:
+    settings.setdefault("create_dest_table", True)
     return DrainJob(source=accumulo["a"].gateway_options(), dest=accumulo["b"].gateway_options(), queue=queue,
                     dest_table=dest, settings=DrainSettings(**settings))
 

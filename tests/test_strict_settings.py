@@ -218,3 +218,90 @@ def test_every_command_help_renders():
         assert "usage:" in text, path
     drain = dict(_commands(cli_parser()))[("drain",)].format_help()
     assert "--max-entries-per-trigger" in drain and "| --max-bytes-per-trigger" in drain
+
+
+# --- every settings class checks each value by its declaration, and declares each setting once (issue 38) -------
+
+@pytest.mark.parametrize(("cls", "given", "wrong"), [
+    ("BootstrapSettings", {"bulk_cells": 0}, "bulk_cells: must be >= 1"),
+    ("BootstrapSettings", {"ranges_per_task": -1}, "ranges_per_task: must be >= 1"),
+    ("BootstrapSettings", {"settle_seconds": float("inf")}, "settle_seconds: must be a number of seconds > 0"),
+    ("BootstrapSettings", {"method": "fast"}, "method: must be one of auto, live, bulk"),
+    ("BootstrapSettings", {"final_check": "no"}, "final_check: expected bool"),
+    ("DrainSettings", {"fail_fast": "yes"}, "fail_fast: expected bool"),
+    ("DrainSettings", {"buffer_bytes": 0}, "buffer_bytes: must be >= 1"),
+    ("DrainSettings", {"create_dest_table": 1}, "create_dest_table: expected bool"),
+    ("DrainSettings", {"max_entries_per_trigger": 5, "max_bytes_per_trigger": 5}, "not both"),
+    ("GatewayOptions", {"host": "gw", "port": 70000}, "port: must be a TCP port"),
+    ("GatewayOptions", {"host": "gw", "port": 1, "server_wait": 0}, "server_wait: must be a number of seconds > 0"),
+    ("QueueConfig", {"table": "t", "qid": "q", "num_buckets": 2, "buckets_per_tablet": 0},
+     "buckets_per_tablet: must be >= 1"),
+])
+def test_every_settings_class_checks_each_value_by_its_declaration(cls, given, wrong):
+    """However a value is given (a flag, an option, a keyword in Python), the declaration's parse and type decide:
+    BootstrapSettings checked none of its bounds, GatewayOptions none, DrainSettings repeated them by hand."""
+    from connector.accumulo.options import GatewayOptions
+    from connector.queue import QueueConfig
+    from connector.snapshot import BootstrapSettings
+
+    classes = {"BootstrapSettings": BootstrapSettings, "DrainSettings": DrainSettings,
+               "GatewayOptions": GatewayOptions, "QueueConfig": QueueConfig}
+    with pytest.raises(ValueError, match=wrong):
+        classes[cls](**given)
+
+
+def test_each_setting_is_declared_in_one_class():
+    """A drain and a bootstrap say the same of their destination (translator, delete mode, creating its table)
+    by one declaration, and the bound on waiting for a tablet server is the gateway's own setting (a drain's
+    --server-wait sets it on both clusters): no setting is declared twice with its own text or default."""
+    from connector.accumulo.options import GatewayOptions
+    from connector.snapshot import BootstrapSettings
+
+    classes = (DrainSettings, BootstrapSettings, GatewayOptions)
+    by_name: dict[str, set] = {}
+    for cls in classes:
+        for s in cls.settings():
+            by_name.setdefault(s.name, set()).add(s)
+    twice = {name: found for name, found in by_name.items() if len(found) > 1}
+    assert not twice, twice
+    shared = {s.name for s in DrainSettings.settings()} & {s.name for s in BootstrapSettings.settings()}
+    assert shared == {"translator", "delete_mode", "create_dest_table"}
+    assert "server_wait" not in {s.name for s in DrainSettings.settings()}
+
+
+def test_the_engine_flags_mean_the_same_for_every_command():
+    """--engine, --master and --metrics-port are one declaration for drain, combine run and bootstrap (each had
+    its own, each a little different)."""
+    commands = dict(_commands(cli_parser()))
+    seen: dict[str, set] = {}
+    for path in (("drain",), ("combine", "run"), ("bootstrap",)):
+        for flag in ("--engine", "--master", "--metrics-port"):
+            (action,) = [a for a in commands[path]._actions if flag in a.option_strings]
+            seen.setdefault(flag, set()).add((action.help, tuple(action.choices or ()), action.default))
+    assert all(len(found) == 1 for found in seen.values()), seen
+
+
+def test_exit_status_2_means_a_usage_error_and_nothing_else():
+    """One table of exit statuses; a failed run (a cluster not answering, a lease lost, a task failing) has its
+    own status, never the usage error's 2 (every error of ours exited 2)."""
+    from connector.accumulo.errors import (
+        AccumuloSecurityError,
+        ConnectionLostError,
+        TableNotFoundError,
+        TimedOutError,
+    )
+    from connector.cli.common import EXIT_FAILED, EXIT_STATUSES, EXIT_USAGE, exit_status_markdown, exit_status_of
+    from connector.jobs import CombineError, CombineInputError, DrainError, DrainInputError
+    from connector.snapshot import BootstrapError, BootstrapInputError
+
+    for wrong in (OptionError("x"), TableNotFoundError("x"), AccumuloSecurityError("x"), DrainInputError("x"),
+                  CombineInputError("x"), BootstrapInputError("x")):
+        assert exit_status_of(wrong) == EXIT_USAGE == 2, wrong
+    for failed in (ConnectionLostError("x"), TimedOutError("x"), DrainError("x"), CombineError("x"),
+                   BootstrapError("x")):
+        assert exit_status_of(failed) == EXIT_FAILED != 2, failed
+    statuses = [status for status, _ in EXIT_STATUSES]
+    assert statuses == sorted(set(statuses)) and {0, 1, 2, 3, 4, 5, 130, 143} == set(statuses)
+    assert all(f"| {status} |" in exit_status_markdown() for status in statuses)
+    epilog = cli_parser().epilog or ""
+    assert all(f"  {status:>3}  " in epilog for status in statuses) and "README: Exit statuses" in epilog

@@ -42,6 +42,7 @@ class Setup:
         self.txs = RowTransactions(self.conn_a, unique_table("txd"))
         self.txs.init()
         self.index = unique_table("txdidx")
+        self.conn_b.create_table(self.index)  # a drain creates none unless asked
 
     def crash_after_commit(self, words: list[str], monkeypatch) -> None:
         """Commit one transaction per word, each producer 'killed' between its commit and its relay."""

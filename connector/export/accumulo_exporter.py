@@ -56,8 +56,7 @@ def prepare_destination_table(conn: Connection, table: str, create: bool) -> boo
             + (f" (did you mean {near!r}?)" if near else "")
             + "; a drain, a bootstrap or the accumulo-export sink creates it only when asked (--create-dest-table, "
               "option create_dest_table)")
-    conn.create_table(table, exist_ok=True)
-    return True
+    return conn.create_table(table, exist_ok=True)
 
 
 class ExportRejectedError(MutationsRejectedError):
