@@ -16,7 +16,7 @@ import pytest
 from connector.accumulo import Mutation
 from connector.combine import CombineConfig, CombineQueue, combine_all
 from connector.export import SequencedExport, TranslationError, translator_from_name
-from connector.queue import ExportQueue, QueueConfig, queue_status
+from connector.queue import DrainSettings, ExportQueue, QueueConfig, queue_status
 
 from .conftest import ROOT, run_cli, unique_table
 
@@ -127,7 +127,7 @@ def test_last_progress_of_a_batch_drain_shows_what_is_left(accumulo, conn_a):
 
     config = _small_queue(conn_a, entries=40)
     job = DrainJob(source=accumulo["a"].gateway_options(), dest=accumulo["b"].gateway_options(), queue=config,
-                   dest_table=unique_table("d"))
+                   dest_table=unique_table("d"), settings=DrainSettings(create_dest_table=True))
     depths: list[int] = []
     report = run_batch(None, job, lambda r: depths.append(r.queue_depth))
     assert report.exported == 40 and depths and depths[-1] == 0, depths
@@ -170,7 +170,7 @@ def test_batch_drain_clears_the_bucket_marks(accumulo, conn_a):
     config = _small_queue(conn_a, entries=40)
     assert queue_status(conn_a, config).marked  # the producer marked the buckets it wrote to
     job = DrainJob(source=accumulo["a"].gateway_options(), dest=accumulo["b"].gateway_options(), queue=config,
-                   dest_table=unique_table("d"))
+                   dest_table=unique_table("d"), settings=DrainSettings(create_dest_table=True))
     run_batch(None, job)
     status = queue_status(conn_a, config)
     assert status.empty and status.marked == ()
@@ -380,3 +380,84 @@ def test_batch_drain_warns_when_another_drain_of_the_queue_is_running(conn_a, cl
     assert out.returncode == 0, out.stderr[-3000:]
     assert "another drain of queue 'dl' is running" in out.stderr and "repeat work" in out.stderr
     assert _summary(out.stdout)["other_drains_seen"] == 1
+
+
+# --- no implicit destination tables (issue 36, finding 10) ----------------------------------------
+
+def _one_error_line(out) -> str:
+    lines = [line for line in out.stderr.strip().splitlines() if not line.startswith("starting Spark")]
+    assert len(lines) == 1 and lines[0].startswith("accumulo-export: error: "), out.stderr[-3000:]
+    return lines[0]
+
+
+@pytest.mark.cluster
+def test_a_misspelt_destination_table_is_refused_naming_the_closest_and_nothing_is_drained(scenario, cli_env):
+    """A misspelt --dest-table used to become a new table, the queue drained into it and its entries deleted
+    (exit 0). A drain, a bootstrap and a registration now refuse it in one line naming the closest existing
+    table (exit 2, the queue untouched); --create-dest-table creates it."""
+    from examples.inverted_count_index import actual_index, expected_index
+
+    from .conftest import drain_args
+
+    scenario.produce(60, seed=71)
+    depth = scenario.depth()
+    typo = scenario.index.replace("index", "indx", 1)
+    q = ["--table", scenario.queue.table, "--queue", scenario.queue.qid]
+    drain = [typo if a == scenario.index else a for a in drain_args(scenario)]
+    commands = {
+        "drain": [*drain, "--engine", "local"],
+        "bootstrap": ["bootstrap", "--source", "A", *q, "--producer-table", scenario.counts, "--dest", "B",
+                      "--dest-table", typo, "--snapshot", "examples.inverted_count_index:snapshot"],
+        "destinations add": ["queue", "destinations", "add", "--cluster", "A", *q, "--dest", "B",
+                             "--dest-table", typo],
+    }
+    for name, command in commands.items():
+        out = run_cli(cli_env, *command)
+        assert out.returncode == 2, (name, out.returncode, out.stderr[-3000:])
+        line = _one_error_line(out)
+        assert f"destination table {typo!r} does not exist" in line and f"did you mean {scenario.index!r}" in line, \
+            (name, line)
+        assert "--create-dest-table" in line, line
+        assert not scenario.conn_b.table_exists(typo), name
+    assert scenario.depth() == depth, "the refused drain deleted entries"
+    assert run_cli(cli_env, "queue", "destinations", "list", "--cluster", "A", *q).stdout.startswith("no destination")
+
+    out = run_cli(cli_env, *commands["drain"], "--create-dest-table")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert scenario.depth() == 0
+    assert set(actual_index(scenario.conn_b, typo)) == expected_index(scenario.conn_a, scenario.counts)
+    registered = unique_table("registered")
+    out = run_cli(cli_env, "queue", "destinations", "add", "--cluster", "A", *q, "--dest", "B", "--dest-table",
+                  registered, "--create-dest-table")
+    assert out.returncode == 0 and scenario.conn_b.table_exists(registered), out.stderr[-3000:]
+
+
+# --- exit statuses: 2 is a usage error and nothing else --------------------------------------------
+
+@pytest.mark.cluster
+def test_a_cluster_that_does_not_answer_is_a_failed_run_not_a_usage_error(accumulo, tmp_path):
+    """Every error of ours used to exit 2, the usage error's status: a cluster not answering now exits 5 (run
+    it again later), a table that does not exist still 2 (fix the command)."""
+    import os
+    import socket
+
+    from connector.accumulo.options import GatewayOptions
+    from connector.clusters_config import CONFIG_ENV, write_clusters
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = tmp_path / "clusters.toml"
+    write_clusters(config, {"A": accumulo["a"].gateway_options(),
+                            "down": GatewayOptions("127.0.0.1", port, secret_file=accumulo["a"].secret_file)})
+    env = dict(os.environ, **{CONFIG_ENV: str(config), "PYSPARK_PYTHON": sys.executable})
+    with accumulo["a"].connect() as conn:
+        config = _small_queue(conn, entries=3)
+    queue = ["--table", config.table, "--queue", config.qid]
+    down = run_cli(env, "queue", "status", "--cluster", "down", *queue)
+    assert down.returncode == 5, (down.returncode, down.stderr)
+    assert "cluster 'down'" in _one_error_line(down)
+    drain = run_cli(env, "drain", "--source", "A", "--dest", "down", *queue, "--dest-table", "x", "--engine", "local")
+    assert drain.returncode == 5 and "destination cluster 'down'" in _one_error_line(drain), drain.stderr
+    missing = run_cli(env, "queue", "status", "--cluster", "A", "--table", unique_table("nosuch"), "--queue", "q")
+    assert missing.returncode == 2 and "does not exist" in _one_error_line(missing), missing.stderr

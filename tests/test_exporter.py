@@ -206,6 +206,31 @@ def test_destination_table_created_with_one_version(accumulo):
     conn.close()
 
 
+def test_a_hand_delete_at_the_current_seq_hides_the_cell_and_a_later_export_still_wins(accumulo):
+    """Issue 36, finding 11: a delete without a timestamp gets the tablet server's milliseconds, below every
+    seq (microseconds): it hides nothing. One at ``current_seq()`` hides the exported cell, and the next
+    export (a commit after it, a higher seq) still wins; so does a put by hand, until the next export."""
+    from connector import current_seq
+
+    conn = accumulo["b"].connect()
+    name = unique_table("byhand")
+    exporter = AccumuloExporter(conn, name, "difference").ensure_table()
+    exporter.export([update(current_seq(), [], [cell("r", "1")])])
+    conn.write(name, [Mutation("r").delete("f", "q")])  # no timestamp: the server's ms
+    assert [c.value for c in conn.scan(name)] == [b"1"], "a delete without a timestamp hid the cell"
+    conn.write(name, [Mutation("r").delete("f", "q", timestamp=current_seq())])
+    assert list(conn.scan(name)) == [], "a delete at the current seq did not hide the cell"
+    exporter.export([update(current_seq(), [], [cell("r", "2")])])
+    assert [c.value for c in conn.scan(name)] == [b"2"], "the export after the hand delete lost"
+    conn.write(name, [Mutation("r").put("f", "q", b"by hand", timestamp=current_seq())])
+    assert [c.value for c in conn.scan(name)] == [b"by hand"]
+    exporter.export([update(current_seq(), [cell("r", "2")], [cell("r", "3")])])
+    assert [c.value for c in conn.scan(name)] == [b"3"], "the export after the hand put lost"
+    exporter.close()
+    conn.delete_table(name)
+    conn.close()
+
+
 def test_tombstone_filter_installed_by_another_task_meanwhile(accumulo, monkeypatch):
     """Two drain tasks set up one destination at once: each reads the table's properties, then attaches the
     tombstone filter, and Accumulo refuses the second attach of the name. The second must take the filter

@@ -131,7 +131,8 @@ def test_sink_writes_a_dataframe_of_cells(remote, accumulo):
     rows = [("r1", "f", "q", "old", 1), ("r1", "f", "q", "new", 3), ("r2", "f", "q", "gone", 1),
             ("r2", "f", "q", None, 2), ("r3", "g", "h", "x", 5)]
     df = remote.createDataFrame(rows, "row string, cf string, cq string, value string, seq long").repartition(2)
-    opts = {**accumulo["b"].gateway_options().to_options("dest."), "table": table, "translator": "cells"}
+    opts = {**accumulo["b"].gateway_options().to_options("dest."), "table": table, "translator": "cells",
+            "create_dest_table": "true"}
     df.write.format("accumulo-export").mode("append").options(**opts).save()
     with accumulo["b"].connect() as conn:
         got = [(c.row, c.cf, c.cq, c.ts, c.value) for c in conn.scan(table)]

@@ -17,7 +17,8 @@ from tests.conftest import unique_table
 def write(spark, accumulo, rows, ddl: str, partitions: int = 1, **options: str) -> str:
     table = unique_table("cells")
     df = spark.createDataFrame(rows, ddl).coalesce(partitions)
-    opts = {**accumulo["b"].gateway_options().to_options("dest."), "table": table, "translator": "cells", **options}
+    opts = {**accumulo["b"].gateway_options().to_options("dest."), "table": table, "translator": "cells",
+            "create_dest_table": "true", **options}
     df.write.format("accumulo-export").mode("append").options(**opts).save()
     return table
 
