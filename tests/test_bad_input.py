@@ -33,11 +33,12 @@ from .conftest import drain_args, run_cli, unique_table
 POISON = {"old": [], "new": [{"row": "x"}]}  # a cell without cf and cq: the difference translator rejects it
 
 
-def _one_line_error(out) -> str:
-    """The CLI's stderr must be exactly one ``accumulo-export: error: ...`` line (after any progress lines)."""
+def _one_line_error(out, status: int = 2) -> str:
+    """The CLI's stderr must be exactly one ``accumulo-export: error: ...`` line (after any progress lines), and
+    the exit status ``status`` (2: a usage or input error; 5: a run that failed, a task say)."""
     progress = ("drained ", "starting Spark", "waiting for the first round")
     lines = [line for line in out.stderr.strip().splitlines() if not line.startswith(progress)]
-    assert out.returncode == 2, (out.returncode, out.stderr[-2000:])
+    assert out.returncode == status, (out.returncode, out.stderr[-2000:])
     assert len(lines) == 1 and lines[0].startswith("accumulo-export: error: "), out.stderr[-2000:]
     return lines[0]
 
@@ -108,7 +109,7 @@ def test_spark_drain_with_a_poison_entry_exports_the_rest_and_fail_fast_is_one_l
         w.add_mutation(Mutation(poison_row).put("e", "v", json.dumps(POISON).encode()))
 
     out = run_cli(cli_env, *drain_args(scenario), "--fail-fast", "--buffer-bytes", str(1 << 30), "--engine", "spark")
-    line = _one_line_error(out)  # the task's error, out of Spark's trace
+    line = _one_line_error(out, 5)  # the task's error, out of Spark's trace: the run failed, not the command
     assert "'poison'" in line and "seq 1" in line and "lacks cf, cq" in line
     # one batch per bucket group: the poison's group kept every entry of that batch (other groups drained)
     left = queue_status(scenario.conn_a, scenario.queue)
