@@ -462,3 +462,15 @@ def test_a_cluster_that_does_not_answer_is_a_failed_run_not_a_usage_error(accumu
     assert drain.returncode == 5 and "destination cluster 'down'" in _one_error_line(drain), drain.stderr
     missing = run_cli(env, "queue", "status", "--cluster", "A", "--table", unique_table("nosuch"), "--queue", "q")
     assert missing.returncode == 2 and "does not exist" in _one_error_line(missing), missing.stderr
+
+
+def test_tx_seq_prints_the_seq_a_commit_made_now_gets():
+    """The timestamp for a write by hand to a destination (README: Writing to a destination by hand)."""
+    import os
+
+    from connector import current_seq
+
+    before = current_seq()
+    out = run_cli(dict(os.environ), "tx", "seq")
+    assert out.returncode == 0, out.stderr
+    assert before <= int(out.stdout) <= current_seq()
