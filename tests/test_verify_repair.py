@@ -244,7 +244,7 @@ def test_the_final_check_waits_for_an_entry_whose_timestamp_is_ahead_of_the_boot
     run_bootstrap(LocalEngine(), job)
     first = commit(txs, scenario, "t001", 5)
     txs.flush()
-    run_drain(LocalEngine(), scenario.job(dest_table=unique_table("elsewhere")))
+    run_drain(LocalEngine(), scenario.job(dest_table=unique_table("elsewhere"), create_dest_table=True))
     entry = ExportQueue(scenario.conn_a, scenario.queue).mutation("t001", count_update("t001", None, 1), first - 1)
     ahead = int(time.time() * 1000) + 600_000  # ten minutes ahead
     scenario.conn_a.write(scenario.queue.table, [Mutation(entry.row).put(u.cf, u.cq, u.value, timestamp=ahead)

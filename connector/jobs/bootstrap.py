@@ -35,6 +35,7 @@ from connector.snapshot import (
     BootstrapInputError,
     BootstrapSettings,
     Destination,
+    SnapshotError,
     SnapshotStats,
     VerifyReport,
     bootstrap_range,
@@ -108,7 +109,7 @@ def preflight(job: BootstrapJob) -> tuple[BootstrapJob, str]:
                     # another feeder would make the final check refuse: now
                     check_destination(conn, job.table, job.queue, Destination(b, job.dest_table, translator),
                                       s.other_feeders)
-    except BootstrapError:
+    except SnapshotError:  # ours already (a refusal of verify's names what to do)
         raise
     except (AccumuloError, QueueConfigError, DestinationTableMissingError, OptionError, ValueError) as exc:
         raise checked_error(exc, str(exc), BootstrapError, BootstrapInputError) from None
