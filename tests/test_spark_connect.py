@@ -293,7 +293,8 @@ def test_package_shipped_as_an_archive_artifact(accumulo, scenario, tmp_path):
             copy = unique_table("copy")
             (index.selectExpr("cast(row as string) as row", "cast(cf as string) as cf", "cast(cq as string) as cq",
                               "value", "ts as seq").write.format("accumulo-export").mode("append")
-             .options(**accumulo["b"].gateway_options().to_options("dest."), table=copy, translator="cells").save())
+             .options(**accumulo["b"].gateway_options().to_options("dest."), table=copy, translator="cells",
+                      create_dest_table="true").save())
             with accumulo["b"].connect() as conn:
                 assert list(conn.scan(copy)) == list(conn.scan(scenario.index))
                 conn.delete_table(copy, missing_ok=True)
