@@ -4,23 +4,32 @@ queues. Modules: ``layout`` (the protocol: version and outbox cells, documented 
 language), ``targets`` (exports and updates as outbox cells, and the queues' record of their source tables),
 ``commit`` (conditional commits of many rows), ``relay`` (outboxes to queues, leftovers of crashed producers),
 ``transaction`` (one attempt: the row as read, the buffered writes), ``rows`` (``RowTransactions.run``),
-``errors``, ``status`` (what waits in outboxes)::
+``errors`` (what each error means was written, and what may be retried), ``status`` (what waits in
+outboxes)::
 
     txs = RowTransactions(conn_a, "counts")
     txs.init()
     seq = txs.run("word", lambda tx: (tx.put(b"c", b"n", b"1"), tx.export(queue, "word", {"new": 1})))
 """
 
-from .errors import LayoutError, MalformedOutboxError, RelayError, TransactionConflictError, TransactionError
+from .errors import (
+    CommitError,
+    LayoutError,
+    MalformedOutboxError,
+    PartialCommitError,
+    RelayError,
+    TransactionConflictError,
+    TransactionError,
+)
 from .layout import TxLayout
-from .relay import PeriodicRelay, RelayStats, relay_table
+from .relay import PeriodicRelay, RelayStats, relay_sources, relay_table
 from .rows import RowTransactions
 from .status import OutboxStatus, outbox_status
 from .transaction import Transaction
 
 # the public API; the protocol's pieces (commits, outbox cells, relays, targets) are imported from their modules
 __all__ = [
-    "LayoutError", "MalformedOutboxError", "OutboxStatus", "PeriodicRelay", "RelayError", "RelayStats",
-    "RowTransactions", "Transaction", "TransactionConflictError", "TransactionError", "TxLayout", "outbox_status",
-    "relay_table",
+    "CommitError", "LayoutError", "MalformedOutboxError", "OutboxStatus", "PartialCommitError", "PeriodicRelay",
+    "RelayError", "RelayStats", "RowTransactions", "Transaction", "TransactionConflictError", "TransactionError",
+    "TxLayout", "outbox_status", "relay_sources", "relay_table",
 ]
