@@ -16,8 +16,8 @@ from connector.spark import DrainJob
 from connector.spark.drain_job import run_batch, start_stream
 from connector.transactions import PeriodicRelay, RowTransactions, outbox_status, relay_table
 from connector.transactions import relay as relay_module
-from connector.transactions.relay import relay_sources
 from connector.transactions.layout import clock_us
+from connector.transactions.relay import relay_sources
 from examples.inverted_count_index import actual_index, count_update
 
 from .conftest import run_cli, unique_table
