@@ -353,7 +353,7 @@ def main() -> int:
         deadline = time.monotonic() + 300
         while (queue_status(conn_a, queue).entries or not outbox_status(conn_a, COUNTS).empty) and \
                 time.monotonic() < deadline:
-            relay_table(conn_a, COUNTS, min_age_seconds=2.0)
+            relay_table(conn_a, COUNTS)  # the producers are done: whatever waits is left over
             time.sleep(1.0)
         ryw_ok, ryw = read_your_writes(conn_a, b, queue)  # while the stream still runs
         query.stop()
