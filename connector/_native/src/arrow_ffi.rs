@@ -131,6 +131,20 @@ impl<'a> Bytes<'a> {
         }
     }
 
+    /// How many values (nulls included) the column holds.
+    pub fn len(&self) -> usize {
+        match self {
+            Bytes::Binary(a) => a.len(),
+            Bytes::LargeBinary(a) => a.len(),
+            Bytes::Utf8(a) => a.len(),
+            Bytes::LargeUtf8(a) => a.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// The value, or None where the column is null.
     #[inline]
     pub fn get(&self, i: usize) -> Option<&'a [u8]> {

@@ -14,9 +14,15 @@ pub mod from_packed;
 mod replicator;
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
+use arrow_array::builder::{BinaryBuilder, Int32Builder};
+use arrow_array::{ArrayRef, RecordBatch};
+use arrow_schema::{DataType, Field, Schema};
 use serde_json::Value;
 
+use crate::arrow_ffi::Bytes;
+use crate::error::Error;
 use crate::pyrepr::{json_repr, number_str, truthy};
 
 pub type CellKey = (Vec<u8>, Vec<u8>, Vec<u8>, Vec<u8>);
@@ -73,6 +79,81 @@ pub fn translate(translator: Translate, value: &[u8]) -> Result<Vec<Change>> {
     }
     let value: Value = serde_json::from_slice(value).map_err(|_| EntryError::Fallback)?;
     translator(&value)
+}
+
+/// Translate a batch of export values (`encoding` "json" or "packed") with the built-in translator
+/// `name`: (batch entry int32, row, cf, cq, cv, value (null: delete); errors [(entry, message)];
+/// fallback [entry]), where fallback entries must be translated by the Python translator.
+#[allow(clippy::type_complexity)]
+pub fn translate_batch(
+    name: &str,
+    values: &Bytes<'_>,
+    encoding: &str,
+) -> std::result::Result<(RecordBatch, Vec<(usize, String)>, Vec<usize>), Error> {
+    let packed = match encoding {
+        "json" => false,
+        "packed" => true,
+        other => {
+            return Err(Error::InvalidArgument(format!(
+                "no native encoding {other:?}: use json or packed"
+            )))
+        }
+    };
+    let kind = find(name).ok_or_else(|| {
+        let names: Vec<&str> = TRANSLATORS.iter().map(|(n, _)| *n).collect();
+        Error::InvalidArgument(format!(
+            "no native translator {name:?}: use one of {}",
+            names.join(", ")
+        ))
+    })?;
+    let n = values.len();
+    let mut entry = Int32Builder::with_capacity(n);
+    let mut parts: [BinaryBuilder; 4] = std::array::from_fn(|_| BinaryBuilder::new());
+    let mut value = BinaryBuilder::new();
+    let mut errors = Vec::new();
+    let mut fallback = Vec::new();
+    for i in 0..n {
+        let bytes = values.get(i).unwrap_or_default();
+        let changes = if packed {
+            from_packed::translate(name, bytes)
+        } else {
+            translate(kind, bytes)
+        };
+        match changes {
+            Ok(changes) => {
+                for c in changes {
+                    entry.append_value(i as i32);
+                    let (r, f, q, v) = &c.key;
+                    for (b, part) in parts.iter_mut().zip([r, f, q, v]) {
+                        b.append_value(part);
+                    }
+                    value.append_option(c.value);
+                }
+            }
+            Err(EntryError::Translation(msg)) => errors.push((i, msg)),
+            Err(EntryError::Fallback) => fallback.push(i),
+        }
+    }
+    let [row, cf, cq, cv] = &mut parts;
+    let schema = Schema::new(vec![
+        Field::new("entry", DataType::Int32, false),
+        Field::new("row", DataType::Binary, false),
+        Field::new("cf", DataType::Binary, false),
+        Field::new("cq", DataType::Binary, false),
+        Field::new("cv", DataType::Binary, false),
+        Field::new("value", DataType::Binary, true),
+    ]);
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(entry.finish()),
+        Arc::new(row.finish()),
+        Arc::new(cf.finish()),
+        Arc::new(cq.finish()),
+        Arc::new(cv.finish()),
+        Arc::new(value.finish()),
+    ];
+    let batch = RecordBatch::try_new(Arc::new(schema), columns)
+        .map_err(|e| Error::Internal(format!("building a batch: {e}")))?;
+    Ok((batch, errors, fallback))
 }
 
 /// Python's `json.loads` refuses ints of more than 4300 digits wherever they are, even in fields no
