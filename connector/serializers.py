@@ -85,6 +85,8 @@ class PackedSerializer:
 
 _BUILTIN: dict[str, Callable[[], Serializer]] = {"json": JsonSerializer, "bytes": BytesSerializer,
                                                   "packed": PackedSerializer}
+#: the serializer of keys and values when none is named (a queue's configuration, an exporter's batch)
+DEFAULT_SERIALIZER = "json"
 #: the serializers whose values the drain translates natively (the built-in translators' inputs)
 NATIVE_ENCODINGS = ("json", "packed")
 
