@@ -24,7 +24,7 @@ from connector.settings import OptionError, Settings, integer, seconds, setting
 DEFAULT_SWEEP_SECONDS = 30.0
 #: how soon a stream relays what crashed row-transaction producers left in their outboxes (seconds)
 DEFAULT_RELAY_SECONDS = 10.0
-#: the most bytes (row + value) of entries per exported batch
+#: the most data bytes per exported batch (`buffer_bytes`)
 DEFAULT_BUFFER_BYTES = 1 << 20
 #: a drain compacts the queue's tablets when their files hold this many dead keys (connector.queue.compaction)
 DEFAULT_COMPACT_DEAD_KEYS = 100_000
@@ -43,8 +43,9 @@ class DrainSettings(Settings):
     delete_mode: str = setting(DeleteMode.DELETE.value, "how deletes are written on B: delete (Accumulo deletes) "
                                "or tombstone (tombstone puts, immune to the compaction hazard: README)",
                                choices=[m.value for m in DeleteMode], tags={EXPORT})
-    buffer_bytes: int = setting(DEFAULT_BUFFER_BYTES, "the most bytes (row + value) of entries per exported batch",
-                                parse=integer(1), tags={EXPORT})
+    buffer_bytes: int = setting(DEFAULT_BUFFER_BYTES, "the most data bytes per exported batch: the row and value "
+                                "of queue entries, the text and binary columns of rows written to the sink (a "
+                                "larger one goes alone)", parse=integer(1), tags={EXPORT})
     fail_fast: bool = setting(False, "stop at the first malformed or untranslatable entry (nothing of its batch is "
                                      "exported or deleted) instead of dead-lettering it", tags={EXPORT})
     server_wait: float = setting(DEFAULT_SERVER_WAIT, "seconds a read or write on A or B may wait for a tablet server "
