@@ -232,13 +232,6 @@ class Settings:
         return _settings_of(cls)  # type: ignore[arg-type]  # classes are hashable
 
     @classmethod
-    def setting_named(cls, name: str) -> Setting:
-        for s in cls.settings():
-            if s.name == name:
-                return s
-        raise KeyError(name)
-
-    @classmethod
     def option_names(cls, prefix: str = "", tags: Collection[str] | None = None) -> frozenset[str]:
         """The option names this class accepts under ``prefix`` (only those tagged with one of ``tags``)."""
         return frozenset(prefix + s.option for s in cls.settings()
@@ -320,10 +313,6 @@ class Settings:
         values = {s.name: getattr(args, s.name) for s in cls.settings()
                   if s.flag is not None and getattr(args, s.name, None) is not None}
         return cls(**{**values, **given})
-
-    def given_flags(self, args: argparse.Namespace) -> list[str]:
-        """The flags among these settings that were given on the command line."""
-        return [s.flag for s in self.settings() if s.flag and getattr(args, s.name, None) is not None]
 
     @classmethod
     def markdown_rows(cls, prefix: str = "", tags: Collection[str] | None = None) -> list[str]:

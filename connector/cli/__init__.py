@@ -1,9 +1,10 @@
 """The ``accumulo-export`` command. It only wires the layers together; see ``--help`` of each command.
 
 Modules: ``main`` (the parser, ``main()``), one per command: ``queue``, ``drain`` (with ``drain_stream``,
-supervising a stream), ``combine``, ``tx``; ``progress`` (what runs show: the drain's and the combine's
-progress reports), ``options`` (shared option types and checks), ``common`` (usage errors, exit statuses,
-SIGTERM, Spark's output).
+supervising a stream), ``combine``, ``tx``, ``bootstrap`` (with ``verify``), ``wait``; ``progress`` (what runs
+show: the drain's and the combine's progress reports), ``metrics`` (the ``--metrics-port`` endpoint),
+``options`` (shared option types and checks), ``common`` (usage errors, exit statuses, SIGTERM, Spark's
+output).
 """
 
 from .main import main, parser

@@ -3,6 +3,7 @@ commit together in one conditional mutation (the row's outbox), then a relay cop
 queues. Modules: ``layout`` (the protocol: version and outbox cells, documented there for producers in any
 language), ``targets`` (exports and updates as outbox cells, and the queues' record of their source tables),
 ``commit`` (conditional commits of many rows), ``relay`` (outboxes to queues, leftovers of crashed producers),
+``relayer`` (the producer's relayer thread),
 ``transaction`` (one attempt: the row as read, the buffered writes), ``rows`` (``RowTransactions.run``),
 ``errors`` (what each error means was written, and what may be retried), ``status`` (what waits in
 outboxes), ``watermark`` (how far the destinations are; waiting for one commit to reach them: read-your-writes)::
