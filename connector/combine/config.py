@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, ClassVar
 
@@ -13,7 +13,6 @@ from connector.queue.layout import CONFIG_FAMILY as EXPORT_CONFIG_FAMILY
 from connector.queue.layout import CONFIG_QUALIFIER as EXPORT_CONFIG_QUALIFIER
 from connector.queue.stored_config import ConfigCell
 from connector.serializers import DEFAULT_SERIALIZER
-from connector.settings import integer, setting
 
 from .layout import CONFIG_FAMILY, CONFIG_QUALIFIER, CombineLayout
 
@@ -33,15 +32,12 @@ class CombineConfig(QueueConfigBase):
     ID_FIELD: ClassVar[str] = "cid"
     ERROR: ClassVar[type[QueueError]] = CombineConfigError
 
-    table: str = setting(MISSING, "the table holding the combine queue", flag=None)
-    cid: str = setting(MISSING, "the combine queue's id (the prefix of its rows)", flag=None, option="id")
-    num_buckets: int = setting(MISSING, "its bucket count", parse=integer(1), flag=None, option="buckets")
-    buckets_per_tablet: int | None = setting(None, "buckets sharing one tablet", parse=integer(1), flag=None,
-                                             option=None)
-    key_serializer: str = setting(DEFAULT_SERIALIZER, "how keys are serialized: json, bytes or module:callable",
-                                  flag=None)
-    value_serializer: str = setting(DEFAULT_SERIALIZER, "how values and deltas are serialized: json, bytes or "
-                                    "module:callable", flag=None)
+    table: str
+    cid: str
+    num_buckets: int
+    buckets_per_tablet: int | None = None
+    key_serializer: str = DEFAULT_SERIALIZER
+    value_serializer: str = DEFAULT_SERIALIZER
 
     def _check_serializers(self) -> None:
         if "packed" in (self.key_serializer.strip(), self.value_serializer.strip()):

@@ -29,7 +29,8 @@ class QueueConfigBase(Settings):
     (``connector.combine.CombineConfig``) share: a table, an id (``qid``, ``cid``: :attr:`ID_FIELD`), a bucket
     count, buckets per tablet and the key and value serializers, checked when made (a bad one raises the
     class's :attr:`ERROR`); the fields ``init`` stores (:meth:`stored_fields`) and the configuration made again
-    from them (:meth:`from_stored`). Each subclass is a frozen dataclass declaring those fields as settings."""
+    from them (:meth:`from_stored`). Each subclass is a frozen dataclass declaring those fields (``QueueConfig`` as
+    settings, for data source options)."""
 
     #: the name of the queue id's field
     ID_FIELD: ClassVar[str]

@@ -95,6 +95,17 @@ impl Columns {
     }
 }
 
+/// A record batch of the columns `names` (each nullable or not, as `nullable` says).
+pub fn record_batch<const N: usize>(
+    names: [&str; N],
+    columns: [ArrayRef; N],
+    nullable: [bool; N],
+) -> Result<RecordBatch, Error> {
+    let named = names.into_iter().zip(columns).zip(nullable);
+    RecordBatch::try_from_iter_with_nullable(named.map(|((n, c), null)| (n, c, null)))
+        .map_err(|e| Error::Internal(format!("building a batch: {e}")))
+}
+
 /// Read access to a column of byte strings, whichever Arrow layout pyarrow chose.
 pub enum Bytes<'a> {
     Binary(&'a BinaryArray),

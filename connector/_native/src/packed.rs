@@ -241,20 +241,19 @@ mod tests {
         }
     }
 
+    /// A value of cells whose count is the varint `count`.
+    fn cells_counted(count: &[&[u8]]) -> Vec<u8> {
+        [&[0xFF, 0x01, CELLS][..], &count.concat()].concat()
+    }
+
     #[test]
     fn a_varint_of_more_than_64_bits_is_refused_not_truncated() {
         // nine continuation bytes, then 2: bit 64, which a u64 cannot hold (it read as a count of 0)
-        let mut data = vec![0xFF, 0x01, CELLS];
-        data.extend([0x80; 9]);
-        data.push(0x02);
-        assert_eq!(
-            decode(&data),
-            Err("packed value has an overlong varint at byte 3".into())
-        );
+        let overflow = cells_counted(&[&[0x80; 9], &[0x02]]);
+        let want = Err("packed value has an overlong varint at byte 3".into());
+        assert_eq!(decode(&overflow), want);
         // the largest 64-bit count still reads (and then ends early)
-        let mut max = vec![0xFF, 0x01, CELLS];
-        max.extend([0xFF; 9]);
-        max.push(0x01);
+        let max = cells_counted(&[&[0xFF; 9], &[0x01]]);
         assert_eq!(
             decode(&max),
             Err("packed value ends early at byte 13".into())

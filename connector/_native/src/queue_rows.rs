@@ -8,9 +8,8 @@ use arrow_array::builder::{
     BinaryBuilder, BooleanBuilder, Int32Builder, Int64Builder, StringBuilder,
 };
 use arrow_array::{Array, ArrayRef, Int64Array, RecordBatch};
-use arrow_schema::{DataType, Field, Schema};
 
-use crate::arrow_ffi::Bytes;
+use crate::arrow_ffi::{record_batch, Bytes};
 use crate::error::Error;
 use crate::murmur::bucket_of;
 use crate::pyrepr::bytes_repr;
@@ -148,24 +147,17 @@ pub fn parse_rows(layout: &Layout, rows: &Bytes<'_>) -> Result<RecordBatch, Erro
             }
         }
     }
-    let schema = Schema::new(vec![
-        Field::new("bucket", DataType::Int32, true),
-        Field::new("key", DataType::Binary, true),
-        Field::new("seq", DataType::Int64, true),
-        Field::new("error", DataType::Utf8, true),
-    ]);
-    let columns: Vec<ArrayRef> = vec![
+    let [bucket, key, seq, error]: [ArrayRef; 4] = [
         Arc::new(bucket.finish()),
         Arc::new(key.finish()),
         Arc::new(seq.finish()),
         Arc::new(error.finish()),
     ];
-    batch(schema, columns)
-}
-
-fn batch(schema: Schema, columns: Vec<ArrayRef>) -> Result<RecordBatch, Error> {
-    RecordBatch::try_new(Arc::new(schema), columns)
-        .map_err(|e| Error::Internal(format!("building a batch: {e}")))
+    record_batch(
+        ["bucket", "key", "seq", "error"],
+        [bucket, key, seq, error],
+        [true; 4],
+    )
 }
 
 /// The deletes of queue entries, as cell updates (row, cf, cq, cv, ts, value, delete): each row's
@@ -195,25 +187,22 @@ pub fn entry_deletes(rows: &Bytes<'_>, ts: &Int64Array) -> Result<RecordBatch, E
         value.append_null();
         delete.append_value(true);
     }
-    let schema = Schema::new(vec![
-        Field::new("row", DataType::Binary, false),
-        Field::new("cf", DataType::Binary, false),
-        Field::new("cq", DataType::Binary, false),
-        Field::new("cv", DataType::Binary, false),
-        Field::new("ts", DataType::Int64, true),
-        Field::new("value", DataType::Binary, true),
-        Field::new("delete", DataType::Boolean, false),
-    ]);
-    let columns: Vec<ArrayRef> = vec![
-        Arc::new(row.finish()),
-        constant(b"e"),
-        constant(b"v"),
-        constant(b""),
-        Arc::new(ts.clone()),
-        Arc::new(value.finish()),
-        Arc::new(delete.finish()),
-    ];
-    batch(schema, columns)
+    let (value, delete): (ArrayRef, ArrayRef) =
+        (Arc::new(value.finish()), Arc::new(delete.finish()));
+    let (row, ts): (ArrayRef, ArrayRef) = (Arc::new(row.finish()), Arc::new(ts.clone()));
+    record_batch(
+        ["row", "cf", "cq", "cv", "ts", "value", "delete"],
+        [
+            row,
+            constant(b"e"),
+            constant(b"v"),
+            constant(b""),
+            ts,
+            value,
+            delete,
+        ],
+        [false, false, false, false, true, true, false],
+    )
 }
 
 #[cfg(test)]

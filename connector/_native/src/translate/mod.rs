@@ -18,10 +18,9 @@ use std::sync::Arc;
 
 use arrow_array::builder::{BinaryBuilder, Int32Builder};
 use arrow_array::{ArrayRef, RecordBatch};
-use arrow_schema::{DataType, Field, Schema};
 use serde_json::Value;
 
-use crate::arrow_ffi::Bytes;
+use crate::arrow_ffi::{record_batch, Bytes};
 use crate::error::Error;
 use crate::pyrepr::{json_repr, number_str, truthy};
 
@@ -134,25 +133,13 @@ pub fn translate_batch(
             Err(EntryError::Fallback) => fallback.push(i),
         }
     }
-    let [row, cf, cq, cv] = &mut parts;
-    let schema = Schema::new(vec![
-        Field::new("entry", DataType::Int32, false),
-        Field::new("row", DataType::Binary, false),
-        Field::new("cf", DataType::Binary, false),
-        Field::new("cq", DataType::Binary, false),
-        Field::new("cv", DataType::Binary, false),
-        Field::new("value", DataType::Binary, true),
-    ]);
-    let columns: Vec<ArrayRef> = vec![
-        Arc::new(entry.finish()),
-        Arc::new(row.finish()),
-        Arc::new(cf.finish()),
-        Arc::new(cq.finish()),
-        Arc::new(cv.finish()),
-        Arc::new(value.finish()),
-    ];
-    let batch = RecordBatch::try_new(Arc::new(schema), columns)
-        .map_err(|e| Error::Internal(format!("building a batch: {e}")))?;
+    let [row, cf, cq, cv] = parts.map(|mut b| Arc::new(b.finish()) as ArrayRef);
+    let (entry, value): (ArrayRef, ArrayRef) = (Arc::new(entry.finish()), Arc::new(value.finish()));
+    let batch = record_batch(
+        ["entry", "row", "cf", "cq", "cv", "value"],
+        [entry, row, cf, cq, cv, value],
+        [false, false, false, false, false, true],
+    )?;
     Ok((batch, errors, fallback))
 }
 
