@@ -162,8 +162,8 @@ class MemorySampler:
                 self._heaps(next_window - 1, sample)
             if self.stop.wait(self.every):
                 break
-        if self.heap:  # the last (partial) window's end
-            self._heaps(int((time.perf_counter() - self.start) // self.window), rss_by_process())
+        if self.heap:  # the end of the last window sampled (partial, or ended just now)
+            self._heaps(int((self.rss[-1][0] - self.start) // self.window), rss_by_process())
 
     def _heaps(self, window: int, sample: dict[int, tuple[str, str, int]]) -> None:
         heaps = {pid: kib for pid, (kind, _, _) in sample.items() if kind not in ("python driver", "python worker")
@@ -178,7 +178,7 @@ class MemorySampler:
         for _, sample in self.rss:
             for pid, (kind, what, _) in sample.items():
                 procs.setdefault(pid, (kind, what))
-        lines = [f"  {'process':46s} {'':4s}" + "".join(f"{'w' + str(w + 1):>7s}" for w in range(n_windows))
+        lines = [f"  {'process':52s} {'':4s}" + "".join(f"{'w' + str(w + 1):>7s}" for w in range(n_windows))
                  + "  growth after w1"]
         for pid, (kind, what) in sorted(procs.items(), key=lambda item: (item[1][0], item[0])):
             points = [(t - self.start, sample[pid][2] / 1024) for t, sample in self.rss if pid in sample]
@@ -187,12 +187,13 @@ class MemorySampler:
                 mine = [mib for t, mib in points if w * self.window <= t < (w + 1) * self.window]
                 means.append(f"{np.mean(mine):7.0f}" if mine else f"{'-':>7s}")
             later = [(t, mib) for t, mib in points if t >= self.window]
-            lines.append(f"  {kind + ' ' + str(pid) + ' ' + what:46.46s} {'rss':4s}" + "".join(means)
+            name = re.sub(r"\b(?:[a-z]\w*\.)+([A-Z]\w*)", r"\1", f"{kind} {pid} {what}")  # a class's last part
+            lines.append(f"  {name:52.52s} {'rss':4s}" + "".join(means)
                          + f"  {_slope(later):+.0f} MiB/h")
             heaps = [(w, self.heaps[w][pid] / 1024) for w in sorted(self.heaps) if pid in self.heaps[w]]
             if heaps:
                 cells = dict(heaps)
-                lines.append(f"  {'':46s} {'heap':4s}" + "".join(f"{cells[w]:7.0f}" if w in cells else f"{'-':>7s}"
+                lines.append(f"  {'':52s} {'heap':4s}" + "".join(f"{cells[w]:7.0f}" if w in cells else f"{'-':>7s}"
                                                                   for w in range(n_windows))
                              + f"  {_slope([((w + 1) * self.window, mib) for w, mib in heaps if w >= 1]):+.0f} MiB/h")
         return lines
