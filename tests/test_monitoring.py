@@ -219,7 +219,8 @@ def damage(scenario: Scenario, dest: str, word: str) -> None:
 @pytest.mark.cluster
 def test_a_standing_verify_publishes_what_each_run_reports(scenario, cli_env):
     """``verify --every --metrics-port``: scraped live, the gauges are those of the run's own summary, clean
-    first, then with the damage done to B meanwhile; SIGTERM ends it with the last run's exit status."""
+    first, then with the damage done to B meanwhile; a run that fails is counted and the check goes on; SIGTERM
+    ends it with the last run's exit status."""
     txs, dest = built(scenario, {"s001": 1, "s002": 2, "s003": 3})
     port, began = free_port(), time.time()
     running = Running(cli_env, *verify_args(scenario, dest, "--every", "2", "--metrics-port", str(port)))
@@ -249,10 +250,20 @@ def test_a_standing_verify_publishes_what_each_run_reports(scenario, cli_env):
             if name.startswith("accumulo_export_verify_"):
                 assert labels.items() <= dict(ls).items(), name
             assert not any(h in v for h in hosts for _, v in ls), (name, ls)
+
+        # a run that fails (the destination is gone) is counted, and the next runs all the same; the gauges still
+        # say what the last complete verify found
+        scenario.conn_b.delete_table(dest)
+        failing = scrape_until(port, lambda s: runs(s, "failed") >= 2, running)
+        complete = int(runs(failing, "clean") + runs(failing, "differences"))
+        assert complete == len(running.lines)  # a failed run prints no summary
+        assert_published(failing, running.json(complete), labels, damaged_at)
+        assert running.proc.poll() is None
     finally:
         status = running.stop()
-    assert status == 1, running.stderr()  # the last run found the difference
+    assert status == 2, running.stderr()  # the last run's: it failed
     assert "stopped by SIGTERM" in running.stderr()
+    assert f"destination table {dest!r} does not exist" in running.stderr()
     assert scrape(port) is None
     txs.close()
 
