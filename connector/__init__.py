@@ -52,6 +52,8 @@ _EXPORTS = {
     "Transaction": "connector.transactions",
     "outbox_status": "connector.transactions",
     "relay_table": "connector.transactions",
+    "wait_for_seq": "connector.transactions",
+    "queue_watermark": "connector.transactions",
     "CombineQueue": "connector.combine",
     "CombineConfig": "connector.combine",
     "combine_all": "connector.combine",
@@ -120,4 +122,11 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time the names load
     from connector.settings import OptionError
     from connector.snapshot import BootstrapSettings, Destination, batch_snapshot, snapshot_source, verify_destination
     from connector.spark import run_batch, ship_connector, spark_session, start_stream
-    from connector.transactions import RowTransactions, Transaction, outbox_status, relay_table
+    from connector.transactions import (
+        RowTransactions,
+        Transaction,
+        outbox_status,
+        queue_watermark,
+        relay_table,
+        wait_for_seq,
+    )

@@ -47,13 +47,20 @@ from connector import (  # noqa: E402
     run_drain,
     spark_session,
     start_stream,
+    wait_for_seq,
 )
 from connector.clusters_config import CONFIG_ENV, write_clusters  # noqa: E402
 from connector.queue.status import queue_lag  # noqa: E402
 from connector.snapshot.state import BootstrapState  # noqa: E402
 from connector.spark.drain_job import collect_stream_reports, stop_stream  # noqa: E402
 from connector.transactions.relay import pending_outbox  # noqa: E402
-from examples.inverted_count_index import actual_index, expected_index  # noqa: E402
+from examples.inverted_count_index import (  # noqa: E402
+    COUNT_QUALIFIER,
+    COUNTS_FAMILY,
+    actual_index,
+    count_update,
+    expected_index,
+)
 from integration.harness import clusters  # noqa: E402
 
 COUNTS = "counts"
@@ -241,6 +248,28 @@ class StreamSupervisor:
         stop_stream(self.query)
 
 
+def read_your_writes(conn_a: Connection, b: Any, queue: QueueConfig) -> tuple[bool, str]:
+    """Commit one more transaction, wait for its seq to reach B (``wait_for_seq``), and read the change back
+    from B: an application's read-your-writes across clusters."""
+    word = "read-your-writes"
+    with RowTransactions(conn_a, COUNTS) as txs:
+        def change(tx: Any) -> None:
+            old = int(tx.get(COUNTS_FAMILY, COUNT_QUALIFIER, default=b"0"))
+            tx.put(COUNTS_FAMILY, COUNT_QUALIFIER, str(old + 1).encode())
+            tx.export(queue, word, count_update(word, old or None, old + 1))
+
+        started = time.monotonic()
+        seq = txs.run(word, change)
+        assert seq is not None
+        wait_for_seq(conn_a, queue, seq, timeout=120)
+        waited = time.monotonic() - started
+    with b.connect() as conn_b:
+        found = [c for c in conn_b.scan("count_index") if c.cq == word.encode()]
+    shown = f"count {int(found[0].row)} at seq {found[0].ts}" if found else "NOT FOUND"
+    return bool(found) and found[0].ts == seq, (f"committed seq {seq}, waited {waited:.2f}s for it to reach B "
+                                                f"(wait_for_seq), read it back from B: {shown}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--history", type=int, default=12_000, help="transactions before the new index exists")
@@ -324,8 +353,9 @@ def main() -> int:
         deadline = time.monotonic() + 300
         while (queue_status(conn_a, queue).entries or not outbox_status(conn_a, COUNTS).empty) and \
                 time.monotonic() < deadline:
-            relay_table(conn_a, COUNTS, min_age_seconds=2.0)
+            relay_table(conn_a, COUNTS)  # the producers are done: whatever waits is left over
             time.sleep(1.0)
+        ryw_ok, ryw = read_your_writes(conn_a, b, queue)  # while the stream still runs
         query.stop()
         spark.stop()
         collect_stream_reports(f"{folder}/reports", stream)
@@ -341,7 +371,7 @@ def main() -> int:
         outbox = outbox_status(conn_a, COUNTS)
         summary = boot.get("summary") or {}
         verified = (not failed and sorted(expected) == sorted(actual) and len(actual) == len(set(actual))
-                    and left == 0 and outbox.empty and verify.returncode == 0 and bool(summary))
+                    and left == 0 and outbox.empty and verify.returncode == 0 and bool(summary) and ryw_ok)
         print("\n=== demo report ===")
         print(f"producers             {opts.producers} processes on {opts.words} shared words (Zipf {opts.skew}), "
               f"{opts.batch} transactions per run_all; {kill.name} SIGKILLed {kill.after_s:.1f}s after its start, "
@@ -350,19 +380,22 @@ def main() -> int:
               "went to the older index)")
         print(f"transactions          {per * opts.producers} committed in {produce_s:.1f}s "
               f"({per * opts.producers / produce_s:,.0f}/s) while the index was built, {conflicts} conflicts retried")
-        print(f"stream beside them    {exported_live:,} entries exported while the producers ran "
-              f"({exported_live / produce_s:,.0f} entries/s; {query.restarts} restarts); the oldest waiting entry's "
-              "age, sampled every 0.5 s: "
-              f"p50 {lag_p50:.2f}s, p99 {lag_p99:.2f}s")
+        print(f"stream beside them    {exported_live:,} entries exported while the producers ran (one per commit "
+              f"of theirs, and a repeat now and then; the rest of the {per * opts.producers:,} commits' entries after "
+              f"they stopped), {exported_live / produce_s:,.0f} entries/s, {query.restarts} restarts; the oldest "
+              f"waiting entry's age, sampled every 0.5 s: p50 {lag_p50:.2f}s, p99 {lag_p99:.2f}s")
+        check = summary.get("final_check") or {}
         print(f"bootstrap             {boot.get('kill', 'not run')}; the rerun resumed {summary.get('resumed_ranges')} "
-              f"of {summary.get('ranges')} ranges, wrote {summary.get('cells')} cells; final check: "
-              f"{summary.get('final_check')}")
+              f"of the {summary.get('ranges')} tablets of A it reads and wrote {summary.get('cells')} cells; final "
+              f"check: {check.get('differences')} differences, {check.get('repaired')} repaired, "
+              f"{check.get('in_flight')} cells in flight (the stream exported them between its two passes)")
         print(f"verify                {checked.get('differences')} differences, {checked.get('expected_cells')} cells "
-              f"expected, {checked.get('matched_ranges')}/{checked.get('ranges')} ranges matched by digest "
-              f"(exit status {verify.returncode})")
+              f"expected; {checked.get('matched_ranges')} of the {checked.get('ranges')} tablets of B matched by "
+              f"digest (exit status {verify.returncode})")
         print(f"index cells on B      {len(actual)} (expected {len(expected)}, stale "
               f"{len(set(actual) - expected)}, missing {len(expected - set(actual))})")
         print(f"queue left            {left}; outbox left {outbox.cells} cells")
+        print(f"read-your-writes      {ryw}")
         print(f"verified              {'yes' if verified else 'NO'}")
         return 0 if verified else 1
 

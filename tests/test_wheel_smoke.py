@@ -2,8 +2,8 @@
 add, a drain and a combine in-process, a drain with Spark ``local[2]``), against the session's clusters; the
 3.12 virtualenv runs the oldest supported PySpark (4.0.x), the 3.13 one a 4.2, and both also drive the streams,
 the streaming sink and the read source there (issue 30 item 3); on 4.2 a Spark Connect server without the
-connector refuses the streaming drain in one line (issue 39 item 6). A version without an interpreter here is skipped, and ``-ra`` lists
-it with the reason."""
+connector refuses the streaming drain in one line (issue 39 item 6). A version without an interpreter here is
+skipped, and ``-ra`` lists it with the reason."""
 
 from __future__ import annotations
 

@@ -25,6 +25,7 @@ from .drain import cmd_drain, register_drain_command
 from .options import Parser
 from .queue import cmd_queue, register_queue_commands
 from .tx import cmd_tx, register_tx_commands
+from .wait import cmd_wait, register_wait_command
 
 log = logging.getLogger("accumulo-export")
 
@@ -49,6 +50,7 @@ examples:
       --dest-table index --snapshot app:snapshot      (B from A's rows; the stream above runs first)
   accumulo-export verify --source A --table exports --queue idx --producer-table counts --dest B \
       --dest-table index --snapshot app:snapshot [--repair]
+  accumulo-export wait --cluster A --table exports --queue idx --seq 1764312345678901   (read-your-writes)
   accumulo-export queue dead-letters --cluster A --table exports --queue idx [--requeue]
   accumulo-export tx status --cluster A --table counts      (outboxes of row-transaction producers)
   accumulo-export tx relay  --cluster A --table counts
@@ -79,10 +81,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true", help="show Spark's output, debug logs and tracebacks")
     p.add_argument("--version", action="version", version=version_text(),
                    help="print the connector's version, with Python's and PySpark's, and exit")
-    sub = p.add_subparsers(dest="command", required=True, metavar="{queue,drain,bootstrap,verify,combine,tx}")
+    sub = p.add_subparsers(dest="command", required=True,
+                           metavar="{queue,drain,bootstrap,verify,wait,combine,tx}")
     register_queue_commands(sub)
     register_drain_command(sub)
     register_bootstrap_commands(sub)
+    register_wait_command(sub)
     register_tx_commands(sub)
     register_combine_commands(sub)
     return p
@@ -96,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         check_environment()  # a misspelt ACCUMULO_GATEWAY_SECRET_FILE must not quietly mean another secret
         command = {"queue": cmd_queue, "drain": cmd_drain, "bootstrap": cmd_bootstrap, "verify": cmd_verify,
-                   "combine": cmd_combine, "tx": cmd_tx}[args.command]
+                   "wait": cmd_wait, "combine": cmd_combine, "tx": cmd_tx}[args.command]
         return command(args)
     except ConnectorError as exc:  # ours, raised on purpose: one line; anything else is a bug, with its trace
         if args.verbose:

@@ -30,6 +30,7 @@ from .common import UsageError
 if TYPE_CHECKING:
     from connector.jobs import CombineJob, CombineReport, DrainJob, DrainReport
     from connector.jobs.bootstrap import BootstrapJob
+    from connector.transactions import Watermark
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +86,8 @@ class Metrics:
     def __init__(self, command: str, labels: Mapping[str, str], counters: Mapping[str, str],
                  read: Callable[[Any], Mapping[str, float]], lag: Callable[[Connection], QueueLag] | None = None,
                  connect: Callable[[], Connection] | None = None, top: int = TOP_BUCKETS,
-                 live: Sequence[str] = (), files: Callable[[Connection], QueueFiles] | None = None) -> None:
+                 live: Sequence[str] = (), watermarks: Watermarks | None = None,
+                 files: Callable[[Connection], QueueFiles] | None = None) -> None:
         self.command, self.labels, self.counter_help, self._read = command, dict(labels), counters, read
         self._lag_fn, self._connect, self.top = lag, connect, top
         self._files_fn = files  # the queue's files (dead keys), read after each lag scan
@@ -98,6 +100,9 @@ class Metrics:
         self._lag: QueueLag | None = None
         self._lag_at = 0.0  # when the last lag scan ended (seconds since the epoch)
         self._shown: dict[int, float] = {}  # bucket -> lag, the bounded set of per-bucket series
+        self._watermarks_fn = watermarks
+        self._marks: dict[str, Watermark | None] = {}  # destination -> what waits for it (None: bootstrapping)
+        self._highest: dict[str, int] = {}  # destination -> the highest watermark seen (what a caught-up one shows)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._server: Any = None
@@ -159,10 +164,16 @@ class Metrics:
             wait = LAG_SECONDS
             try:
                 conn = conn or self._connect()
+                started = time.monotonic()
                 lag = self._lag_fn(conn)
                 self._apply_lag(lag)
                 self._scan_files(conn, lag)
-                wait = max(LAG_SECONDS, lag.scan_seconds * (1 - LAG_SHARE) / LAG_SHARE)
+                if self._watermarks_fn is not None:
+                    marks = self._watermarks_fn(conn)
+                    with self._lock:
+                        self._marks = marks
+                spent = time.monotonic() - started
+                wait = max(LAG_SECONDS, spent * (1 - LAG_SHARE) / LAG_SHARE)
             except Exception as exc:  # noqa: BLE001 - metrics are best effort; the command reports failures
                 log.warning("metrics: lag scan failed: %s", exc)
                 if conn is not None:
@@ -207,6 +218,8 @@ class Metrics:
                     self._counts[name] = max(self._counts[name], float(values[name]))
             counts, lag, lag_at, shown = dict(self._counts), self._lag, self._lag_at, dict(self._shown)
             dead_keys = self._dead_keys
+            marks = dict(self._marks)
+        yield from self._watermark_metrics(marks)
         yield InfoMetricFamily(f"{PREFIX}_command", "what this process runs (no hosts, no secrets)",
                                value={"command": self.command, **self.labels})
         for name, value in counts.items():
@@ -232,6 +245,55 @@ class Metrics:
             yield GaugeMetricFamily(f"{PREFIX}_queue_dead_keys", "keys in the files of the queue's tablets that "
                                     "are not waiting entries (delete markers until a compaction drops them)",
                                     value=dead_keys)
+
+    def _watermark_metrics(self, marks: Mapping[str, Watermark | None]) -> Iterator[Metric]:
+        """Per destination: the watermark (every commit up to it is there), how far it is behind the clock, and
+        whether a bootstrap is building it (then it has no watermark yet)."""
+        if not marks:
+            return
+        queue = self.labels.get("queue", "")
+        seq = GaugeMetricFamily(f"{PREFIX}_destination_watermark_seq", "every commit with a seq up to this one "
+                                "is on the destination (the highest seen once nothing waits)",
+                                labels=["queue", "destination"])
+        age = GaugeMetricFamily(f"{PREFIX}_destination_watermark_age_seconds", "this host's clock minus the "
+                                "watermark's seq (µs of the producers' clocks); 0 when nothing waits",
+                                labels=["queue", "destination"])
+        building = GaugeMetricFamily(f"{PREFIX}_destination_bootstrapping", "1 while a bootstrap builds the "
+                                     "destination (no watermark until it finished)", labels=["queue", "destination"])
+        now_us = time.time() * 1e6
+        for name, mark in sorted(marks.items()):
+            building.add_metric([queue, name], 0 if mark is not None else 1)
+            if mark is None:
+                continue
+            if mark.seq is not None:
+                self._highest[name] = max(self._highest.get(name, 0), mark.seq)
+            seq.add_metric([queue, name], self._highest.get(name, 0))
+            age.add_metric([queue, name], 0.0 if mark.seq is None else max(0.0, now_us - mark.seq) / 1e6)
+        yield seq
+        yield age
+        yield building
+
+
+#: destination name -> what waits for it (None: a bootstrap is building it), scanned by the metrics' thread
+Watermarks = Callable[[Connection], dict[str, "Watermark | None"]]
+
+
+def drain_watermarks(job: DrainJob) -> Watermarks:
+    """What waits for each destination of a drain: its own and every registered one (one scan for all; a
+    destination whose bootstrap is unfinished has none)."""
+    from connector.queue.destinations import registered_destinations
+    from connector.snapshot.state import BootstrapState, destination_id
+    from connector.transactions import queue_watermark
+
+    primary = destination_id(job.dest.name or f"{job.dest.host}:{job.dest.port}", job.dest_table)
+
+    def scan(conn: Connection) -> dict[str, Watermark | None]:
+        mark = queue_watermark(conn, job.queue)
+        names = [primary, *(d.name for d in registered_destinations(conn, job.queue))]
+        return {name: (None if BootstrapState(conn, job.queue, name).plan() is not None else mark)
+                for name in dict.fromkeys(names)}
+
+    return scan
 
 
 def serve_registry(port: int, registry: CollectorRegistry, addr: str = "0.0.0.0") -> tuple[Any, threading.Thread]:
@@ -275,7 +337,8 @@ def drain_metrics(port: int | None, job: DrainJob) -> Metrics:
 
     metrics = Metrics("drain", {"table": job.queue.table, "queue": job.queue.qid, "dest_table": job.dest_table},
                       DRAIN_COUNTERS, _drain_counts, lambda conn: queue_lag(conn, job.queue), job.source.connect,
-                      live=LIVE_COUNTERS, files=lambda conn: queue_files(conn, job.queue))
+                      live=LIVE_COUNTERS, watermarks=drain_watermarks(job),
+                      files=lambda conn: queue_files(conn, job.queue))
     return metrics if port is None else metrics.serve(port)
 
 

@@ -29,6 +29,7 @@ from connector.queue.destinations import (
 from connector.queue.stored_config import read_stored_config, read_translator, resolve_config, store_translator
 from connector.settings import argparse_type
 from connector.snapshot.state import destination_id
+from connector.transactions import queue_watermark
 
 from .common import UsageError
 from .options import Help, check_namespace, check_table_name, int_at_least, queue_args
@@ -155,6 +156,7 @@ def _queue_command(conn: Connection, args: argparse.Namespace, where: str) -> in
         return _dead_letters(conn, config, args)
     if args.queue_command == "destinations":
         return _destinations(conn, config, args)
+    mark = queue_watermark(conn, config)  # before the status: see its module for the order of the scans
     st = queue_status(conn, config)
     now = time.time()
 
@@ -167,13 +169,15 @@ def _queue_command(conn: Connection, args: argparse.Namespace, where: str) -> in
                           "dead_letters": st.dead_letters, "marked": list(st.marked),
                           "buckets": {b.bucket: {"entries": b.entries, "bytes": b.bytes,
                                                  "oldest_seq": b.oldest_seq, "lag_seconds": lag(b.lag_seconds(now))}
-                                      for b in st.buckets if b.entries}}))
+                                      for b in st.buckets if b.entries},
+                          "watermark": mark.seq, "waiting_for_destinations": mark.waiting}))
     else:
         marked = ", ".join(map(str, st.marked[:20])) + (" ..." if len(st.marked) > 20 else "")
         oldest = (f", oldest seq {st.oldest_seq}, waiting {st.lag_seconds(now):,.1f} s" if st.entries else "")
         print(f"queue {config.qid}: {st.entries:,} entries, {st.bytes:,} bytes{oldest}; {st.dead_letters:,} dead "
               f"letters; {len(st.marked)} buckets marked as holding new entries (a stream visits them)"
               + (f": {marked}" if marked else ""))
+        print(f"destinations: {mark.describe()}")
         for b in st.buckets:
             if b.entries:
                 print(f"  bucket {b.bucket:>5}: {b.entries:>9,} entries {b.bytes:>12,} bytes  oldest seq "
@@ -183,8 +187,12 @@ def _queue_command(conn: Connection, args: argparse.Namespace, where: str) -> in
 
 def _destinations(conn: Connection, config: QueueConfig, args: argparse.Namespace) -> int:
     if args.action == "list":
-        for d in registered_destinations(conn, config):
+        registered = registered_destinations(conn, config)
+        for d in registered:
             print(f"{d.name}\t{d.gateway.describe()}\ttable {d.table}\ttranslator {d.translator}\t{d.delete_mode}")
+        if not registered:
+            print(f"no destination is registered with queue {config.qid} (its drains export only to their own "
+                  "--dest-table)")
         return 0
     gateway = cluster(args.dest)
     check_table_name(args.dest_table, "--dest-table", gateway.describe())
@@ -192,12 +200,13 @@ def _destinations(conn: Connection, config: QueueConfig, args: argparse.Namespac
     if args.action == "remove":
         if not unregister_destination(conn, config, name):
             raise UsageError(f"no destination {name!r} is registered with queue {config.qid!r}")
-        print(f"unregistered {name}: drains stop exporting to it within 5 s")
+        print(f"unregistered {name}: each drain process stops exporting to it at its next look-up (within 5 s)")
         return 0
     translator = args.translator or read_translator(conn, config) or DEFAULT_TRANSLATOR
     register_destination(conn, config, Destination(name, gateway, args.dest_table, translator, args.delete_mode))
-    print(f"registered {name} with queue {config.qid}: every drain of the queue exports to it within 5 s; now "
-          f"bootstrap it (accumulo-export bootstrap ... --dest {args.dest} --dest-table {args.dest_table})")
+    print(f"registered {name} with queue {config.qid}: each drain process exports to it from its next look-up "
+          f"(within 5 s); now bootstrap it (accumulo-export bootstrap ... --dest {args.dest} --dest-table "
+          f"{args.dest_table}: it waits until every drain process acknowledged the registration)")
     return 0
 
 

@@ -34,10 +34,7 @@ def register_tx_commands(sub: Any) -> None:
         c.add_argument("--table", required=True, help="the producers' table")
         c.add_argument("--outbox-family", default=DEFAULT_OUTBOX_FAMILY.decode(),
                        help="the outbox column family the producers use")
-        if name == "relay":
-            c.add_argument("--min-age", type=float, default=0.0, metavar="SECONDS",
-                           help="leave outbox cells younger than this (a live producer relays them itself)")
-        else:
+        if name == "status":
             c.add_argument("--json", action="store_true", help="print JSON instead of text")
 
 
@@ -54,9 +51,9 @@ def cmd_tx(args: argparse.Namespace) -> int:
             if not holds_row_transactions(conn, args.table, layout):  # else a relay of it would quietly find 0
                 raise UsageError(_not_a_producer_table(conn, args.table, layout, gateway.describe()))
             if args.tx_command == "relay":
-                stats = relay_table(conn, args.table, layout, max(0.0, args.min_age))
+                stats = relay_table(conn, args.table, layout)
                 print(json.dumps({"relayed": stats.relayed, "exports": stats.exports, "updates": stats.updates,
-                                  "young": stats.young, "malformed": stats.malformed}))
+                                  "malformed": stats.malformed}))
                 for error in stats.errors:
                     print(f"accumulo-export: malformed outbox cell left in place: {error}", file=sys.stderr)
                 return 1 if stats.malformed else 0

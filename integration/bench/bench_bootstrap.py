@@ -59,8 +59,9 @@ def snapshot_batch(cells: pa.RecordBatch) -> pa.RecordBatch:
                             "value": pa.array([b""] * n, pa.binary()), "source": cells["row"]})
 
 
-#: --snapshot: the function each form names
-SNAPSHOTS = {"row": f"{__name__}:snapshot", "batch": f"{__name__}:snapshot_batch"}
+#: --snapshot: the function each form names (mirror: the built-in replica, each row's own cells as they are)
+SNAPSHOTS = {"row": "integration.bench.bench_bootstrap:snapshot",
+             "batch": "integration.bench.bench_bootstrap:snapshot_batch", "mirror": "mirror"}
 
 
 def fill_a(conn, table: str, rows: int, batch_rows: int = 20_000) -> None:
@@ -142,7 +143,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--snapshot", choices=sorted(SNAPSHOTS), default="batch",
-                        help="the snapshot function's form: batch (pyarrow.compute over whole rows) or row")
+                        help="the snapshot function's form: batch (pyarrow.compute over whole rows), row, or the "
+                             "built-in mirror")
     opts = parser.parse_args()
     with clusters(["a", "b"]) as running:
         a, b = running["a"], running["b"]
