@@ -81,11 +81,22 @@ def rss_by_process() -> dict[int, tuple[str, str, int]]:
         except OSError:
             continue  # gone meanwhile
         kind = kind_of(pid, cmdline)
-        if kind is None:
+        if kind is None or (kind not in ("python driver", "python workers") and _unexeced_fork(entry, cmdline)):
             continue
         rss = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0)
         out[pid] = (LABELS[kind], _short(cmdline), rss)
     return out
+
+
+def _unexeced_fork(entry: Path, cmdline: str) -> bool:
+    """A JVM's child caught between fork and exec (starting a Python worker, or a shell command): it still has
+    its parent's command line and, briefly, its parent's pages. Not a process of its own to count."""
+    try:
+        ppid = (entry / "stat").read_text().rsplit(")", 1)[1].split()[1]
+        parent = (Path("/proc") / ppid / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except (OSError, IndexError):
+        return False
+    return parent == cmdline
 
 
 def _short(cmdline: str) -> str:
