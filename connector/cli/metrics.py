@@ -285,13 +285,15 @@ def drain_watermarks(job: DrainJob) -> Watermarks:
     from connector.snapshot.state import BootstrapState, destination_id
     from connector.transactions import queue_watermark
 
+    # the bootstrap state names a destination by its cluster's name or its gateway; a label never names a host
     primary = destination_id(job.dest.name or f"{job.dest.host}:{job.dest.port}", job.dest_table)
+    label = destination_id(job.dest.name, job.dest_table) if job.dest.name else job.dest_table
 
     def scan(conn: Connection) -> dict[str, Watermark | None]:
         mark = queue_watermark(conn, job.queue)
-        names = [primary, *(d.name for d in registered_destinations(conn, job.queue))]
-        return {name: (None if BootstrapState(conn, job.queue, name).plan() is not None else mark)
-                for name in dict.fromkeys(names)}
+        names = {primary: label, **{d.name: d.name for d in registered_destinations(conn, job.queue)}}
+        return {shown: (None if BootstrapState(conn, job.queue, name).plan() is not None else mark)
+                for name, shown in names.items()}
 
     return scan
 
