@@ -107,7 +107,7 @@ class ReadSettings:
         return tablet_spans(conn.list_splits(self.table), self.start, self.stop, self.columns)
 
     def narrowed(self, filters: list[Filter]) -> tuple[ReadSettings, list[Filter]]:
-        """New settings: these narrowed by the filters a scan can take (these are left as they are), and the
+        """Settings narrowed by the filters a scan can take (a new value: these stay as they are), and the
         filters left for Spark."""
         from .table_filters import Scan, push_filters  # Spark 4.1+ only: its filter classes are imported there
 
