@@ -1,4 +1,5 @@
-"""``accumulo-export tx relay|status``: the outboxes row-transaction producers leave, relayed and shown."""
+"""``accumulo-export tx init|relay|status``: a producer table set up, and the outboxes row-transaction producers
+leave, relayed and shown."""
 
 from __future__ import annotations
 
@@ -26,7 +27,9 @@ def register_tx_commands(sub: Any) -> None:
                                    "of its exports and updates together; the producer then relays the outbox into "
                                    "the queues. These commands relay what a crashed producer left, and show it."
                        ).add_subparsers(dest="tx_command", required=True)
-    for name, text in (("relay", "copy the outbox cells of a table into their queues, then delete them "
+    for name, text in (("init", "create a producers' table or set up an existing one: the outbox's locality "
+                                "group and the visibility summarizer bootstrap and verify rely on (safe to repeat)"),
+                       ("relay", "copy the outbox cells of a table into their queues, then delete them "
                                  "(repeating it is harmless)"),
                        ("status", "outbox cells waiting in a table: count, rows, destination tables, oldest")):
         c = t.add_parser(name, formatter_class=fmt, help=text, description=text[0].upper() + text[1:] + ".")
@@ -36,6 +39,10 @@ def register_tx_commands(sub: Any) -> None:
                        help="the outbox column family the producers use")
         if name == "status":
             c.add_argument("--json", action="store_true", help="print JSON instead of text")
+        if name == "init":
+            c.add_argument("--compact", action="store_true",
+                           help="then compact the table once, so that files written before the set-up carry "
+                                "visibility summaries too")
 
 
 def cmd_tx(args: argparse.Namespace) -> int:
@@ -44,6 +51,8 @@ def cmd_tx(args: argparse.Namespace) -> int:
 
     gateway = cluster(args.cluster)
     layout = TxLayout(outbox_family=args.outbox_family)
+    if args.tx_command == "init":
+        return _init(gateway, args, layout)
     try:
         with gateway.connect() as conn:
             if not conn.table_exists(args.table):
@@ -70,6 +79,25 @@ def cmd_tx(args: argparse.Namespace) -> int:
               + (f" ({targets})" if targets else "") + (f"; {st.malformed} malformed" if st.malformed else ""))
     return 0
 
+
+
+def _init(gateway: Any, args: argparse.Namespace, layout: TxLayout) -> int:
+    from connector.accumulo.summaries import visibility_summary
+    from connector.transactions import RowTransactions
+
+    try:
+        with gateway.connect() as conn:
+            created = not conn.table_exists(args.table)
+            RowTransactions(conn, args.table, layout=layout).init()
+            if args.compact:
+                conn.compact_table(args.table, wait=True)
+            summary = visibility_summary(conn, args.table)
+    except AccumuloError as exc:
+        raise UsageError(f"{gateway.describe()}: {exc}") from None
+    state = "ready" if summary.complete else f"not yet complete ({summary.gaps()})"
+    print(f"table {args.table} {'created' if created else 'set up'}: outbox family in its own locality group, "
+          f"visibility summaries {state}")
+    return 0
 
 
 def _not_a_producer_table(conn: Connection, table: str, layout: TxLayout, where: str) -> str:
