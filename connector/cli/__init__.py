@@ -1,8 +1,9 @@
 """The ``accumulo-export`` command. It only wires the layers together; see ``--help`` of each command.
 
 Modules: ``main`` (the parser, ``main()``), one per command: ``queue``, ``drain`` (with ``drain_stream``,
-supervising a stream), ``combine``, ``tx``, ``bootstrap`` (with ``verify``), ``wait``; ``progress`` (what runs
-show: the drain's and the combine's progress reports), ``metrics`` (the ``--metrics-port`` endpoint),
+supervising a stream), ``combine``, ``tx``, ``bootstrap`` (with ``verify``), ``wait``; ``every`` (a command run
+again and again: ``verify --every``), ``progress`` (what runs show: the drain's and the combine's progress
+reports), ``metrics`` (the ``--metrics-port`` endpoint), ``verify_metrics`` (what a standing verify publishes),
 ``options`` (shared option types and checks), ``common`` (usage errors, exit statuses, SIGTERM, Spark's
 output).
 """
