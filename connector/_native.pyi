@@ -1,7 +1,6 @@
-# Type stub of the Rust extension connector._native (source: connector/_native/src/lib.rs).
-# Each layer uses it through its own wrapper, which gives pyarrow types and maps these exception classes
-# to the layer's errors: connector/accumulo/wire/native.py, connector/queue/native_rows.py,
-# connector/export/native_translate.py.
+# Type stub of the Rust extension connector._native (source: connector/_native/src/lib.rs); it declares exactly
+# what the module holds (tests/test_docs.py checks it). Each layer uses the module through its own wrapper,
+# which gives pyarrow types and maps these exception classes to the layer's errors (ARCHITECTURE.md).
 from typing import Any
 
 class ArrowExport:
@@ -31,3 +30,6 @@ def range_digests(cells: Any, splits: list[bytes]) -> tuple[list[int], list[int]
 def cell_hashes(cells: Any) -> list[int]: ...
 def range_indices(rows: Any, splits: list[bytes]) -> ArrowExport: ...
 def pack_value(obj: Any) -> bytes: ...
+def unpack_value(data: bytes) -> Any: ...
+
+PACKED_MAGIC: bytes

@@ -7,12 +7,12 @@ the same bytes in every process, every time.
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 from connector import packed
+from connector.plugins import object_from_name
 from connector.settings import OptionError
 
 
@@ -85,6 +85,8 @@ class PackedSerializer:
 
 _BUILTIN: dict[str, Callable[[], Serializer]] = {"json": JsonSerializer, "bytes": BytesSerializer,
                                                   "packed": PackedSerializer}
+#: the serializer of keys and values when none is named (a queue's configuration, an exporter's batch)
+DEFAULT_SERIALIZER = "json"
 #: the serializers whose values the drain translates natively (the built-in translators' inputs)
 NATIVE_ENCODINGS = ("json", "packed")
 
@@ -97,20 +99,7 @@ def serializer_from_name(name: str) -> Serializer:
     name = name.strip()
     if name in _BUILTIN:
         return _BUILTIN[name]()
-    if ":" not in name:
-        raise OptionError(f"unknown serializer {name!r}: use 'json', 'bytes', 'packed' or 'module:callable'")
-    module_name, _, attr_path = name.partition(":")
-    if not module_name or not attr_path:
-        raise OptionError(f"serializer {name!r}: expected 'module:callable'")
-    try:
-        target: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise OptionError(f"serializer {name!r}: cannot import module {module_name!r}: {exc}") from exc
-    for part in attr_path.split("."):
-        try:
-            target = getattr(target, part)
-        except AttributeError:
-            raise OptionError(f"serializer {name!r}: {module_name!r} has no attribute {attr_path!r}") from None
+    target: Any = object_from_name("serializer", name, _BUILTIN)
     # an instance is used as is; a class or factory is called with no arguments
     if isinstance(target, type) or not isinstance(target, Serializer):
         if not callable(target):

@@ -232,14 +232,14 @@ class Settings:
     groups. A subclass's own ``__post_init__`` calls ``super().__post_init__()`` first and checks only what
     spans several settings or what no declaration can say."""
 
-    #: the error a value that fails its declaration raises (a subclass may name a refinement of ValueError)
-    invalid: typing.ClassVar[type[ValueError]] = OptionError
+    #: the error a value that fails its declaration raises (a subclass may name one of its own)
+    ERROR: typing.ClassVar[type[Exception]] = OptionError
 
     def __post_init__(self) -> None:
         self.check_declared()
 
     def check_declared(self) -> None:
-        """Raise :attr:`invalid` naming the first setting whose value its declaration refuses, or the two
+        """Raise :attr:`ERROR` naming the first setting whose value its declaration refuses, or the two
         settings of an ``exclusive`` group that are both set."""
         chosen: dict[str, str] = {}
         for s in self.settings():
@@ -249,23 +249,16 @@ class Settings:
             types_of = _base_types(type(self))  # type: ignore[arg-type]  # classes are hashable
             problem = _refused(s, value, types_of[s.name])
             if problem:
-                raise self.invalid(f"{s.name}: {problem}")
+                raise self.ERROR(f"{s.name}: {problem}")
             if s.exclusive:
                 if s.exclusive in chosen:
-                    raise self.invalid(f"set {chosen[s.exclusive]} or {s.name}, not both")
+                    raise self.ERROR(f"set {chosen[s.exclusive]} or {s.name}, not both")
                 chosen[s.exclusive] = s.name
 
     @classmethod
     def settings(cls) -> tuple[Setting, ...]:
         """The declared settings, in field order."""
         return _settings_of(cls)  # type: ignore[arg-type]  # classes are hashable
-
-    @classmethod
-    def setting_named(cls, name: str) -> Setting:
-        for s in cls.settings():
-            if s.name == name:
-                return s
-        raise KeyError(name)
 
     @classmethod
     def option_names(cls, prefix: str = "", tags: Collection[str] | None = None) -> frozenset[str]:
@@ -349,10 +342,6 @@ class Settings:
         values = {s.name: getattr(args, s.name) for s in cls.settings()
                   if s.flag is not None and getattr(args, s.name, None) is not None}
         return cls(**{**values, **given})
-
-    def given_flags(self, args: argparse.Namespace) -> list[str]:
-        """The flags among these settings that were given on the command line."""
-        return [s.flag for s in self.settings() if s.flag and getattr(args, s.name, None) is not None]
 
     @classmethod
     def markdown_rows(cls, prefix: str = "", tags: Collection[str] | None = None) -> list[str]:

@@ -354,7 +354,7 @@ def main() -> int:
         deadline = time.monotonic() + 300
         while (queue_status(conn_a, queue).entries or not outbox_status(conn_a, COUNTS).empty) and \
                 time.monotonic() < deadline:
-            relay_table(conn_a, COUNTS, min_age_seconds=2.0)
+            relay_table(conn_a, COUNTS)  # the producers are done: whatever waits is left over
             time.sleep(1.0)
         ryw_ok, ryw = read_your_writes(conn_a, b, queue)  # while the stream still runs
         query.stop()
@@ -381,16 +381,18 @@ def main() -> int:
               "went to the older index)")
         print(f"transactions          {per * opts.producers} committed in {produce_s:.1f}s "
               f"({per * opts.producers / produce_s:,.0f}/s) while the index was built, {conflicts} conflicts retried")
-        print(f"stream beside them    {exported_live:,} entries exported while the producers ran "
-              f"({exported_live / produce_s:,.0f} entries/s; {query.restarts} restarts); the oldest waiting entry's "
-              "age, sampled every 0.5 s: "
-              f"p50 {lag_p50:.2f}s, p99 {lag_p99:.2f}s")
+        print(f"stream beside them    {exported_live:,} entries exported while the producers ran (one per commit "
+              f"of theirs, and a repeat now and then; the rest of the {per * opts.producers:,} commits' entries after "
+              f"they stopped), {exported_live / produce_s:,.0f} entries/s, {query.restarts} restarts; the oldest "
+              f"waiting entry's age, sampled every 0.5 s: p50 {lag_p50:.2f}s, p99 {lag_p99:.2f}s")
+        check = summary.get("final_check") or {}
         print(f"bootstrap             {boot.get('kill', 'not run')}; the rerun resumed {summary.get('resumed_ranges')} "
-              f"of {summary.get('ranges')} ranges, wrote {summary.get('cells')} cells; final check: "
-              f"{summary.get('final_check')}")
+              f"of the {summary.get('ranges')} tablets of A it reads and wrote {summary.get('cells')} cells; final "
+              f"check: {check.get('differences')} differences, {check.get('repaired')} repaired, "
+              f"{check.get('in_flight')} cells in flight (the stream exported them between its two passes)")
         print(f"verify                {checked.get('differences')} differences, {checked.get('expected_cells')} cells "
-              f"expected, {checked.get('matched_ranges')}/{checked.get('ranges')} ranges matched by digest "
-              f"(exit status {verify.returncode})")
+              f"expected; {checked.get('matched_ranges')} of the {checked.get('ranges')} tablets of B matched by "
+              f"digest (exit status {verify.returncode})")
         print(f"index cells on B      {len(actual)} (expected {len(expected)}, stale "
               f"{len(set(actual) - expected)}, missing {len(expected - set(actual))})")
         print(f"queue left            {left}; outbox left {outbox.cells} cells")

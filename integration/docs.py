@@ -79,7 +79,7 @@ def readme_sections() -> dict[str, str]:
     from connector.settings import ENVIRONMENT, Group
     from connector.spark.options import markdown_tables
 
-    wait = GatewayOptions.setting_named("server_wait")  # a gateway's: the flag sets both clusters'
+    (wait,) = [s for s in GatewayOptions.settings() if s.name == "server_wait"]  # a gateway's: sets both clusters'
     drain = ["| flag | data source option | default | meaning |", "|---|---|---|---|",
              *DrainSettings.markdown_rows(),
              f"| `{wait.flag}` | `source.{wait.option}`, `dest.{wait.option}` | the cluster's, else "

@@ -4,9 +4,13 @@ tells users), install that one file into fresh virtualenvs of CPython 3.12 and 3
 command's own process, and a drain with Spark ``local[2]`` (its Python workers run that Python too).
 
 The 3.12 virtualenv runs the oldest supported PySpark (:data:`OLDEST_PYSPARK`, the newest 4.0 patch release),
-the 3.13 one the newest the wheel allows. On the oldest, the smoke also drives what Spark 4.0 lacks and
-``connector/spark/compat.py`` replaces (``integration/smoke_wheel_spark.py``): the streaming drain with
-``availableNow``, the streaming sink at a processing-time trigger, and the read source, each checked on B.
+the 3.13 one a 4.2 (:data:`NEWER_PYSPARK`); the development virtualenv (3.11), where the whole suite runs, has
+the newest the wheel allows. On both pinned ones the smoke also drives the paths whose Spark-version fallbacks
+``connector/spark/compat.py`` chooses (``integration/smoke_wheel_spark.py``): the streaming drain with
+``availableNow``, the streaming sink at a processing-time trigger, and the read source, each checked on B. On
+4.2 it also starts a Spark Connect server of that PySpark whose Python has no connector
+(``integration/smoke_wheel_connect.py``): the client's shipped copy drains in rounds, and the streaming drain is
+refused in one line.
 
 ``make smoke-wheel`` runs it with clusters of its own; ``make test`` runs it through
 ``tests/test_wheel_smoke.py`` on the test session's clusters. Interpreters come from ``python3.X`` on PATH or
@@ -39,8 +43,14 @@ SMOKE_DIR = ROOT / ".smoke"
 VERSIONS = ("3.12", "3.13")  # 3.11 is the development venv's: the whole test suite runs there
 #: the oldest PySpark the connector supports (pyproject.toml: pyspark>=4.0), as its newest patch release
 OLDEST_PYSPARK = "4.0.5"
+#: a 4.2 (admission control of streaming sources came with it), between the oldest and the suite's newest
+NEWER_PYSPARK = "4.2.1"
 #: the PySpark each version's virtualenv pins (the others get the newest the wheel's requirement allows)
-PYSPARK = {"3.12": OLDEST_PYSPARK}
+PYSPARK = {"3.12": OLDEST_PYSPARK, "3.13": NEWER_PYSPARK}
+#: where each virtualenv's pin puts it by default (another pin, --pyspark, gets a folder of its own)
+DEFAULT_PYSPARK = dict(PYSPARK)
+#: the PySparks whose smoke also drives a Spark Connect server without the connector (needs pyspark[connect])
+CONNECT_PYSPARK = {NEWER_PYSPARK}
 
 
 class SmokeError(RuntimeError):
@@ -94,11 +104,13 @@ def _requirements(wheel: Path) -> list[str]:
 
 
 def _pinned(requirements: list[str], pyspark: str | None) -> list[str]:
-    """The requirements with PySpark pinned to ``pyspark`` (None: as the wheel asks)."""
+    """The requirements with PySpark pinned to ``pyspark`` (None: as the wheel asks), with its ``connect``
+    extra where the smoke drives a Spark Connect server."""
     if pyspark is None:
         return requirements
-    return [f"pyspark=={pyspark}" if r.split(">")[0].split("<")[0].split("=")[0].strip() == "pyspark" else r
-            for r in requirements]
+    extra = "[connect]" if pyspark in CONNECT_PYSPARK else ""
+    return [f"pyspark{extra}=={pyspark}" if r.split(">")[0].split("<")[0].split("=")[0].strip() == "pyspark"
+            else r for r in requirements]
 
 
 def prepare_venv(python: str, wheel: Path, version: str) -> Path:
@@ -107,7 +119,7 @@ def prepare_venv(python: str, wheel: Path, version: str) -> Path:
     requirements and the interpreter stay the same."""
     pin = PYSPARK.get(version)
     # the usual pins keep the usual folder; another PySpark (--pyspark) gets one of its own
-    venv = SMOKE_DIR / (f"venv-{version}" if pin in (None, OLDEST_PYSPARK) else f"venv-{version}-pyspark-{pin}")
+    venv = SMOKE_DIR / (f"venv-{version}" if pin == DEFAULT_PYSPARK.get(version) else f"venv-{version}-pyspark-{pin}")
     vpy = venv / "bin" / "python"
     requirements = _pinned(_requirements(wheel), pin)
     key = hashlib.sha256(json.dumps([os.path.realpath(python), requirements]).encode()).hexdigest()
@@ -213,7 +225,7 @@ class Smoke:
 
 
     def spark_fallbacks(self) -> None:
-        """On the oldest PySpark: the streams, the sink and the read source (``smoke_wheel_spark.py``, run by
+        """On a pinned PySpark: the streams, the sink and the read source (``smoke_wheel_spark.py``, run by
         this virtualenv's Python from the work folder, so ``connector`` is the wheel's), each table checked
         here on B."""
         script = self.work / "smoke_wheel_spark.py"
@@ -236,10 +248,42 @@ class Smoke:
               f"micro-batches {batches}", flush=True)
 
 
+    def connect_without_package(self) -> None:
+        """A Spark Connect server of this virtualenv's PySpark whose Python workers find no usable connector
+        (a stand-in first on their path refuses to load, as a server without the package would): the client
+        (``smoke_wheel_connect.py``, this virtualenv's Python: the wheel) ships its copy and drains a queue in
+        rounds through it, checked here on B; the streaming drain is refused in one line."""
+        from integration.spark_connect import connect_server
+
+        stand_in = self.work / "server-path" / "connector"
+        stand_in.mkdir(parents=True)
+        (stand_in / "__init__.py").write_text('raise ImportError("no connector on this server")\n')
+        vpy = self.venv / "bin" / "python"
+        home = Path(run([vpy, "-c", "import os, pyspark; print(os.path.dirname(pyspark.__file__))"],
+                        env=self.env).strip())
+        script = self.work / "smoke_wheel_connect.py"
+        shutil.copy(ROOT / "integration" / "smoke_wheel_connect.py", script)
+        with connect_server("local[2]", python=str(vpy), pythonpath=str(stand_in.parent), env=self.env,
+                            home=home) as server:
+            output = run([vpy, script, self.tag, self.work, server.url], env=self.env, cwd=self.work)
+        result = json.loads(output.strip().splitlines()[-1])
+        expected = {(f"r{i:03d}".encode(), b"f", b"q", f"v{i}".encode()) for i in range(20)}
+        if result["exported"] != 20 or self.cells(result["table"]) != expected:
+            raise SmokeError(f"the batch drain over Spark Connect exported {result['exported']}, B's table holds "
+                             f"{len(self.cells(result['table']))} of the {len(expected)} cells expected")
+        refused = result["refused"]
+        if refused is None or "\n" in refused or "installed on the server" not in refused:
+            raise SmokeError(f"the streaming drain on a Connect server without the connector was not refused in "
+                             f"one line: {refused!r}")
+        print(f"smoke_wheel: Spark Connect on PySpark {self.pyspark}: seconds {result['seconds']}", flush=True)
+
+
 def steps(s: Smoke) -> list[Any]:
-    """The steps of one virtualenv's smoke run: the Spark fallbacks too where it pins an older PySpark."""
+    """The steps of one virtualenv's smoke run: the Spark fallbacks too where it pins a PySpark, and the Spark
+    Connect server without the connector on :data:`CONNECT_PYSPARK`."""
     return [s.check_install, s.queue_and_local_drain, s.combine_and_spark_drain,
-            *([s.spark_fallbacks] if s.pyspark is not None else [])]
+            *([s.spark_fallbacks] if s.pyspark is not None else []),
+            *([s.connect_without_package] if s.pyspark in CONNECT_PYSPARK else [])]
 
 
 def smoke(venv: Path, version: str, clusters: Any) -> dict[str, float]:
@@ -256,10 +300,10 @@ def smoke(venv: Path, version: str, clusters: Any) -> dict[str, float]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Smoke-test the built wheel on CPython 3.12 (with the oldest "
-                                                 "supported PySpark) and 3.13.")
+                                                 f"supported PySpark) and 3.13 (with PySpark {NEWER_PYSPARK}).")
     parser.add_argument("--versions", default=",".join(VERSIONS), help="comma-separated (default %(default)s)")
     parser.add_argument("--pyspark", help="pin this PySpark in every virtualenv (e.g. 4.1.4; default: "
-                                          f"{OLDEST_PYSPARK} for 3.12, the newest for 3.13)")
+                                          f"{OLDEST_PYSPARK} for 3.12, {NEWER_PYSPARK} for 3.13)")
     opts = parser.parse_args(argv)
     if opts.pyspark:
         PYSPARK.update(dict.fromkeys(opts.versions.split(","), opts.pyspark))

@@ -7,8 +7,8 @@ session against the clusters ``A`` and ``B`` of ``ACCUMULO_EXPORT_CONFIG``:
 2. the streaming sink: ``export-queue`` read as a stream into the ``accumulo-export`` sink (drain mode) at a
    processing-time trigger with a read limit of 8 entries, so in several micro-batches (the reader plans each
    from the last, without Spark's start offset before 4.2), stopped between micro-batches;
-3. the read source: ``accumulo`` on B's table of step 2; before Spark 4.1 the option ``pushdown`` is refused in
-   one line.
+3. the read source: ``accumulo`` on B's table of step 2; where Spark lacks safe filter pushdown (before 5.0) the
+   option ``pushdown`` is refused in one line.
 
 Usage: ``python smoke_wheel_spark.py TAG WORKDIR``. Prints one JSON line: the tables written on B (the caller
 checks their cells there), the micro-batches each stream ran, the PySpark and what compat found, each step's seconds.
@@ -118,7 +118,8 @@ def main(tag: str, work: Path) -> dict:
         try:
             spark.read.format("accumulo").options(**b.to_options(""), table=table2, pushdown="true").load()
         except Exception as exc:  # noqa: BLE001 - Spark wraps the source's error: its line must be in there
-            line = next((ln for ln in str(exc).splitlines() if "needs Spark 4.1 or newer" in ln), None)
+            needs = f"needs Spark {compat.NEEDS['filter_pushdown']} or newer"
+            line = next((ln for ln in str(exc).splitlines() if needs in ln), None)
             if line is None:
                 raise SystemExit(f"pushdown on PySpark {compat.summary()['pyspark']} failed unclearly: {exc}") from None
             out["pushdown_refused"] = line.strip()

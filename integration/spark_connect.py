@@ -57,10 +57,12 @@ def _listening(port: int) -> bool:
 @contextlib.contextmanager
 def connect_server(master: str = "local[2]", python: str = sys.executable, pythonpath: str | None = str(ROOT),
                    conf: Mapping[str, str] | None = None, env: Mapping[str, str] | None = None,
-                   timeout: float = 120.0) -> Iterator[ConnectServer]:
+                   timeout: float = 120.0, home: Path | None = None) -> Iterator[ConnectServer]:
     """Start a Spark Connect server on a free loopback port (``master``; its Python workers run ``python``
     with ``pythonpath`` first on their path, None: nothing added), wait until it accepts connections, and stop
-    it (and the Python workers it started) on exit."""
+    it (and the Python workers it started) on exit. ``home``: the Spark to run (default: this process's
+    pyspark; the wheel's smoke runs another virtualenv's)."""
+    home = home or spark_home()
     work = Path(tempfile.mkdtemp(prefix="spark-connect-"))
     port = _free_port()
     server = ConnectServer(f"sc://127.0.0.1:{port}", work / "server.log", work)
@@ -73,14 +75,14 @@ def connect_server(master: str = "local[2]", python: str = sys.executable, pytho
         "spark.local.dir": str(work / "local"),
         **(conf or {}),
     }
-    process_env = dict(os.environ if env is None else env, SPARK_HOME=str(spark_home()), SPARK_LOCAL_IP="127.0.0.1",
+    process_env = dict(os.environ if env is None else env, SPARK_HOME=str(home), SPARK_LOCAL_IP="127.0.0.1",
                        PYSPARK_PYTHON=python)
     # what a classic driver or a Connect client in this process set for itself is not the server's
     for key in ("PYSPARK_DRIVER_PYTHON", "PYSPARK_GATEWAY_PORT", "PYTHONPATH", *CLIENT_ENV):
         process_env.pop(key, None)
     if pythonpath:
         process_env["PYTHONPATH"] = pythonpath
-    command = [str(spark_home() / "bin" / "spark-submit"), "--class", SERVER_CLASS, "--name", "Spark Connect server",
+    command = [str(home / "bin" / "spark-submit"), "--class", SERVER_CLASS, "--name", "Spark Connect server",
                "--master", master]
     for key, value in settings.items():
         command += ["--conf", f"{key}={value}"]

@@ -1,7 +1,7 @@
 """The test oracle for ``nextK`` replies: the Python decoder of a ScanResult that the client used before the
 native decoder (``connector.accumulo.wire.native``) became the only one. Tests check it against thriftpy2 and
-the native decoder against it; ``integration/bench/bench_native_codec.py`` times it as the pure-Python
-reference. Nothing under ``connector/`` imports it."""
+the native decoder against it. Nothing outside ``tests/`` imports it (the benchmark of the codec times
+thriftpy2 instead)."""
 
 from __future__ import annotations
 

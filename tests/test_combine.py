@@ -393,3 +393,21 @@ def test_status_counts_queued_updates_per_bucket(setup):
     assert {b.bucket: b.keys for b in st_.buckets} == dict(expected)
     rows = list(setup.conn_a.scan(setup.combine.table, Range.prefix(b"wc:")))
     assert all(c.cf == UPDATE_FAMILY for c in rows)
+
+
+def test_every_reader_of_a_stored_combine_configuration_gets_all_of_it(setup):
+    """``resolve_combine_config`` (the CLI, ``combine run``) and the combine snapshot (bootstrap, verify) make the
+    configuration from what ``init`` stored in one way: buckets per tablet included (the snapshot once dropped
+    them), the serializers' default where an old stored configuration has none."""
+    from connector.combine.config import read_combine_config, resolve_combine_config
+    from connector.snapshot.functions import snapshot_source
+
+    config = CombineConfig(table=unique_table("cq"), cid="bpt", num_buckets=9, buckets_per_tablet=2,
+                           value_serializer="bytes")
+    CombineQueue(setup.conn_a, config).init()
+    assert read_combine_config(setup.conn_a, config.table, "bpt") == config.stored_fields()
+    assert resolve_combine_config(setup.conn_a, config.table, "bpt") == config
+    assert snapshot_source(setup.conn_a, config.table, "combine=bpt").snapshot.config == config
+    old = {"num_buckets": 4}  # stored before the other fields were
+    assert CombineConfig.from_stored("t", "c", old) == CombineConfig(table="t", cid="c", num_buckets=4)
+    assert QueueConfig.from_stored("t", "q", old) == QueueConfig(table="t", qid="q", num_buckets=4)

@@ -63,3 +63,59 @@ def test_design_document_references_resolve():
             assert current.is_file(), file
         if test:
             assert current is not None and f"def {test}(" in current.read_text(), (current, test)
+
+
+def _package_docstrings():
+    import ast
+
+    for init in sorted((ROOT / "connector").rglob("__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        if "Modules" in doc or ":mod:`." in doc:  # the packages whose docstring lists its modules
+            yield init.parent, doc
+
+
+def test_package_docstrings_that_list_their_modules_list_every_one():
+    """A package docstring that lists its modules (pdoc shows it on the package's page) names each of them, and
+    every module it points to (``:mod:`.name```) exists: a module added or removed updates the list."""
+    import re
+
+    checked = 0
+    for package, doc in _package_docstrings():
+        modules = {p.stem for p in package.glob("*.py") if not p.stem.startswith("__")}
+        modules |= {p.name for p in package.iterdir() if (p / "__init__.py").is_file()}
+        named = set(re.findall(r"``(\w+)``", doc)) | set(re.findall(r":mod:`\.(\w+)`", doc))
+        where = package.relative_to(ROOT)
+        assert sorted(modules - named) == [], f"{where}/__init__.py does not name these modules"
+        pointed = set(re.findall(r":mod:`\.(\w+)`", doc))
+        assert sorted(pointed - modules) == [], f"{where}/__init__.py points to modules it does not hold"
+        checked += 1
+    assert checked >= 6
+
+
+def test_the_native_stub_declares_exactly_what_the_module_holds():
+    """``connector/_native.pyi`` types the Rust module by hand: every function, class and constant the module
+    holds is declared there, and nothing else."""
+    import ast
+
+    from connector import _native
+
+    stub = ast.parse((ROOT / "connector" / "_native.pyi").read_text())
+    declared = {n.name for n in stub.body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
+    declared |= {n.target.id for n in stub.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
+    held = {name for name in dir(_native) if not name.startswith("__")}
+    assert sorted(declared ^ held) == []
+
+
+def test_files_named_in_the_architecture_and_design_documents_exist():
+    """``ARCHITECTURE.md`` and ``DESIGN.md`` name files by hand (where to make each change): each one named
+    exists (a short name as the end of some file's path)."""
+    import re
+
+    tracked = [p.relative_to(ROOT).as_posix() for p in ROOT.rglob("*")
+               if p.is_file() and not {".venv", "target", ".git", ".smoke"} & set(p.relative_to(ROOT).parts)]
+    missing = []
+    for doc in ("ARCHITECTURE.md", "DESIGN.md"):
+        for name in set(re.findall(r"`([\w./-]+\.(?:py|rs|java|json|thrift|md|toml))`", (ROOT / doc).read_text())):
+            if not any(path == name or path.endswith("/" + name) for path in tracked):
+                missing.append(f"{doc}: {name}")
+    assert sorted(missing) == []

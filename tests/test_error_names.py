@@ -12,8 +12,10 @@ import subprocess
 import pytest
 
 from connector.accumulo import (
+    AccumuloError,
     AccumuloSecurityError,
     AccumuloServerError,
+    BulkImportNotFoundError,
     TableNotFoundError,
     TimedOutError,
     error_names,
@@ -62,6 +64,11 @@ def test_the_client_matches_the_names_of_error_names():
     for name, cls in expected.items():
         err = sent(name)
         assert type(err) is cls and str(err) == "what happened", (name, err)
+    from connector.accumulo._idl import proxy
+
+    gone = translate(proxy.AccumuloException(f"{error_names.BULK_IMPORT_NOT_FOUND}{error_names.SEPARATOR}no such"))
+    assert type(gone) is BulkImportNotFoundError and str(gone) == "no such"
+    assert type(translate(proxy.AccumuloException("no bulk import x"))) is AccumuloError  # unnamed: not told apart
 
 
 def _trace(line: str) -> str:

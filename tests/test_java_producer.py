@@ -15,7 +15,6 @@ import random
 import subprocess
 import time
 from collections import defaultdict
-from pathlib import Path
 
 import pytest
 
@@ -25,6 +24,7 @@ from connector.packed import MAGIC as PACKED_MAGIC
 from connector.queue import ExportQueue, QueueConfig, drain_queue, queue_status
 from connector.queue.codec import EntryCodec
 from connector.queue.marks import read_marks
+from connector.transactions import RowTransactions, relay_table
 from examples.inverted_count_index import actual_index, count_update
 from integration.harness import ROW_TRANSACTION_EXAMPLE, java_command
 from tests.conftest import unique_table
@@ -32,7 +32,6 @@ from tests.conftest import unique_table
 pytestmark = pytest.mark.cluster
 
 EXAMPLE = ROW_TRANSACTION_EXAMPLE
-RELAY_MODULE = Path(__file__).resolve().parent.parent / "connector" / "transactions" / "relay.py"
 VERSION, OUTBOX, COUNTS = b"!tx", b"!txo", b"c"
 SOURCE_RECORD = {"outbox": "!txo", "version": ["!tx", "v"]}
 
@@ -141,7 +140,9 @@ def setup(request, accumulo, classpath):
     s.close()
 
 
-def test_java_hash_matches_the_documented_test_vectors(classpath):
+def test_java_hash_and_packed_encoder_match_the_shared_test_vectors(classpath):
+    """``--check``: the bucket hash against DESIGN.md's values, the packed encoder against
+    tests/vectors/packed.json (the Rust decoder and tests/test_packed.py check the same file)."""
     out = subprocess.run(java_command(classpath, EXAMPLE, "--check", heap="64m"), capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0, out.stderr
@@ -218,10 +219,6 @@ def test_java_producer_crash_before_relay_is_relayed_from_python(setup):
         export = codec.decode(cell.cq[len(head):], cell.value)
         assert export.seq == cell.ts and export.key == cell.row.decode()
 
-    if not RELAY_MODULE.exists():
-        pytest.skip("connector/transactions/relay.py (relay_table) is not on this branch yet")
-    from connector.transactions import relay_table
-
     stats = relay_table(setup.conn_a, setup.table)
     assert stats.relayed == transactions
     assert setup.outbox() == []
@@ -249,10 +246,6 @@ def test_the_next_java_commit_on_a_row_relays_what_a_crashed_java_producer_left(
 
 
 def test_java_and_python_producers_share_rows(setup):
-    if not RELAY_MODULE.exists():
-        pytest.skip("connector.transactions (RowTransactions) is not on this branch yet")
-    from connector.transactions import RowTransactions
-
     per_producer, words = 40, 3
     proc = setup.start("--words", str(words), "--transactions", str(per_producer), "--seed", "3")
     rng = random.Random(4)

@@ -105,12 +105,15 @@ def test_the_wire_codecs_sit_below_the_client_classes():
 
 
 def test_each_layer_calls_the_crate_through_its_one_wrapper():
-    """One front door to ``connector._native`` per layer (ARCHITECTURE.md: the hot path); nothing imports the
-    test oracles (the Python twins of the Rust codec live only under ``tests/``)."""
+    """One front door to ``connector._native`` per layer (ARCHITECTURE.md: the hot path); nothing outside
+    ``tests/`` (the package, the benchmarks, the examples) imports the test oracles (the Python twins of the
+    Rust codec live only under ``tests/``)."""
     wrappers = {"connector.packed", "connector.accumulo.wire.native", "connector.queue.native_rows",
                 "connector.export.native_translate", "connector.snapshot.native_digest"}
     callers, oracles = set(), []
-    for module, path in _modules().items():
+    others = {p.relative_to(PACKAGE.parent).as_posix(): p for folder in ("integration", "examples")
+              for p in (PACKAGE.parent / folder).rglob("*.py")}
+    for module, path in {**_modules(), **others}.items():
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]

@@ -4,6 +4,8 @@ and the same per-export error messages."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -20,12 +22,17 @@ from connector.serializers import JsonSerializer
 NAMES = list(native_translate.NATIVE_TRANSLATORS)
 
 
-def python_reference(name: str, values: list[bytes]) -> list[tuple[str, object]]:
-    """Per export: ("ok", [(row, cf, cq, cv, value)...]) or (kind, message), the Python way."""
+JSON_LOADS = JsonSerializer().loads
+
+
+def python_reference(name: str, values: list[bytes],
+                     loads: Callable[[bytes], Any] = JSON_LOADS) -> list[tuple[str, object]]:
+    """Per export: ("ok", [(row, cf, cq, cv, value)...]) or (kind, message), the Python way (values decoded
+    by ``loads``)."""
     out: list[tuple[str, object]] = []
     for i, raw in enumerate(values):
         try:
-            obj = JsonSerializer().loads(raw)
+            obj = loads(raw)
         except Exception as exc:  # noqa: BLE001
             out.append(("undecodable", f"undecodable value: {type(exc).__name__}: {exc}"))
             continue

@@ -5,6 +5,7 @@ values of the same cells), and a real queue chosen packed at init, filled, relay
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from types import MappingProxyType
 
 import pyarrow as pa
@@ -36,8 +37,8 @@ def native_packed(name: str, values: list[bytes]) -> list[tuple[str, object]]:
 
 
 def packed_reference(name: str, values: list[bytes]) -> list[tuple[str, object]]:
-    """The Python translator over each packed value's decoded form (its JSON, which the reference reads)."""
-    return python_reference(name, [json.dumps(unpack(v)).encode() for v in values])
+    """The Python translator over each packed value's decoded form."""
+    return python_reference(name, values, loads=unpack)
 
 
 GOOD = {
@@ -124,6 +125,10 @@ def test_what_pack_refuses_is_named(obj, error, message):
     (MAGIC + b"\x02\x01\x06\x01\xff\x01f\x01q\x01v", "not UTF-8"),
     (MAGIC + b"\x01\x01\x00\x01r\x01f\x01q\x00", "difference update has a cell without a value"),
     (MAGIC + b"\x02" + b"\xff" * 11, "overlong varint"),
+    # a tenth varint byte above 1 holds bits past 64: refused, not truncated (the crate once read this count as 0)
+    (MAGIC + b"\x02" + b"\x80" * 9 + b"\x02", "overlong varint at byte 3"),
+    # pack never writes an empty row (Python's decoder once gave one back)
+    (MAGIC + b"\x02\x01\x02\x00\x01f\x01q\x01v", "a cell with an empty row at byte 4"),
 ])
 def test_malformed_packed_values_are_refused_and_drained_as_undecodable(data, message):
     with pytest.raises(ValueError, match=message):
@@ -131,6 +136,42 @@ def test_malformed_packed_values_are_refused_and_drained_as_undecodable(data, me
     [(kind, reason)] = native_packed("cells", [data])
     assert kind == "undecodable"
     assert isinstance(reason, str) and reason.startswith("undecodable value: ValueError: ") and message in reason
+
+
+#: the test vectors every side checks: the Rust decoder, this file (pack and unpack), the Java encoder
+VECTORS = json.loads((Path(__file__).parent / "vectors" / "packed.json").read_text())["vectors"]
+
+
+def _from_vector(obj):
+    """A vector's canonical object: a field written ``{"hex": ...}`` is bytes."""
+    if isinstance(obj, dict):
+        return bytes.fromhex(obj["hex"]) if set(obj) == {"hex"} else {k: _from_vector(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_from_vector(v) for v in obj]
+    return obj
+
+
+@pytest.mark.parametrize("vector", VECTORS, ids=[v["name"][:40] for v in VECTORS])
+def test_the_shared_vectors_pack_and_unpack_exactly(vector):
+    canonical, data = _from_vector(vector["canonical"]), bytes.fromhex(vector["packed"])
+    assert pack(canonical) == data
+    assert unpack(data) == canonical
+    # what the drain makes of them is what the Python translator makes of their decoded form
+    name = "difference" if isinstance(canonical, dict) else "replicator" if "op" in canonical[0] else "cells"
+    assert native_packed(name, [data]) == packed_reference(name, [data])
+    assert native_packed(name, [data])[0][0] == "ok"
+
+
+@pytest.mark.parametrize("cv", [None, "", 0, 0.0, False, [], {}])
+def test_a_falsy_visibility_is_no_visibility_in_either_encoding(cv):
+    """JSON keeps such a ``cv`` in the queue and ``pack`` leaves it out, but both mean no visibility: the same
+    destination cell, natively and in Python."""
+    cell = {"row": "r", "cf": "f", "cq": "q", "cv": cv, "value": "v"}
+    assert unpack(pack([cell])) == [{"row": "r", "cf": "f", "cq": "q", "value": "v"}]
+    for name, obj in (("cells", [cell]), ("difference", {"new": [cell]})):
+        as_json = python_reference(name, [json.dumps(obj).encode()])
+        assert as_json == [("ok", [(b"r", b"f", b"q", b"", b"v")])]
+        assert native_packed(name, [pack(obj)]) == packed_reference(name, [pack(obj)]) == as_json
 
 
 def test_a_value_of_another_translators_shape_gets_that_translators_message():

@@ -60,8 +60,33 @@ def test_on_spark_4_0_the_later_features_are_absent_and_refused_in_one_line(comp
     assert isinstance(old.ReadAllAvailable(), old.ReadLimit)
     with pytest.raises(OptionError) as err:
         old.require("filter_pushdown", "option 'pushdown' (filter pushdown of Python data sources)")
-    assert str(err.value) == (f"option 'pushdown' (filter pushdown of Python data sources) needs Spark 4.1 or newer; "
+    assert str(err.value) == (f"option 'pushdown' (filter pushdown of Python data sources) needs Spark 5.0 or newer; "
                               f"this is PySpark {pyspark.__version__}")
+
+
+def test_filter_pushdown_needs_the_filters_and_a_spark_that_keeps_a_pushdown_to_its_scan(monkeypatch):
+    """Issue 36: Spark 4.1-4.3 hand a reader its filters but share what the pushdown planned between the
+    DataFrame's scans (refused, saying so); Spark 5.0 (``DataSourceReader.pushLimit``) keeps it to the scan.
+    ``tests/test_spark_read.py`` checks the running Spark behaves as the flag says."""
+    def loaded():
+        monkeypatch.delitem(sys.modules, "connector.spark.compat")
+        return importlib.import_module("connector.spark.compat")
+
+    monkeypatch.setitem(sys.modules, "connector.spark.compat", compat)
+    monkeypatch.setattr(pyspark.sql.datasource, "Filter", object, raising=False)
+    monkeypatch.delattr(pyspark.sql.datasource.DataSourceReader, "pushLimit", raising=False)
+    shared = loaded()  # as on 4.1-4.3
+    assert (shared.FILTER_CLASSES, shared.FILTER_PUSHDOWN) == (True, False)
+    with pytest.raises(OptionError) as err:
+        shared.require("filter_pushdown", "option 'pushdown'")
+    assert str(err.value) == (f"option 'pushdown' needs Spark 5.0 or newer; this is PySpark {pyspark.__version__}: "
+                              f"this Spark gives every scan of a DataFrame the partitions planned for the last query "
+                              f"of it that pushed filters; narrow the read with the options 'start_row', 'end_row', "
+                              f"'prefix' or 'columns' instead")
+    monkeypatch.setattr(pyspark.sql.datasource.DataSourceReader, "pushLimit", lambda self, limit: False, raising=False)
+    scoped = loaded()  # as on 5.0
+    assert (scoped.FILTER_CLASSES, scoped.FILTER_PUSHDOWN, scoped.WHY) == (True, True, {})
+    scoped.require("filter_pushdown", "option 'pushdown'")  # no error
 
 
 def test_spark_4_2_sees_admission_control_in_the_readers_signature():

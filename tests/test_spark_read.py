@@ -3,9 +3,16 @@ partition per tablet, on a real table with splits (cluster A) and Spark ``local[
 
 from __future__ import annotations
 
+import functools
+import operator
+import pickle
+
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from connector.accumulo import Mutation, Range
+from connector.spark import compat
 from connector.spark.table_source import tablet_spans
 from tests.conftest import unique_table
 
@@ -136,7 +143,7 @@ def test_missing_table_and_wrong_schema_are_clear(spark, accumulo):
 
 def test_tablet_spans_clip_to_the_requested_rows():
     def spans(splits, start, stop):
-        return [s.value for s in tablet_spans(splits, start, stop)]
+        return [(s.start, s.stop) for s in tablet_spans(splits, start, stop)]
 
     assert spans([], None, None) == [(None, None)]
     assert spans([b"c", b"m"], None, None) == [(None, b"c\x00"), (b"c\x00", b"m\x00"), (b"m\x00", None)]
@@ -144,6 +151,14 @@ def test_tablet_spans_clip_to_the_requested_rows():
     assert spans([b"c", b"m"], b"c", b"c\x00") == [(b"c", b"c\x00")]  # the split row alone: its tablet only
     assert spans([b"c", b"m"], b"m\x00", None) == [(b"m\x00", None)]
     assert spans([b"c", b"m"], None, b"c\x00") == [(None, b"c\x00")]
+    assert {s.columns for s in tablet_spans([b"c"], None, None, (b"f1", (b"f2", b"q")))} == {(b"f1", (b"f2", b"q"))}
+
+
+#: why the tests of pushdown through Spark skip on this PySpark (None: they run)
+NO_PUSHDOWN = None if compat.FILTER_PUSHDOWN else (
+    f"PySpark {compat.summary()['pyspark']} refuses the option 'pushdown': filter pushdown needs a Spark that keeps a "
+    f"pushdown's planning to its scan ({compat.NEEDS['filter_pushdown']}+, connector/spark/compat.py)")
+NO_FILTERS = None if compat.FILTER_CLASSES else f"PySpark {compat.summary()['pyspark']} has no Filter classes (4.1+)"
 
 
 @pytest.fixture
@@ -153,6 +168,7 @@ def pushdown_enabled(spark):
     spark.conf.unset("spark.sql.python.filterPushdown.enabled")
 
 
+@pytest.mark.skipif(NO_PUSHDOWN is not None, reason=str(NO_PUSHDOWN))
 def test_pushed_filters_narrow_the_scan_and_read_what_spark_would(spark, accumulo, split_table, pushdown_enabled):
     from pyspark.sql import functions as F  # noqa: N812
 
@@ -183,6 +199,97 @@ def test_pushed_filters_narrow_the_scan_and_read_what_spark_would(spark, accumul
     assert read(spark, accumulo, table).filter(F.col("row") == b(b"d")).rdd.getNumPartitions() == len(SPLITS) + 1
 
 
+@pytest.mark.skipif(NO_PUSHDOWN is not None, reason=str(NO_PUSHDOWN))
+def test_each_query_of_one_pushdown_dataframe_reads_what_it_asks_for(spark, accumulo, split_table,
+                                                                     pushdown_enabled):
+    """Issue 36: on one DataFrame an unfiltered query after a filtered one read the filtered rows (PySpark 4.3,
+    whose JVM gives every scan of the DataFrame the last pushdown's partitions: there the option is refused)."""
+    from pyspark.sql import functions as F  # noqa: N812
+
+    table, conn = split_table
+    every = scanned(conn, table)
+    b = lambda text: F.lit(bytearray(text))  # noqa: E731 - a binary literal
+    df = read(spark, accumulo, table, pushdown="true")
+    view = unique_table("pushdown_view")
+    df.createOrReplaceTempView(view)
+    assert cells_of(df.filter(F.col("row") == b(b"d"))) == [c for c in every if c[0] == b"d"]
+    assert df.count() == len(every)  # unfiltered after filtered
+    assert cells_of(df) == every
+    assert spark.sql(f"SELECT count(*) FROM {view}").first()[0] == len(every)
+    assert cells_of(df.filter(F.col("cf") == b(b"f2"))) == [c for c in every if c[1] == b"f2"]
+    assert cells_of(df.filter(F.col("ts") > 8)) == [c for c in every if c[4] > 8]  # a filter Spark keeps
+    both = df.filter(F.col("row") == b(b"d")).union(df.filter(F.col("row") >= b(b"t")))  # two scans, one query
+    assert cells_of(both) == sorted(c for c in every if c[0] == b"d" or c[0] >= b"t")
+    assert df.count() == len(every)
+    spark.catalog.dropTempView(view)
+
+
+@pytest.mark.skipif(NO_PUSHDOWN is None, reason="this PySpark keeps a pushdown's planning to its scan")
+def test_pushdown_is_refused_where_spark_shares_a_pushdown_s_partitions_between_scans(spark, accumulo, split_table,
+                                                                                     pushdown_enabled):
+    """Issue 36 on PySpark 4.1-4.3: refused when the DataFrame is loaded, saying why and what to use instead."""
+    table, _ = split_table
+    with pytest.raises(Exception, match=r"option 'pushdown' \(filter pushdown of Python data sources\) needs Spark "
+                                        r"5\.0 or newer; this is PySpark 4\.\d+\.\d+: this Spark gives every scan of a "
+                                        r"DataFrame the partitions planned for the last query of it that pushed "
+                                        r"filters; narrow the read with the options 'start_row', 'end_row', 'prefix' "
+                                        r"or 'columns' instead"):
+        read(spark, accumulo, table, pushdown="true")
+
+
+@pytest.mark.skipif(NO_FILTERS is not None, reason=str(NO_FILTERS))
+def test_spark_keeps_a_pushdown_s_planning_to_its_scan_exactly_where_compat_says(spark, pushdown_enabled):
+    """What ``compat.FILTER_PUSHDOWN`` stands for, asked of the running Spark with the simplest source that narrows
+    its partitions by a pushed filter: on one DataFrame, does an unfiltered count after a filtered one read every
+    row, and do the two scans of a union read their own filters? (PySpark 4.3: neither.)"""
+    from pyspark.sql import functions as F  # noqa: N812
+    from pyspark.sql.datasource import DataSource, DataSourceReader, GreaterThan, InputPartition, LessThan
+
+    # defined here so that cloudpickle ships them by value to Spark's Python workers
+    class Ten(DataSource):
+        @classmethod
+        def name(cls):
+            return "pushdown_probe_ten"
+
+        def schema(self):
+            return "x long"
+
+        def reader(self, schema):
+            return TenReader()
+
+    class TenReader(DataSourceReader):
+        def __init__(self):
+            self.bounds = (None, None)  # x > low, x < high, from the pushed filters
+
+        def pushFilters(self, filters):  # noqa: N802 - Spark's name
+            low, high, left = None, None, []
+            for f in filters:
+                if isinstance(f, GreaterThan):
+                    low = f.value
+                elif isinstance(f, LessThan):
+                    high = f.value
+                else:
+                    left.append(f)
+            self.bounds = (low, high)
+            return left
+
+        def partitions(self):
+            return [InputPartition(self.bounds)]
+
+        def read(self, partition):
+            low, high = partition.value
+            return iter([(x,) for x in range(10) if (low is None or x > low) and (high is None or x < high)])
+
+    spark.dataSource.register(Ten)
+    df = spark.read.format("pushdown_probe_ten").load()
+    filtered = df.filter(F.col("x") > 7).count()
+    unfiltered = df.count()
+    union = df.filter(F.col("x") > 7).union(df.filter(F.col("x") < 5)).count()
+    assert filtered == 2
+    assert (unfiltered, union) == ((10, 7) if compat.FILTER_PUSHDOWN else (2, 10))
+
+
+@pytest.mark.skipif(NO_PUSHDOWN is not None, reason=str(NO_PUSHDOWN))
 def test_pushdown_needs_spark_s_setting_and_says_so(spark, accumulo, split_table):
     from pyspark.sql import functions as F  # noqa: N812
 
@@ -211,3 +318,128 @@ def test_push_filters_takes_what_a_scan_can_do_and_leaves_the_rest():
     assert scan == columns_option and len(left) == 1
     scan, left = push_filters([EqualTo(("cf",), b"f1"), EqualTo(("cf",), b"f2")], everything)
     assert scan.empty and left == []
+
+
+# --- random queries on one DataFrame (issue 36) -------------------------------------------------------------
+# A query is one or two conjunctions of atoms (two: the union of their rows, two scans of the DataFrame in one
+# query); an atom is (op, column, values, negated); the empty conjunction is the unfiltered query.
+
+ROWS = [b"a", b"c", b"c\x00", b"d", b"g", b"ga", b"m", b"ma", b"mb", b"n", b"t", b"tz", b"z\xff"]  # split_table's
+VALUES = {"row": [*ROWS, b"b", b"m\x00", b"zz"], "cf": [b"f0", b"f1", b"f2", b"f3"], "cq": [b"q", b"q1", b"q2", b"q3"]}
+POSITION = {"row": 0, "cf": 1, "cq": 2, "ts": 4}  # in a cell tuple
+COMPARE = {"=": operator.eq, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+
+
+#: (column, op) pairs, drawn evenly: every kind Spark can push, and ``ts``, which stays Spark's
+KINDS = [(column, op) for column in ("row", "cf", "cq") for op in (*COMPARE, "in")] + [("ts", op) for op in COMPARE]
+
+
+def _atom(kind: tuple[str, str]) -> st.SearchStrategy:
+    column, op = kind
+    one = st.integers(4, 23) if column == "ts" else st.sampled_from(VALUES[column])
+    values = (st.lists(one, min_size=1, max_size=3, unique=True) if op == "in" else st.lists(one, min_size=1,
+                                                                                            max_size=1)).map(tuple)
+    return st.tuples(st.just(op), st.just(column), values, st.sampled_from([False, False, True]))  # 1 in 3 negated
+
+
+ATOMS = st.sampled_from(KINDS).flatmap(_atom)
+CONJUNCTIONS = st.lists(ATOMS, max_size=3).map(tuple)
+SEQUENCES = st.lists(st.one_of(CONJUNCTIONS.map(lambda c: (c,)), st.tuples(CONJUNCTIONS, CONJUNCTIONS)),
+                     min_size=1, max_size=5)
+#: the issue's own sequence: filtered, then unfiltered, then a union of two filters
+ISSUE_36 = [((("=", "row", (b"d",), False),),), ((),),
+            ((("=", "row", (b"d",), False),), ((">=", "row", (b"t",), False), ("in", "cf", (b"f2",), False)))]
+
+
+def holds(atom: tuple, cell: tuple) -> bool:
+    op, column, values, negated = atom
+    value = cell[POSITION[column]]
+    return (value in values if op == "in" else COMPARE[op](value, values[0])) != negated
+
+
+def expected_cells(every: list[tuple], query: tuple) -> list[tuple]:
+    return sorted(c for conjunction in query for c in every if all(holds(a, c) for a in conjunction))
+
+
+def spark_cells(df, query: tuple) -> list[tuple]:
+    """The query's cells through Spark, filters as Column expressions on the DataFrame ``df``."""
+    from pyspark.sql import functions as F  # noqa: N812
+
+    def column(atom):
+        op, name, values, negated = atom
+        literals = [v if name == "ts" else bytearray(v) for v in values]
+        expr = F.col(name).isin(*literals) if op == "in" else COMPARE[op](F.col(name), F.lit(literals[0]))
+        return ~expr if negated else expr
+
+    scans = [df.filter(functools.reduce(operator.and_, map(column, c))) if c else df for c in query]
+    return cells_of(functools.reduce(lambda a, b: a.union(b), scans))
+
+
+def planned_cells(source_bytes: bytes, query: tuple) -> list[tuple]:
+    """The query's cells through the reader as Spark plans each scan (PySpark's pushdown and planning workers):
+    the data source unpickled afresh, a new reader, ``pushFilters`` with the filters Spark would push (only when
+    there are any), ``partitions()``, reader and partitions pickled to the tasks, each partition read there,
+    and Spark's evaluation of the filters the reader left."""
+    from pyspark.sql.datasource import (
+        EqualTo,
+        GreaterThan,
+        GreaterThanOrEqual,
+        In,
+        InputPartition,
+        LessThan,
+        LessThanOrEqual,
+        Not,
+    )
+
+    from connector.spark.table_source import SPARK_SCHEMA, FilteringTableReader
+
+    kinds = {"=": EqualTo, "<": LessThan, "<=": LessThanOrEqual, ">": GreaterThan, ">=": GreaterThanOrEqual}
+    out = []
+    for conjunction in query:
+        plain = pickle.loads(source_bytes).reader(SPARK_SCHEMA)
+        reader = FilteringTableReader(plain.settings, plain.arrow_schema)
+        filters = []
+        for op, name, values, negated in conjunction:
+            f = In((name,), values) if op == "in" else kinds[op]((name,), values[0])
+            filters.append(Not(f) if negated else f)
+        atom_of = {id(f): atom for f, atom in zip(filters, conjunction, strict=True)}
+        left = list(reader.pushFilters(filters)) if filters else []
+        task_reader, partitions = pickle.loads(pickle.dumps((reader, reader.partitions() or [InputPartition(None)])))
+        cells = [tuple(r.values()) for p in partitions for batch in task_reader.read(p) for r in batch.to_pylist()]
+        out += [c for c in cells if all(holds(atom_of[id(f)], c) for f in left)]
+    return sorted(out)
+
+
+@pytest.mark.parametrize("driver", [pytest.param("spark", marks=pytest.mark.skipif(NO_PUSHDOWN is not None,
+                                                                                  reason=str(NO_PUSHDOWN))),
+                                    pytest.param("planning", marks=pytest.mark.skipif(NO_FILTERS is not None,
+                                                                                     reason=str(NO_FILTERS)))])
+def test_random_queries_on_one_dataframe_read_what_filtering_every_cell_keeps(request, accumulo, split_table,
+                                                                              driver):
+    """Issue 36: row ranges, IN, families, qualifiers, ts, negations, none and their conjunctions, in random
+    order on ONE DataFrame with pushdown, give the cells a Python filter of every cell keeps. ``spark``: through
+    Spark (where it keeps a pushdown to its scan). ``planning``: through the reader as Spark plans and reads
+    each scan, so the narrowing itself is checked on the real cluster on any PySpark with filters."""
+    from connector.spark.table_source import AccumuloTableDataSource
+
+    table, conn = split_table
+    every = scanned(conn, table)
+    options = {**accumulo["a"].gateway_options().to_options(""), "table": table}
+    if driver == "spark":
+        spark = request.getfixturevalue("spark")
+        spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+        request.addfinalizer(lambda: spark.conf.unset("spark.sql.python.filterPushdown.enabled"))
+
+    @settings(max_examples=10 if driver == "spark" else 100, deadline=None, derandomize=True, database=None)
+    @given(SEQUENCES)
+    @example(ISSUE_36)
+    def one_dataframe(sequence):
+        if driver == "spark":
+            df = read(spark, accumulo, table, pushdown="true")
+            results = [spark_cells(df, query) for query in sequence]
+        else:
+            source = pickle.dumps(AccumuloTableDataSource(options))  # as Spark keeps it: pickled once
+            results = [planned_cells(source, query) for query in sequence]
+        assert results == [expected_cells(every, query) for query in sequence]
+
+    one_dataframe()

@@ -142,3 +142,58 @@ def test_cell_columns_turn_deletes_into_null_values():
     assert cells.column("value").to_pylist() == [b"1", None, None]
     assert cells.column("cv").to_pylist() == [b""] * 3
     assert cells.column("seq").type == pa.int64()
+
+
+class _Recording:
+    """Records what the sink's paths hand an exporter (a pure-logic test: no cluster)."""
+
+    def __init__(self) -> None:
+        self.batches: list[list] = []
+
+    def export_changes(self, changes: pa.RecordBatch, seqs: pa.Array) -> None:
+        self.batches.append(changes.drop_columns(["entry"]).to_pylist())
+
+    def export(self, exports: list) -> None:
+        self.batches.append(list(exports))
+
+
+def _data_bytes(values: list) -> int:
+    return sum(len(v) for v in values if isinstance(v, bytes | str))
+
+
+@pytest.mark.parametrize("limit", [1, 40, 100, 1000])
+def test_both_sink_paths_cut_as_the_drain_does_by_data_bytes(limit):
+    """``buffer_bytes`` means one thing everywhere: the data bytes (text and binary values) of a batch, cut by
+    the drain's cutter: each batch holds at most ``limit`` of them (a larger row alone), and the next row would
+    not have fitted. (The cells path once cut at Arrow's buffer size, the row path at ``len(repr(row))``,
+    each after passing the limit.)"""
+    from connector.queue.batches import cut_by_bytes, data_bytes
+    from connector.spark.cell_frames import export_cell_batches
+    from connector.spark.export_sink import _export_plain_rows
+
+    sizes = [3, 17, 1, 60, 8, 8, 8, 120, 2, 30]
+    cells = [{"row": f"r{i}", "cf": "f", "cq": "q" * n, "value": "v" * (n % 7), "seq": i} for i, n in enumerate(sizes)]
+    rows = [{**c, "value": len(c["value"])} for c in cells]  # a number: the row-by-row path
+    cell_batches = [pa.RecordBatch.from_pylist(cells[i:i + 3]) for i in range(0, len(cells), 3)]
+    row_batches = [pa.RecordBatch.from_pylist(rows[i:i + 4]) for i in range(0, len(rows), 4)]
+    assert columnar_cells(cell_batches[0].schema) and not columnar_cells(row_batches[0].schema)
+
+    columnar = _Recording()
+    stats = export_cell_batches(columnar, limit, iter(cell_batches))  # type: ignore[arg-type]
+    by_row = _Recording()
+    _export_plain_rows(by_row, limit, iter(row_batches))  # type: ignore[arg-type]
+
+    # each path exported every row once, in order, in the cuts the drain's cutter makes of its input
+    assert stats.bytes == sum(data_bytes(b) for b in cell_batches) == sum(_data_bytes(c.values()) for c in cells)
+    for recording, batches, weigh in ((columnar, cell_batches, lambda c: _data_bytes(c.values())),
+                                      (by_row, row_batches, lambda e: _data_bytes(e.value.values()))):
+        cuts = [b.num_rows for b in cut_by_bytes(iter(batches), limit)]
+        assert [len(b) for b in recording.batches] == cuts and sum(cuts) == len(cells)
+        sizes_in_order = [weigh(x) for batch in recording.batches for x in batch]
+        start = 0
+        for batch in recording.batches:
+            held = sum(sizes_in_order[start:start + len(batch)])
+            assert held <= limit or len(batch) == 1
+            if start + len(batch) < len(sizes_in_order):
+                assert held + sizes_in_order[start + len(batch)] > limit
+            start += len(batch)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -23,6 +24,7 @@ from connector.transactions import (
     relay_table,
 )
 from connector.transactions.commit import Committer
+from connector.transactions.relay import pending_outbox
 from connector.transactions.targets import recorded_sources
 
 from .conftest import ROOT, unique_table
@@ -50,6 +52,12 @@ def _txs(conn, **kw) -> RowTransactions:
 
 def _cells(conn, table: str) -> list:
     return list(conn.scan(table))
+
+
+def _version(conn, table: str, row: str) -> int:
+    """The seq of the row's last commit, from its version cell."""
+    [cell] = conn.scan(table, Range.exact_row(row.encode()), columns=[(b"!tx", b"v")])
+    return int(cell.value.split()[0])
 
 
 def bump(queue, combine=None):
@@ -201,7 +209,6 @@ def test_crash_between_commit_and_relay_then_relay_twice(conn_a, monkeypatch):
     status = outbox_status(conn_a, txs.table)
     assert status.cells == 1 and status.by_target == {queue.table: 1}
     assert _entries(conn_a, queue) == []
-    assert relay_table(conn_a, txs.table, min_age_seconds=3600).young == 1, "young cells are left to producers"
     stats = relay_table(conn_a, txs.table)
     assert stats.relayed == 1 and stats.exports == 1 and outbox_status(conn_a, txs.table).empty
     assert relay_table(conn_a, txs.table).relayed == 0
@@ -332,8 +339,9 @@ def test_a_failed_relay_says_the_commit_happened_and_is_retried(conn_a, monkeypa
 
     monkeypatch.setattr(relay_module.Relay, "relay", unreachable)
     if relay_delay is None:
-        with pytest.raises(RelayError, match="committed.*unreachable.*tx relay"):
+        with pytest.raises(RelayError, match="committed.*unreachable.*tx relay") as err:
             txs.run("w", bump(queue))
+        assert err.value.seqs == [_version(conn_a, txs.table, "w")], "the committed seq comes with the error"
     else:
         assert txs.run("w", bump(queue)) is not None
         with pytest.raises(RelayError, match="committed.*unreachable.*tx relay"):
@@ -444,3 +452,128 @@ def test_cached_rows_commit_without_reading_and_a_stale_cache_loses_its_conditio
 def test_cache_rows_must_be_a_count():
     with pytest.raises(ValueError, match="cache_rows must be an int >= 0, got -1"):
         RowTransactions(None, "t", cache_rows=-1)  # type: ignore[arg-type]
+
+
+def test_a_commit_the_relayer_refuses_raises_relay_error_with_its_seqs(conn_a, monkeypatch):
+    """Issue 36 (6): once its commit is accepted, ``run``/``run_all`` never report "could not commit". When
+    the relayer refuses the outbox (as many cells as ``max_unrelayed`` wait while its relay fails), the call
+    raises ``RelayError`` carrying the committed seqs (aligned with the items), which is no ``CommitError``;
+    the outboxes stay in the rows and reach the queue later, each commit exactly once."""
+    from connector.transactions import CommitError, RelayError
+    from connector.transactions import relay as relay_module
+
+    queue = _queue(conn_a)
+    txs = _txs(conn_a, max_unrelayed=1)
+
+    def unreachable(self, items):
+        raise ConnectionError("queue table unreachable")
+
+    monkeypatch.setattr(relay_module.Relay, "relay", unreachable)
+    first = txs.run("w0", bump(queue))  # handed over: the relayer holds it, and fails to relay it
+    with pytest.raises(RelayError) as one:
+        txs.run("w1", bump(queue))
+    with pytest.raises(RelayError) as many:
+        txs.run_all([("w2", bump(queue)), ("w3", lambda tx: None), ("w2", bump(queue))])
+    assert one.value.seqs == [_version(conn_a, txs.table, "w1")]
+    s2, nothing, s3 = many.value.seqs
+    assert nothing is None and s2 is not None and s2 < s3 == _version(conn_a, txs.table, "w2")
+    for err in (one.value, many.value):
+        assert not isinstance(err, CommitError) and "do not run them again" in str(err)
+    assert txs.commits == 4
+    monkeypatch.undo()
+    txs.flush(timeout=30)  # the relayer delivers what it held
+    txs.close()
+    assert relay_table(conn_a, txs.table).relayed == 3, "what it refused waited in the outboxes, as after a crash"
+    assert sorted(e.seq for e in _entries(conn_a, queue)) == sorted([first, one.value.seqs[0], s2, s3])
+    assert outbox_status(conn_a, txs.table).empty
+
+
+@pytest.mark.parametrize("then", ["raises", "conflicts"])
+def test_run_all_stopped_after_rows_committed_gives_their_seqs(conn_a, accumulo, then):
+    """Issue 36 (6): ``run_all`` commits row "a" in its first round while row "b" loses its condition; in
+    the second round b's function raises (or b runs out of attempts). The caller gets ``PartialCommitError``
+    (caused by that error, no ``CommitError``): a's seq, and b as the only item that may run again."""
+    from connector.transactions import CommitError, PartialCommitError
+
+    queue = _queue(conn_a)
+    txs = _txs(conn_a, max_attempts=1 if then == "conflicts" else 20)
+    other = RowTransactions(accumulo["a"].connect(), txs.table)
+    runs = []
+
+    def contested(tx):
+        runs.append(tx.seq)
+        if len(runs) > 1:
+            raise ValueError("b refused on its second run")
+        other.run(tx.row, lambda o: o.put(b"c", b"other", b"1"))  # wins row b: this run loses its condition
+        bump(queue)(tx)
+
+    with pytest.raises(PartialCommitError) as err:
+        txs.run_all([("a", bump(queue)), ("b", contested), ("a", lambda tx: None)])
+    cause = err.value.__cause__
+    assert isinstance(cause, ValueError if then == "raises" else TransactionConflictError), repr(cause)
+    assert not isinstance(err.value, CommitError)
+    assert err.value.seqs == [_version(conn_a, txs.table, "a"), None, None]
+    assert (err.value.pending, err.value.unknown) == ([1], [])
+    txs.close()
+    other.close()
+    assert [e.key for e in _entries(conn_a, queue)] == ["a"], "a's outbox is relayed, b wrote nothing"
+
+
+def test_a_producer_whose_clock_is_behind_relays_leftovers_it_saw_before(conn_a, monkeypatch):
+    """Issue 36 (4): a producer relays another producer's leftover outbox cell once it finds it again at
+    least ``LEFTOVER_SECONDS`` (of its own monotonic clock) after it first saw it, however far behind its
+    wall clock runs: no seq is compared with a clock. At first sight the cell is left to its producer."""
+    from connector.transactions import rows as rows_module
+    from connector.transactions.layout import clock_us
+
+    queue = _queue(conn_a)
+    crashed = _txs(conn_a)
+    monkeypatch.setattr(crashed._relayer, "submit", lambda items: (_ for _ in ()).throw(SystemExit))
+    with pytest.raises(SystemExit):
+        crashed.run("w", bump(queue))  # committed, killed before its relay
+    monkeypatch.undo()
+    left = _version(conn_a, crashed.table, "w")  # the seq of the crashed commit: its outbox cell's timestamp
+    monkeypatch.setattr(rows_module, "LEFTOVER_SECONDS", 0.5)
+    behind = RowTransactions(conn_a, crashed.table, clock_us=lambda: clock_us() - 90_000_000)
+    behind.run("w", bump(queue))
+    behind.flush()
+    outbox = [ts for _, _, ts, _ in pending_outbox(conn_a, crashed.table)]
+    assert left in outbox, "first seen now: left to its producer"
+    time.sleep(0.5)
+    behind.run("w", bump(queue))
+    behind.close()
+    assert outbox_status(conn_a, crashed.table).empty, "seen again 0.5 s later: relayed"
+    chain = [(e.value["old"], e.value["new"]) for e in sorted(_entries(conn_a, queue), key=lambda e: e.seq)]
+    assert chain == [(0, 1), (1, 2), (2, 3)]
+
+
+def test_sightings_tell_leftovers_by_this_process_clock():
+    """Pure logic: a cell is ready once a look finds it at least ``grace`` after the look that first saw it;
+    a look forgets what it did not find; the least recently looked-at groups go first."""
+    from connector.transactions.relay import Sightings
+
+    now = [0.0]
+    sightings = Sightings(2.0, max_groups=2, clock=lambda: now[0])
+
+    def look(group, keys):
+        seen = sightings.look(group)
+        ready = [k for k in keys if seen.ready(k)]
+        seen.close()
+        return ready
+
+    assert look("r1", ["a", "b"]) == []
+    now[0] = 1.5
+    assert look("r1", ["a", "b", "c"]) == []
+    now[0] = 2.0
+    assert look("r1", ["a", "c"]) == ["a"]  # b went: forgotten
+    now[0] = 3.5
+    assert look("r1", ["a", "b", "c"]) == ["a", "c"]  # b is new again
+    look("r2", ["x"])
+    look("r3", ["y"])  # r1 is the least recently looked at: dropped
+    now[0] = 10.0
+    assert look("r1", ["a"]) == [] and look("r3", ["y"]) == ["y"]
+    abandoned = sightings.look("r4")
+    abandoned.ready("z")  # never closed: changes nothing
+    assert len(sightings) == 2
+    with pytest.raises(ValueError, match="grace"):
+        Sightings(-1.0)

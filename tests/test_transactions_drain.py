@@ -14,14 +14,19 @@ from connector.jobs import LocalEngine, stream_drain
 from connector.queue import DrainSettings, ExportQueue, QueueConfig, queue_status
 from connector.spark import DrainJob
 from connector.spark.drain_job import run_batch, start_stream
-from connector.transactions import RowTransactions, outbox_status, relay_table
+from connector.transactions import PeriodicRelay, RowTransactions, outbox_status, relay_table
 from connector.transactions import relay as relay_module
+from connector.transactions.layout import clock_us
+from connector.transactions.relay import relay_sources
 from examples.inverted_count_index import actual_index, count_update
 
 from .conftest import run_cli, unique_table
 from .test_metrics import free_port, popen, scrape, stop, value, watch
 
 pytestmark = pytest.mark.cluster
+
+#: how far ahead the clock of a producer in the clock-skew tests runs (its seqs are in our future)
+AHEAD_US = 90_000_000
 
 
 def bump(queue):
@@ -44,19 +49,25 @@ class Setup:
         self.index = unique_table("txdidx")
         self.conn_b.create_table(self.index)  # a drain creates none unless asked
 
-    def crash_after_commit(self, words: list[str], monkeypatch) -> None:
-        """Commit one transaction per word, each producer 'killed' between its commit and its relay."""
+    def crash_after_commit(self, words: list[str], monkeypatch, clock_ahead_us: int = 0) -> None:
+        """Commit one transaction per word, each producer 'killed' between its commit and its relay (with
+        ``clock_ahead_us``, a producer whose clock runs that far ahead of ours)."""
         def killed(items):
             raise SystemExit("killed after the commit")
 
+        txs = self.txs
+        if clock_ahead_us:
+            txs = RowTransactions(self.conn_a, self.txs.table, clock_us=lambda: clock_us() + clock_ahead_us)
         before = queue_status(self.conn_a, self.queue).entries
         # this producer's relay only: a stream's periodic relay running meanwhile (on a loaded machine the
         # commits take long enough for it to look) must not be 'killed' too
-        monkeypatch.setattr(self.txs._relayer, "submit", killed)
+        monkeypatch.setattr(txs._relayer, "submit", killed)
         for word in words:
             with pytest.raises(SystemExit):
-                self.txs.run(word, bump(self.queue))
+                txs.run(word, bump(self.queue))
         monkeypatch.undo()
+        if txs is not self.txs:
+            txs.close()  # it has nothing to relay: its relayer thread stops
         assert outbox_status(self.conn_a, self.txs.table).cells == len(words)
         assert queue_status(self.conn_a, self.queue).entries == before, "nothing was relayed"
 
@@ -130,6 +141,60 @@ def test_local_stream_relays_within_relay_seconds(setup, monkeypatch):
     assert setup.index_on_b() == setup.expected({"p": 1, "q": 1}), "the stream never relayed the outbox"
     assert reports[0].relayed == 2 and outbox_status(setup.conn_a, setup.txs.table).empty
     print(f"relayed and exported {waited:.1f} s after the crash (relay_seconds=2)")
+
+
+def test_one_shot_relays_relay_a_producer_whose_clock_runs_ahead(setup, monkeypatch):
+    """Issue 36 (4): a crashed producer whose clock ran 90 s ahead left seqs in our future. A one-shot relay
+    (relay_table, relay_sources: a batch drain's, a bootstrap's, ``tx relay``) relays them at once, whatever
+    their seqs, and the drain takes them to B."""
+    setup.crash_after_commit(["f1"], monkeypatch, clock_ahead_us=AHEAD_US)
+    assert relay_table(setup.conn_a, setup.txs.table).relayed == 1
+    setup.crash_after_commit(["f2", "f3"], monkeypatch, clock_ahead_us=AHEAD_US)
+    stats = relay_sources(setup.conn_a, setup.queue.table, setup.queue.layout.config_row)
+    assert (stats.relayed, stats.fresh) == (2, 0)
+    assert outbox_status(setup.conn_a, setup.txs.table).empty
+    report = run_batch(None, setup.job())
+    assert report.exported == 3
+    assert setup.index_on_b() == setup.expected({"f1": 1, "f2": 1, "f3": 1})
+
+
+def test_periodic_relay_relays_a_clock_ahead_producer_at_its_second_look(setup, monkeypatch):
+    """Issue 36 (4): a periodic relay leaves a cell to its producer until it finds it again half its period
+    (of its own monotonic clock) after it first saw it, then relays it, however far ahead the seq is."""
+    setup.crash_after_commit(["g1", "g2"], monkeypatch, clock_ahead_us=AHEAD_US)
+    relay = PeriodicRelay(lambda: setup.conn_a, setup.queue.table, setup.queue.layout.config_row, seconds=1.0)
+    first = relay.run_once()
+    time.sleep(0.5)
+    second = relay.run_once()
+    assert (first.relayed, second.relayed) == (0, 2), "seen, then relayed half a period later"
+    assert (first.fresh, second.fresh) == (2, 0)
+    assert outbox_status(setup.conn_a, setup.txs.table).empty
+    assert queue_status(setup.conn_a, setup.queue).entries == 2
+    assert relay.run_once().relayed == 0
+
+
+def test_local_stream_relays_a_clock_ahead_producer_within_its_periods(setup, monkeypatch):
+    """Issue 36 (4): a streaming drain relays what a crashed producer whose clock ran 90 s ahead left within
+    a couple of its relay periods (2 s), not once our clock has caught up with its seqs, and exports it."""
+    stop = threading.Event()
+    reports = []
+    runner = threading.Thread(target=lambda: reports.append(
+        stream_drain(LocalEngine(), setup.job(relay_seconds=2.0, trigger_seconds=0.2), stop=stop)))
+    runner.start()
+    try:
+        setup.crash_after_commit(["h1", "h2"], monkeypatch, clock_ahead_us=AHEAD_US)
+        crashed = time.monotonic()
+        # a third of the skew: the rule this replaces waited until our clock passed the seqs
+        deadline = crashed + AHEAD_US / 3e6
+        while setup.index_on_b() != setup.expected({"h1": 1, "h2": 1}) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        waited = time.monotonic() - crashed
+    finally:
+        stop.set()
+        runner.join()
+    assert setup.index_on_b() == setup.expected({"h1": 1, "h2": 1}), "the stream did not relay the outbox"
+    assert reports[0].relayed == 2 and outbox_status(setup.conn_a, setup.txs.table).empty
+    print(f"relayed and exported {waited:.1f} s after the crash of a producer 90 s ahead (relay_seconds=2)")
 
 
 @pytest.mark.spark

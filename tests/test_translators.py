@@ -94,3 +94,31 @@ def test_translator_names():
         translator_from_name("nope")
     with pytest.raises(ValueError, match="cannot import"):
         translator_from_name("no_such_module_xyz:f")
+
+
+class UserCode:
+    """User code reached by a dotted attribute (``module:Class.attribute``)."""
+
+    @staticmethod
+    def translator(export):
+        return [CellChange(b"r", b"f", b"q", value=b"v")]
+
+    NOT_CALLABLE = 3
+
+
+def test_every_kind_of_user_code_is_loaded_by_one_loader():
+    """Translators, combiners and serializers are found by name the same way (``connector.plugins``): a dotted
+    attribute works for each (translators once refused it), and each names what is missing in the same words."""
+    from connector.combine.functions import combiner_from_name
+    from connector.serializers import serializer_from_name
+
+    assert translator_from_name(f"{__name__}:UserCode.translator") is UserCode.translator
+    assert combiner_from_name(f"{__name__}:UserCode.translator") is UserCode.translator
+    for load, kind in ((translator_from_name, "translator"), (combiner_from_name, "combiner"),
+                       (serializer_from_name, "serializer")):
+        with pytest.raises(ValueError, match=f"{kind} '{__name__}:Nothing': {__name__} has no attribute 'Nothing'"):
+            load(f"{__name__}:Nothing")
+        with pytest.raises(ValueError, match="cannot import 'no_such_module_xyz'"):
+            load("no_such_module_xyz:f")
+    with pytest.raises(ValueError, match="has no callable 'UserCode.NOT_CALLABLE'"):
+        translator_from_name(f"{__name__}:UserCode.NOT_CALLABLE")

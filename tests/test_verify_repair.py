@@ -47,7 +47,7 @@ def built(scenario: Scenario, words: dict[str, int], dest: str | None = None) ->
         commit(txs, scenario, word, count)
     txs.flush()
     dest = dest or scenario.index
-    run_drain(LocalEngine(), scenario.job(dest_table=dest))
+    run_drain(LocalEngine(), scenario.job(dest_table=dest, create_dest_table=True))
     return txs, dest
 
 
@@ -357,4 +357,19 @@ def test_the_mirror_snapshot_builds_a_replica_of_the_producer_table(scenario):
     copied = list(scenario.conn_b.scan(replica))
     assert {(c.row, c.cf, c.cq, c.value) for c in copied} == own
     assert all(c.ts == versions[c.row] for c in copied)
+    txs.close()
+
+
+def test_tx_init_sets_up_an_existing_table_for_verify(scenario, cli_env):
+    from connector.accumulo.summaries import SUMMARIZER_PROPERTY
+
+    txs, dest = built(scenario, {"i001": 1})
+    conn = scenario.conn_a
+    conn.remove_table_property(scenario.counts, SUMMARIZER_PROPERTY)
+    conn.compact_table(scenario.counts, wait=True)  # its files now carry no visibility summary
+    with pytest.raises(VerifyRefusedError, match="accumulo-export tx init"):
+        verify(scenario, dest)
+    out = run_cli(cli_env, "tx", "init", "--cluster", "A", "--table", scenario.counts, "--compact")
+    assert out.returncode == 0 and "visibility summaries ready" in out.stdout, out
+    assert verify(scenario, dest).differences == 0
     txs.close()

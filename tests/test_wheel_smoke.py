@@ -1,8 +1,9 @@
 """The wheel, built once, installs and works on CPython 3.12 and 3.13 (``integration/smoke_wheel.py``: queue
 add, a drain and a combine in-process, a drain with Spark ``local[2]``), against the session's clusters; the
-3.12 virtualenv runs the oldest supported PySpark (4.0.x) and also drives the streams, the streaming sink and
-the read source there (issue 30 item 3). A version without an interpreter here is skipped, and ``-ra`` lists
-it with the reason."""
+3.12 virtualenv runs the oldest supported PySpark (4.0.x), the 3.13 one a 4.2, and both also drive the streams,
+the streaming sink and the read source there (issue 30 item 3); on 4.2 a Spark Connect server without the
+connector refuses the streaming drain in one line (issue 39 item 6). A version without an interpreter here is
+skipped, and ``-ra`` lists it with the reason."""
 
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ def test_the_wheel_works_on_another_python(version, venvs, accumulo):
         pytest.skip(f"no CPython {version} here (python{version} on PATH or in pyenv): "
                     "the wheel's smoke run on it is skipped")
     seconds = smoke_wheel.smoke(venvs[version], version, accumulo)
-    oldest = smoke_wheel.PYSPARK.get(version) == smoke_wheel.OLDEST_PYSPARK
+    pin = smoke_wheel.PYSPARK.get(version)
     assert set(seconds) == {"check_install", "queue_and_local_drain", "combine_and_spark_drain",
-                            *(["spark_fallbacks"] if oldest else [])}
-    print(f"smoke on Python {version}, PySpark {smoke_wheel.PYSPARK.get(version) or 'newest'}: {seconds}")
+                            *(["spark_fallbacks"] if pin else []),
+                            *(["connect_without_package"] if pin in smoke_wheel.CONNECT_PYSPARK else [])}
+    print(f"smoke on Python {version}, PySpark {pin or 'newest'}: {seconds}")

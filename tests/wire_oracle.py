@@ -1,8 +1,8 @@
 """The test oracle for ``update`` calls: the Python encoder that ``BatchWriter.add_mutation`` (and the
 conditional call's updates) used before the Rust encoder (``connector.accumulo.wire.native``) became the
 only one. ``tests/test_wire.py`` checks it byte for byte against thriftpy2, and the Rust encoder against it
-(``tests/test_native_wire.py``); ``integration/bench/bench_native_codec.py`` times it as the pure-Python
-reference. Nothing under ``connector/`` imports it.
+(``tests/test_native_wire.py``). Nothing outside ``tests/`` imports it (the benchmark of the codec times
+thriftpy2 instead).
 
 The Thrift compact protocol, field ids of ``ColumnUpdate`` from proxy.thrift."""
 

@@ -18,6 +18,7 @@ from .errors import (
     AccumuloError,
     AccumuloSecurityError,
     AccumuloServerError,
+    BulkImportNotFoundError,
     ConnectionLostError,
     InvalidMutationError,
     MutationsRejectedError,
@@ -38,7 +39,8 @@ from .writer import BatchWriter
 
 __all__ = [
     "AccumuloError", "AccumuloSecurityError", "AccumuloServerError", "BatchWriter", "BulkFile", "BulkImport",
-    "CELLS_SCHEMA", "Cell", "ColumnUpdate", "Condition", "ConditionalMutation", "ConditionalWriter", "Connection",
+    "BulkImportNotFoundError", "CELLS_SCHEMA", "Cell", "ColumnUpdate", "Condition", "ConditionalMutation",
+    "ConditionalWriter", "Connection",
     "ConnectionLostError", "DEFAULT_MAX_FRAME_BYTES", "DEFAULT_PORT", "InvalidMutationError", "IteratorSetting", "Key",
     "Mutation", "MutationsRejectedError", "Range", "RetryPolicy", "SECRET_ENV", "SECRET_FILE_ENV", "TableExistsError",
     "TableNotFoundError", "TimedOutError", "TlsError", "TlsOptions", "UPDATE_SCHEMA", "UnknownScannerError",

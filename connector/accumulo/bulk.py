@@ -23,7 +23,8 @@ A file counts only once closed (:meth:`BulkFile.close`); :meth:`BulkImport.load`
 import is still open on the gateway. Writing a file again under the same name replaces it (the way to recover
 from a lost connection while writing it). :meth:`BulkImport.load` again after it succeeded loads nothing:
 Accumulo moved the files into the table. :meth:`BulkImport.files_left` tells a client that resumes (with
-``Connection.bulk_import(table, bulk_id=...)``) whether the import happened: 0 once it did.
+``Connection.bulk_import(table, bulk_id=...)``) whether the import happened: 0 once it did; a staging directory
+the gateway does not have raises ``BulkImportNotFoundError``, which says nothing about whether it was loaded.
 
 Against an upstream accumulo-proxy, which lacks these calls, every entry point raises :class:`AccumuloError`
 saying the bulk path needs this project's gateway. The gateway's side, the staging directory
@@ -154,8 +155,9 @@ class BulkImport:
         self._load_failed = False
 
     def files_left(self) -> int:
-        """Closed files waiting to be loaded: 0 once :meth:`load` succeeded. ``AccumuloError`` if the staging
-        directory is gone (deleted)."""
+        """Closed files waiting to be loaded: 0 once :meth:`load` succeeded. ``BulkImportNotFoundError`` if the
+        gateway has no staging directory of this id (deleted, or made by a gateway with another
+        ``gateway.bulk.dir``); any other ``AccumuloError`` says nothing about the import."""
         return int(self._call("bulkFilesLeft", self.bulk_id))
 
     def delete(self) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from connector.errors import ConnectorError
 
-from .error_names import SECURITY, SEPARATOR, SERVER, TABLE_NOT_FOUND, TIMED_OUT
+from .error_names import BULK_IMPORT_NOT_FOUND, SECURITY, SEPARATOR, SERVER, TABLE_NOT_FOUND, TIMED_OUT
 
 
 class AccumuloError(ConnectorError):
@@ -30,6 +30,11 @@ class TableNotFoundError(AccumuloError):
 
 class TableExistsError(AccumuloError):
     """A table of that name already exists."""
+
+
+class BulkImportNotFoundError(AccumuloError):
+    """The gateway has no staging directory of that bulk id: removed, never made, or made by a gateway with
+    another ``gateway.bulk.dir``. Nothing says whether its files were loaded."""
 
 
 class MutationsRejectedError(AccumuloError):
@@ -79,6 +84,8 @@ def translate(exc: BaseException) -> BaseException:
         proxy.UnknownScanner: UnknownScannerError,
         proxy.AccumuloException: AccumuloError,
     }
+    if isinstance(exc, proxy.AccumuloException) and (exc.msg or "").startswith(BULK_IMPORT_NOT_FOUND + SEPARATOR):
+        return BulkImportNotFoundError(exc.msg.split(SEPARATOR, 1)[-1])
     for thrift_type, ours in mapping.items():
         if isinstance(exc, thrift_type):
             return ours(getattr(exc, "msg", None) or type(exc).__name__)

@@ -317,7 +317,8 @@ service AccumuloProxy {
     throws (1:AccumuloException ouch1, 2:AccumuloSecurityException ouch2, 3:TableNotFoundException ouch3)
 
   // How many completed files wait in the staging directory: 0 once importBulk succeeded, so a client that
-  // resumes can tell whether the import happened. AccumuloException if the bulk import does not exist.
+  // resumes can tell whether the import happened. AccumuloException if the bulk import does not exist (its
+  // message then starts with "BulkImportNotFoundException: ", as for createBulkFileWriter and importBulk).
   i32 bulkFilesLeft(1:string sharedSecret, 2:string bulkId)
     throws (1:AccumuloException ouch1, 2:AccumuloSecurityException ouch2)
 

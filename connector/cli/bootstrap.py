@@ -13,16 +13,19 @@ from typing import Any
 
 from connector.accumulo import AccumuloError
 from connector.clusters_config import cluster
+from connector.errors import ConnectorError
 from connector.jobs.bootstrap import BootstrapJob, BootstrapReport, preflight, run_bootstrap
 from connector.snapshot import BootstrapSettings, Destination, VerifyReport, snapshot_source, verify_destination
 from connector.snapshot.state import BootstrapState
 from connector.snapshot.verify import DEFAULT_EXAMPLES
 
-from .common import EXIT_NOT_CLEAN, UsageError, cluster_error
+from .common import EXIT_NOT_CLEAN, UsageError, cluster_error, exit_status_of
 from .engine import EngineChoice
+from .every import repeat_every
 from .metrics import BootstrapProgress, Metrics, bootstrap_metrics
-from .options import Help, check_namespace, check_table_name, int_at_least, queue_args
+from .options import Help, check_namespace, check_table_name, int_at_least, port_number, positive_seconds, queue_args
 from .queue import stored_config
+from .verify_metrics import VerifyMetrics, metrics_file_path
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -58,6 +61,15 @@ def register_bootstrap_commands(sub: Any) -> None:
     v.add_argument("--repair", action="store_true", help="write the fixes of the differences found")
     v.add_argument("--examples", type=int_at_least(0), default=DEFAULT_EXAMPLES,
                    help="example differences shown per range and kind")
+    v.add_argument("--every", type=positive_seconds, metavar="SECONDS",
+                   help="a standing check: verify again every SECONDS (start to start) until SIGTERM or Ctrl-C; a "
+                        "run that fails is reported and the next one runs; exit status: the last run's")
+    v.add_argument("--metrics-port", type=port_number, metavar="PORT",
+                   help="serve Prometheus metrics (the last complete verify's differences, repairs, duration and "
+                        "end time; runs by outcome) on this port while the command runs (with --every: for good)")
+    v.add_argument("--metrics-file", metavar="PATH",
+                   help="write those metrics to this file after every run (node_exporter's textfile collector: "
+                        "name it *.prom), carrying the last complete verify over from the file a run before wrote")
 
 
 def _job(args: argparse.Namespace) -> BootstrapJob:
@@ -170,15 +182,41 @@ def _print_bootstrap(report: BootstrapReport, as_json: bool) -> None:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     job = _job(args)
-    job, _ = preflight(job)
-    s = job.settings
-    assert s.snapshot is not None and s.translator is not None
-    with job.source.connect() as a, job.dest.connect() as b:
-        report = verify_destination(a, job.table, snapshot_source(a, job.table, s.snapshot), job.queue,
-                                    Destination(b, job.dest_table, s.translator, s.delete_mode),
-                                    repair=args.repair, settle_seconds=s.settle_seconds,
-                                    other_feeders=s.other_feeders, progress=_say)
+    path = metrics_file_path(args.metrics_file) if args.metrics_file else None
+    metrics = VerifyMetrics(job.queue.table, job.queue.qid, job.dest_table, path)
+    if args.metrics_port:
+        metrics.serve(args.metrics_port)  # a taken port fails here, before anything runs
+    try:
+        if args.every is None:
+            return _verify_once(job, args, metrics, standing=False)
+        return repeat_every(args.every, lambda: _verify_once(job, args, metrics, standing=True), _say)
+    finally:
+        metrics.close()
+
+
+def _verify_once(job: BootstrapJob, args: argparse.Namespace, metrics: VerifyMetrics, standing: bool) -> int:
+    """One verify, published to ``metrics``; its exit status. A run that fails raises, except in a standing
+    check, which prints the error and returns its status (the next run may succeed)."""
+    try:
+        job, _ = preflight(job)
+        s = job.settings
+        assert s.snapshot is not None and s.translator is not None
+        with job.source.connect() as a, job.dest.connect() as b:
+            report = verify_destination(a, job.table, snapshot_source(a, job.table, s.snapshot), job.queue,
+                                        Destination(b, job.dest_table, s.translator, s.delete_mode),
+                                        repair=args.repair, settle_seconds=s.settle_seconds,
+                                        other_feeders=s.other_feeders, progress=_say)
+    except ConnectorError as exc:
+        metrics.failed()
+        metrics.publish()
+        if not standing:
+            raise
+        print(f"accumulo-export: error: {exc}", file=sys.stderr, flush=True)
+        return exit_status_of(exc)
+    metrics.completed(report)
+    metrics.publish()
     _print_verify(report, args)
+    sys.stdout.flush()  # a standing check's summaries reach a pipe as each run ends
     return 0 if report.clean else EXIT_NOT_CLEAN
 
 

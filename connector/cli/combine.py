@@ -25,6 +25,7 @@ from connector.jobs import (
 )
 from connector.jobs.combine import preflight
 from connector.queue.stored_config import resolve_config
+from connector.serializers import DEFAULT_SERIALIZER
 
 from .common import EXIT_INTERRUPTED, EXIT_NOT_CLEAN, UsageError, cluster_error
 from .engine import EngineChoice
@@ -120,8 +121,8 @@ def _init(conn: Connection, args: argparse.Namespace) -> int:
     else:
         config = CombineConfig(table=args.table, cid=args.queue, num_buckets=args.buckets,
                                buckets_per_tablet=args.buckets_per_tablet,
-                               key_serializer=args.key_serializer or "json",
-                               value_serializer=args.value_serializer or "json")
+                               key_serializer=args.key_serializer or DEFAULT_SERIALIZER,
+                               value_serializer=args.value_serializer or DEFAULT_SERIALIZER)
     CombineQueue(conn, config).init()
     print(f"combine queue {config.cid} ready in {config.table}: {config.num_buckets} buckets")
     return 0

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client import CollectorRegistry, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
 
-from connector.accumulo import Connection
+from connector.accumulo import AccumuloSecurityError, Connection
+from connector.queue.compaction import QueueFiles, compactions_requested
 from connector.queue.status import QueueLag
 
 from .common import UsageError
@@ -51,6 +52,8 @@ DRAIN_COUNTERS = {
     "bytes_read": "bytes (row + value) of the queue entries read",
     "batches": "rounds (batch) or micro-batches (stream) finished",
     "outbox_cells_relayed": "outbox cells crashed row-transaction producers left, relayed into the queue",
+    "queue_compactions": "compactions of the queue's tablets this process asked Accumulo for (to drop the delete "
+                         "markers drained entries leave)",
 }
 COMBINE_COUNTERS = {
     "updates_combined": "queued updates combined (each exactly once)",
@@ -66,7 +69,7 @@ COMBINE_COUNTERS = {
 
 #: counters read again from the last report at every scrape: a thread of the job (the outbox relay) adds to
 #: them between progress reports, and each is one number that only grows
-LIVE_COUNTERS = ("outbox_cells_relayed",)
+LIVE_COUNTERS = ("outbox_cells_relayed", "queue_compactions")
 BOOTSTRAP_COUNTERS = {
     "ranges_written": "tablets of A whose implied cells are written on the destination (this run and earlier ones)",
     "rows_read": "rows of A read whole and snapshotted",
@@ -83,9 +86,12 @@ class Metrics:
     def __init__(self, command: str, labels: Mapping[str, str], counters: Mapping[str, str],
                  read: Callable[[Any], Mapping[str, float]], lag: Callable[[Connection], QueueLag] | None = None,
                  connect: Callable[[], Connection] | None = None, top: int = TOP_BUCKETS,
-                 live: Sequence[str] = (), watermarks: Watermarks | None = None) -> None:
+                 live: Sequence[str] = (), watermarks: Watermarks | None = None,
+                 files: Callable[[Connection], QueueFiles] | None = None) -> None:
         self.command, self.labels, self.counter_help, self._read = command, dict(labels), counters, read
         self._lag_fn, self._connect, self.top = lag, connect, top
+        self._files_fn = files  # the queue's files (dead keys), read after each lag scan
+        self._dead_keys: int | None = None
         self._live = tuple(name for name in live if name in counters)
         self._report: Any = None  # the last report observed (the live counters are read from it)
         self._lock = threading.Lock()
@@ -110,12 +116,7 @@ class Metrics:
     def serve(self, port: int, addr: str = "0.0.0.0") -> Metrics:
         """Listen on ``port`` (all interfaces) and start the lag scans. A port in use is a ``UsageError``
         naming it."""
-        try:
-            self._server, thread = start_http_server(port, addr=addr, registry=self.registry)
-        except OSError as exc:
-            why = ("is in use (another drain's or combine's metrics?): choose another port"
-                   if exc.errno == errno.EADDRINUSE else f"cannot be opened: {exc.strerror or exc}")
-            raise UsageError(f"--metrics-port {port}: the port {why}; nothing was run") from None
+        self._server, thread = serve_registry(port, self.registry, addr)
         self._threads.append(thread)
         if self._lag_fn is not None and self._connect is not None:
             lagger = threading.Thread(target=self._scan_lag, name="metrics-lag", daemon=True)
@@ -166,6 +167,7 @@ class Metrics:
                 started = time.monotonic()
                 lag = self._lag_fn(conn)
                 self._apply_lag(lag)
+                self._scan_files(conn, lag)
                 if self._watermarks_fn is not None:
                     marks = self._watermarks_fn(conn)
                     with self._lock:
@@ -180,6 +182,20 @@ class Metrics:
             self._stop.wait(wait)
         if conn is not None:
             conn.close()
+
+    def _scan_files(self, conn: Connection, lag: QueueLag) -> None:
+        """The dead keys in the queue's files (a short scan of Accumulo's metadata); a gateway user who may not
+        read it loses the gauge, with one warning."""
+        if self._files_fn is None:
+            return
+        try:
+            dead = self._files_fn(conn).dead_keys(lag.entries)
+        except AccumuloSecurityError as exc:
+            log.warning("metrics: no queue_dead_keys: the gateway's user may not read accumulo.metadata (%s)", exc)
+            self._files_fn = None
+            return
+        with self._lock:
+            self._dead_keys = dead
 
     def _apply_lag(self, lag: QueueLag) -> None:
         lags = lag.lag_seconds()
@@ -201,6 +217,7 @@ class Metrics:
                 for name in self._live:
                     self._counts[name] = max(self._counts[name], float(values[name]))
             counts, lag, lag_at, shown = dict(self._counts), self._lag, self._lag_at, dict(self._shown)
+            dead_keys = self._dead_keys
             marks = dict(self._marks)
         yield from self._watermark_metrics(marks)
         yield InfoMetricFamily(f"{PREFIX}_command", "what this process runs (no hosts, no secrets)",
@@ -224,7 +241,10 @@ class Metrics:
                                 value=lag.scan_seconds)
         yield GaugeMetricFamily(f"{PREFIX}_lag_scan_timestamp_seconds", "when the last lag scan ended",
                                 value=lag_at)
-
+        if dead_keys is not None:
+            yield GaugeMetricFamily(f"{PREFIX}_queue_dead_keys", "keys in the files of the queue's tablets that "
+                                    "are not waiting entries (delete markers until a compaction drops them)",
+                                    value=dead_keys)
 
     def _watermark_metrics(self, marks: Mapping[str, Watermark | None]) -> Iterator[Metric]:
         """Per destination: the watermark (every commit up to it is there), how far it is behind the clock, and
@@ -265,15 +285,28 @@ def drain_watermarks(job: DrainJob) -> Watermarks:
     from connector.snapshot.state import BootstrapState, destination_id
     from connector.transactions import queue_watermark
 
+    # the bootstrap state names a destination by its cluster's name or its gateway; a label never names a host
     primary = destination_id(job.dest.name or f"{job.dest.host}:{job.dest.port}", job.dest_table)
+    label = destination_id(job.dest.name, job.dest_table) if job.dest.name else job.dest_table
 
     def scan(conn: Connection) -> dict[str, Watermark | None]:
         mark = queue_watermark(conn, job.queue)
-        names = [primary, *(d.name for d in registered_destinations(conn, job.queue))]
-        return {name: (None if BootstrapState(conn, job.queue, name).plan() is not None else mark)
-                for name in dict.fromkeys(names)}
+        names = {primary: label, **{d.name: d.name for d in registered_destinations(conn, job.queue)}}
+        return {shown: (None if BootstrapState(conn, job.queue, name).plan() is not None else mark)
+                for name, shown in names.items()}
 
     return scan
+
+
+def serve_registry(port: int, registry: CollectorRegistry, addr: str = "0.0.0.0") -> tuple[Any, threading.Thread]:
+    """Serve ``registry`` on ``/metrics`` at ``port`` from a thread; the server and its thread. A port in use
+    is a ``UsageError`` naming it."""
+    try:
+        return start_http_server(port, addr=addr, registry=registry)
+    except OSError as exc:
+        why = ("is in use (another drain's or combine's metrics?): choose another port"
+               if exc.errno == errno.EADDRINUSE else f"cannot be opened: {exc.strerror or exc}")
+        raise UsageError(f"--metrics-port {port}: the port {why}; nothing was run") from None
 
 
 def _new_durations(report: Any, new: int) -> list[float]:
@@ -288,7 +321,8 @@ def _new_durations(report: Any, new: int) -> list[float]:
 def _drain_counts(r: DrainReport) -> dict[str, float]:
     return {"entries_read": r.entries, "entries_exported": r.exported, "entries_deleted": r.deleted,
             "dead_letters": r.dead_lettered, "cells_written": r.totals.cells + r.live.cells,
-            "bytes_read": r.totals.bytes + r.live.bytes, "batches": r.rounds, "outbox_cells_relayed": r.relayed}
+            "bytes_read": r.totals.bytes + r.live.bytes, "batches": r.rounds, "outbox_cells_relayed": r.relayed,
+            "queue_compactions": compactions_requested()}
 
 
 def _combine_counts(r: CombineReport) -> dict[str, float]:
@@ -300,11 +334,13 @@ def _combine_counts(r: CombineReport) -> dict[str, float]:
 
 def drain_metrics(port: int | None, job: DrainJob) -> Metrics:
     """The metrics of a drain, served on ``port`` from now on (off when ``port`` is None)."""
+    from connector.queue.compaction import queue_files
     from connector.queue.status import queue_lag
 
     metrics = Metrics("drain", {"table": job.queue.table, "queue": job.queue.qid, "dest_table": job.dest_table},
                       DRAIN_COUNTERS, _drain_counts, lambda conn: queue_lag(conn, job.queue), job.source.connect,
-                      live=LIVE_COUNTERS, watermarks=drain_watermarks(job))
+                      live=LIVE_COUNTERS, watermarks=drain_watermarks(job),
+                      files=lambda conn: queue_files(conn, job.queue))
     return metrics if port is None else metrics.serve(port)
 
 

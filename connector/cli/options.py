@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 from connector.accumulo import Connection
-from connector.settings import argparse_type, closest, integer, seconds
+from connector.settings import argparse_type, closest, integer, port, seconds
 
 from .common import UsageError
 
@@ -61,6 +61,8 @@ def int_at_least(minimum: int) -> Callable[[str], int]:
     return argparse_type(integer(minimum), "integer")
 
 
+#: a TCP port to listen on: 1-65535
+port_number = argparse_type(port, "port")
 #: a number of seconds > 0
 positive_seconds = argparse_type(seconds, "seconds")
 

@@ -28,6 +28,7 @@ from connector.queue.destinations import (
 )
 from connector.queue.settings import DestinationSettings
 from connector.queue.stored_config import read_stored_config, read_translator, resolve_config, store_translator
+from connector.serializers import DEFAULT_SERIALIZER
 from connector.settings import argparse_type
 from connector.snapshot.state import destination_id
 from connector.transactions import queue_watermark
@@ -103,7 +104,8 @@ def _init_config(conn: Connection, args: argparse.Namespace) -> QueueConfig:
         raise UsageError("queue init needs --buckets")
     return QueueConfig(table=args.table, qid=args.queue, num_buckets=args.buckets,
                        buckets_per_tablet=args.buckets_per_tablet,
-                       key_serializer=args.key_serializer or "json", value_serializer=args.value_serializer or "json")
+                       key_serializer=args.key_serializer or DEFAULT_SERIALIZER,
+                       value_serializer=args.value_serializer or DEFAULT_SERIALIZER)
 
 
 def cmd_queue(args: argparse.Namespace) -> int:

@@ -1,5 +1,5 @@
-"""``accumulo-export tx relay|status|seq``: the outboxes row-transaction producers leave, relayed and shown; and
-the seq a commit made now gets (a timestamp for writing to a destination by hand)."""
+"""``accumulo-export tx init|relay|status|seq``: a producer table set up, the outboxes row-transaction producers
+leave, relayed and shown, and the seq a commit made now gets (a timestamp for writing to a destination by hand)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,9 @@ def register_tx_commands(sub: Any) -> None:
                              "microseconds. Cells on a destination carry seqs as their timestamps, so a put or "
                              "delete written there by hand takes this as its timestamp (README: Writing to a "
                              "destination by hand).")
-    for name, text in (("relay", "copy the outbox cells of a table into their queues, then delete them "
+    for name, text in (("init", "create a producers' table or set up an existing one: the outbox's locality "
+                                "group and the visibility summarizer bootstrap and verify rely on (safe to repeat)"),
+                       ("relay", "copy the outbox cells of a table into their queues, then delete them "
                                  "(repeating it is harmless)"),
                        ("status", "outbox cells waiting in a table: count, rows, destination tables, oldest")):
         c = t.add_parser(name, formatter_class=fmt, help=text, description=text[0].upper() + text[1:] + ".")
@@ -42,11 +44,12 @@ def register_tx_commands(sub: Any) -> None:
         c.add_argument("--table", required=True, help="the producers' table")
         c.add_argument("--outbox-family", default=DEFAULT_OUTBOX_FAMILY.decode(),
                        help="the outbox column family the producers use")
-        if name == "relay":
-            c.add_argument("--min-age", type=float, default=0.0, metavar="SECONDS",
-                           help="leave outbox cells younger than this (a live producer relays them itself)")
-        else:
+        if name == "status":
             c.add_argument("--json", action="store_true", help="print JSON instead of text")
+        if name == "init":
+            c.add_argument("--compact", action="store_true",
+                           help="then compact the table once, so that files written before the set-up carry "
+                                "visibility summaries too")
 
 
 def cmd_tx(args: argparse.Namespace) -> int:
@@ -59,6 +62,8 @@ def cmd_tx(args: argparse.Namespace) -> int:
 
     gateway = cluster(args.cluster)
     layout = TxLayout(outbox_family=args.outbox_family)
+    if args.tx_command == "init":
+        return _init(gateway, args, layout)
     try:
         with gateway.connect() as conn:
             if not conn.table_exists(args.table):
@@ -66,9 +71,9 @@ def cmd_tx(args: argparse.Namespace) -> int:
             if not holds_row_transactions(conn, args.table, layout):  # else a relay of it would quietly find 0
                 raise UsageError(_not_a_producer_table(conn, args.table, layout, gateway.describe()))
             if args.tx_command == "relay":
-                stats = relay_table(conn, args.table, layout, max(0.0, args.min_age))
+                stats = relay_table(conn, args.table, layout)
                 print(json.dumps({"relayed": stats.relayed, "exports": stats.exports, "updates": stats.updates,
-                                  "young": stats.young, "malformed": stats.malformed}))
+                                  "malformed": stats.malformed}))
                 for error in stats.errors:
                     print(f"accumulo-export: malformed outbox cell left in place: {error}", file=sys.stderr)
                 return EXIT_NOT_CLEAN if stats.malformed else 0
@@ -85,6 +90,24 @@ def cmd_tx(args: argparse.Namespace) -> int:
               + (f" ({targets})" if targets else "") + (f"; {st.malformed} malformed" if st.malformed else ""))
     return 0
 
+
+def _init(gateway: Any, args: argparse.Namespace, layout: TxLayout) -> int:
+    from connector.accumulo.summaries import visibility_summary
+    from connector.transactions import RowTransactions
+
+    try:
+        with gateway.connect() as conn:
+            created = not conn.table_exists(args.table)
+            RowTransactions(conn, args.table, layout=layout).init()
+            if args.compact:
+                conn.compact_table(args.table, wait=True)
+            summary = visibility_summary(conn, args.table)
+    except AccumuloError as exc:
+        raise cluster_error(exc, gateway.describe()) from None
+    state = "ready" if summary.complete else f"not yet complete ({summary.gaps()})"
+    print(f"table {args.table} {'created' if created else 'set up'}: outbox family in its own locality group, "
+          f"visibility summaries {state}")
+    return 0
 
 
 def _not_a_producer_table(conn: Connection, table: str, layout: TxLayout, where: str) -> str:

@@ -97,9 +97,6 @@ class CombineProcessor:
 
     # --- entry points -----------------------------------------------------------------------------------
 
-    def process_bucket(self, bucket: int) -> CombineStats:
-        return self.process_buckets([bucket])
-
     def process_buckets(self, buckets: Iterable[int]) -> CombineStats:
         """One pass over each bucket in turn; returns what was done."""
         started = time.monotonic()

@@ -22,7 +22,7 @@ from connector.accumulo import (
 )
 from connector.accumulo.visibility import VisibilityError, check_visibility
 from connector.errors import ConnectorError
-from connector.serializers import NATIVE_ENCODINGS, serializer_from_name
+from connector.serializers import DEFAULT_SERIALIZER, NATIVE_ENCODINGS, serializer_from_name
 
 from .core import (
     DATA_ERRORS,
@@ -150,8 +150,8 @@ class AccumuloExporter:
             self.exported += len(exports)
         self._calls.cells = sum(len(m.updates) for m in mutations)
 
-    def export_batch(self, exports: pa.RecordBatch, *, key_serializer: str = "json",
-                     value_serializer: str = "json") -> list[EntryFailure]:
+    def export_batch(self, exports: pa.RecordBatch, *, key_serializer: str = DEFAULT_SERIALIZER,
+                     value_serializer: str = DEFAULT_SERIALIZER) -> list[EntryFailure]:
         """Write a batch of serialized exports (columns ``key`` binary, ``value`` binary, ``seq`` int64)
         and return when it is durable, each cell at ``ts = seq``.
 
@@ -172,8 +172,8 @@ class AccumuloExporter:
         self._calls.cells = updates.num_rows
         return failures
 
-    def updates(self, exports: pa.RecordBatch, *, key_serializer: str = "json",
-                value_serializer: str = "json") -> tuple[pa.RecordBatch, list[EntryFailure]]:
+    def updates(self, exports: pa.RecordBatch, *, key_serializer: str = DEFAULT_SERIALIZER,
+                value_serializer: str = DEFAULT_SERIALIZER) -> tuple[pa.RecordBatch, list[EntryFailure]]:
         """What :meth:`export_batch` would write for ``exports``, without writing it: the updates (the
         columns ``BatchWriter.add_cells`` takes, every cell at ts = its export's seq, in this exporter's
         delete mode, plus ``entry``: the index of its export) and the exports that cannot be written."""

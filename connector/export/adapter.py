@@ -13,7 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from connector.serializers import serializer_from_name
+from connector.serializers import DEFAULT_SERIALIZER, serializer_from_name
 
 from .core import BatchTranslationError, EntryFailure, Exporter, SequencedExport
 
@@ -32,8 +32,8 @@ class PerExportExporter:
     def export(self, exports: Sequence[SequencedExport]) -> None:
         self.exporter.export(exports)
 
-    def export_batch(self, exports: pa.RecordBatch, *, key_serializer: str = "json",
-                     value_serializer: str = "json") -> list[EntryFailure]:
+    def export_batch(self, exports: pa.RecordBatch, *, key_serializer: str = DEFAULT_SERIALIZER,
+                     value_serializer: str = DEFAULT_SERIALIZER) -> list[EntryFailure]:
         """Deserialize each export, ``export`` the batch; exports that do not deserialize, or that ``export``
         names as untranslatable, are returned as failures and the rest is exported without them."""
         keys_serde, values_serde = serializer_from_name(key_serializer), serializer_from_name(value_serializer)

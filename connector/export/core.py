@@ -10,6 +10,7 @@ from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 import pyarrow as pa
 
 from connector.errors import ConnectorError
+from connector.serializers import DEFAULT_SERIALIZER
 
 MAX_SEQ = (1 << 63) - 1  # Accumulo timestamps are signed 64-bit; the sequence becomes the timestamp
 
@@ -55,8 +56,8 @@ class Exporter(Protocol):
     :func:`connector.export.adapter.batch_exporter`.
     """
 
-    def export_batch(self, exports: pa.RecordBatch, *, key_serializer: str = "json",
-                     value_serializer: str = "json") -> list[EntryFailure]: ...
+    def export_batch(self, exports: pa.RecordBatch, *, key_serializer: str = DEFAULT_SERIALIZER,
+                     value_serializer: str = DEFAULT_SERIALIZER) -> list[EntryFailure]: ...
 
     def export(self, exports: Sequence[SequencedExport]) -> None: ...
 

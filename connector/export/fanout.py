@@ -6,6 +6,8 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 
+from connector.serializers import DEFAULT_SERIALIZER
+
 from .accumulo_exporter import AccumuloExporter
 from .core import EntryFailure, SequencedExport
 
@@ -29,8 +31,8 @@ class FanoutExporter:
         for exporter in self.exporters:
             exporter.export(exports)
 
-    def export_batch(self, exports: pa.RecordBatch, *, key_serializer: str = "json",
-                     value_serializer: str = "json") -> list[EntryFailure]:
+    def export_batch(self, exports: pa.RecordBatch, *, key_serializer: str = DEFAULT_SERIALIZER,
+                     value_serializer: str = DEFAULT_SERIALIZER) -> list[EntryFailure]:
         failures: dict[int, EntryFailure] = {}
         for exporter in self.exporters:
             for f in exporter.export_batch(exports, key_serializer=key_serializer, value_serializer=value_serializer):

@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 
 from connector import _native
 from connector.accumulo import UPDATE_SCHEMA
-from connector.serializers import NATIVE_ENCODINGS, serializer_from_name
+from connector.serializers import DEFAULT_SERIALIZER, NATIVE_ENCODINGS, serializer_from_name
 
 from .core import EntryFailure, SequencedExport, TranslationError, last_change_per_cell
 from .translators import BUILT_IN, NATIVE_TRANSLATORS
@@ -32,7 +32,7 @@ CHANGE_SCHEMA = pa.schema([
 
 
 def translate_batch(translator: str, exports: pa.RecordBatch,
-                    encoding: str = "json") -> tuple[pa.RecordBatch, list[EntryFailure]]:
+                    encoding: str = DEFAULT_SERIALIZER) -> tuple[pa.RecordBatch, list[EntryFailure]]:
     """Run a built-in translator (``difference``, ``replicator``, ``cells``) over a batch of exports with
     columns ``key`` (binary), ``value`` (bytes of the serializer ``encoding``: ``json`` or ``packed``) and
     ``seq`` (int64).

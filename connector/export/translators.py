@@ -6,6 +6,17 @@ translator that also runs natively has a Rust module in ``connector/_native/src/
 crate's ``TRANSLATORS`` table; ``tests/test_native_translators.py`` checks that the two lists agree. Adding a
 native translator is: its Rust module and table line, its Python twin and the line below, their tests.
 
+Why a native translator has a Python twin (``difference``, ``replicator``, ``cell_rows`` in this package; the
+one place that says so): the twin serves only what the crate cannot take. (1) The drain's fallback: the few
+entries the crate hands back because only Python decides them exactly (bytes ``json.loads`` takes and
+serde_json refuses, a message showing non-ASCII text, a packed value of another shape or a malformed one),
+translated in :mod:`connector.export.native_translate`. (2) Values of a serializer the crate does not decode
+(a queue's ``module:callable`` serializer), decoded and translated in Python. (3) Exports given one by one as
+``SequencedExport`` objects: ``AccumuloExporter.export``, a ``PerExportExporter``, a user's translator
+(``module:callable``) that calls a built-in one. ``tests/test_native_translators.py`` holds each twin to its
+native translator, export for export and message for message. Nothing else is kept twice: the ``packed``
+encoding, say, has one decoder, the crate's (:mod:`connector.packed`).
+
 Besides the built-in names, a translator is ``package.module:callable`` (user code, loaded by name where the
 drain runs).
 """

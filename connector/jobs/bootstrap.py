@@ -119,7 +119,8 @@ def preflight(job: BootstrapJob) -> tuple[BootstrapJob, str]:
 @dataclass(frozen=True)
 class RangeWriter:
     """The work of a bootstrap round's tasks (pickled to Spark executors): write one group of ranges of A and
-    record each as done, under the lease of ``token``."""
+    record each as done, under the lease of ``token``: before each range it reads the lease, and stops with
+    ``BootstrapError`` once another bootstrap holds it."""
 
     job: BootstrapJob
     ranges: tuple[tuple[bytes | None, bytes | None], ...]
@@ -139,15 +140,16 @@ class RangeWriter:
         total = SnapshotStats()
         for i in indices:
             started = time.monotonic()
-            if i in bulks and finish_load(exporter.connection, job.dest_table, *bulks[i]):
+            state.check_held()  # read from A: this task may run long after its driver lost the lease
+            record = functools.partial(state.mark_bulk, i)
+            if i in bulks and finish_load(exporter.connection, job.dest_table, *bulks[i], record):
                 state.mark_done(i, {"resumed_load": bulks[i][0]})
                 continue
             if s.method == "live":
                 stats = bootstrap_range(conn, job.table, self.ranges[i], source, job.queue, exporter)
             else:
                 splits = exporter.connection.list_splits(job.dest_table)
-                stats = bulk_range(conn, job.table, self.ranges[i], source, job.queue, exporter, splits,
-                                   functools.partial(state.mark_bulk, i),
+                stats = bulk_range(conn, job.table, self.ranges[i], source, job.queue, exporter, splits, record,
                                    live_below=s.bulk_cells if s.method == "auto" else 0)
             stats.seconds = time.monotonic() - started
             state.mark_done(i, {"rows": stats.rows, "exports": stats.exports, "cells": stats.cells})
@@ -196,7 +198,7 @@ def run_bootstrap(engine: Engine, job: BootstrapJob, progress: Progress | None =
             if groups:
                 report.totals = engine.run(Round(RangeWriter(job, plan.ranges, state.token), groups, SnapshotStats,
                                                  BootstrapError))
-            state.check()
+            state.check_held()  # read from A: a bootstrap that lost its lease must not repair B
             if job.settings.final_check:
                 report.check = final_check(job, plan, say)
             state.clear()

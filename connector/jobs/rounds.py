@@ -120,9 +120,9 @@ OnRelay = Callable[[RelayStats], None]
 
 def run_batch_rounds(engine: Engine, job: RelaySource, plan: BatchPlan[S], max_rounds: int,
                      on_relay: OnRelay | None = None) -> int:
-    """Relay the job's leftover outboxes once (``on_relay`` is told what it relayed before the first round),
-    then rounds until the plan is done (or ``max_rounds`` ran: then ``plan.out_of_rounds``). Returns the outbox
-    cells relayed."""
+    """Relay the job's leftover outboxes once (every cell found, whatever its seq; ``on_relay`` is told what
+    it relayed before the first round), then rounds until the plan is done (or ``max_rounds`` ran: then
+    ``plan.out_of_rounds``). Returns the outbox cells relayed."""
     table, config_row = job.relay_target()
     with job.source.connect() as conn:
         relay = relay_sources(conn, table, config_row)

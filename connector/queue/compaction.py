@@ -37,6 +37,15 @@ FILE_FAMILY = b"file"
 #: a compaction is asked for at most this often by one compactor (one is likely still running before)
 MIN_COMPACTION_INTERVAL = 30.0
 
+_requests_lock = threading.Lock()
+_requests = 0
+
+
+def compactions_requested() -> int:
+    """Compactions of queue tablets that the compactors of this process asked for so far (``--metrics-port``
+    shows it)."""
+    return _requests
+
 
 @dataclass(frozen=True)
 class QueueFiles:
@@ -144,8 +153,11 @@ class QueueCompactor:
     def _compact(self, conn: Connection, why: str) -> bool:
         """Ask on a thread of its own: Accumulo flushes the tablets' memory before it returns, which would hold
         up the drain's batch meanwhile (non-daemon: a process ending waits for the request to be made)."""
+        global _requests
         self._last, self._deleted, self._floor = time.monotonic(), 0, 1 << 62
         self.requested += 1
+        with _requests_lock:
+            _requests += 1
         log.info("queue %s: compacting its tablets: %s", self.config.qid, why)
         self._request = threading.Thread(target=self._ask, args=(conn,), name=f"compact-{self.config.qid}")
         self._request.start()
@@ -181,4 +193,4 @@ class QueueCompactor:
         self._warned = True
 
 
-__all__ = ["QueueCompactor", "QueueFiles", "compact_queue", "queue_files"]
+__all__ = ["QueueCompactor", "QueueFiles", "compact_queue", "compactions_requested", "queue_files"]

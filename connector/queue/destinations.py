@@ -41,6 +41,7 @@ from connector.export.fanout import FanoutExporter
 from connector.export.shared import shared_exporter
 from connector.export.tombstones import DeleteMode
 from connector.export.translators import check_translator_name
+from connector.serializers import DEFAULT_SERIALIZER
 
 from .config import QueueConfig
 from .errors import QueueConfigError, QueueError
@@ -294,8 +295,8 @@ class RegisteredExporter:
             self._epoch, self._names = registrations.epoch, tuple(d.name for d in others)
         return self._exporter
 
-    def export_batch(self, exports: pa.RecordBatch, *, key_serializer: str = "json",
-                     value_serializer: str = "json") -> list[EntryFailure]:
+    def export_batch(self, exports: pa.RecordBatch, *, key_serializer: str = DEFAULT_SERIALIZER,
+                     value_serializer: str = DEFAULT_SERIALIZER) -> list[EntryFailure]:
         return self.current().export_batch(exports, key_serializer=key_serializer,
                                            value_serializer=value_serializer)
 

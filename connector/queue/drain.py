@@ -19,8 +19,10 @@ batch are sent only after its export returned, so a batch's entries are never de
 returned, which is the only ordering the invariant needs. The deletes need not be durable before the
 next export starts, so the drain waits for them at most once a second (``DELETE_FLUSH_SECONDS``) and at the
 end of the run: a delete lost in a crash only means that entry is exported again. For the same reason the
-deletes may skip the tablet server's write-ahead log (``writer_options={"durability": "none"}``, see
-``DELETE_DURABILITY``); dead letters never do.
+deletes may skip the tablet server's write-ahead log (``writer_options={"durability": "none"}``); dead letters
+never do. The default keeps the table's durability: without the log, every delete since the last minor
+compaction can come back in a tablet server crash, and in delete mode a late re-export widens the compaction
+hazard (README); profiled, the log was 3.6% of A's tablet server samples.
 
 Reading (:func:`read_bucket_batches`, read ahead by :func:`~connector.queue.batches.prefetched`) and processing
 (:class:`EntryProcessor`) are separate so that the Spark sink can feed the processor with batches read by its
@@ -46,7 +48,7 @@ from connector.counters import FieldCounters
 from connector.export.adapter import batch_exporter
 from connector.export.core import CountsCells, EntryFailure, Exporter
 
-from .batches import cut_by_bytes, entry_bytes, prefetched
+from .batches import cut_by_bytes, data_bytes, prefetched
 from .codec import EntryCodec
 from .config import QueueConfig
 from .errors import EntryTranslationError, MalformedEntryError
@@ -70,17 +72,12 @@ log = logging.getLogger(__name__)
 DEFAULTS = DrainSettings()
 #: how long the deletes of exported batches may stay unflushed while the next batches are exported
 DELETE_FLUSH_SECONDS = 1.0
-#: durability of the deletes of exported entries (and of progress rows) unless ``writer_options`` name one;
-#: None: the table's. ``"none"`` skips the tablet server's write-ahead log: a delete lost in a tablet server
-#: crash only means that entry is exported again, but every delete since the last minor compaction can come
-#: back, and in delete mode a late re-export widens the compaction hazard (README). Profiled, the log was
-#: 3.6% of A's tablet server samples, so the durable default stays. Dead letters keep the table's durability.
-DELETE_DURABILITY: str | None = None
 
 
 @dataclass
 class DrainStats(FieldCounters):
-    """What a drain did. ``entries``/``bytes``: read (row + value bytes); ``exported``: handed to the
+    """What a drain did. ``entries``/``bytes``: read (their data bytes, which ``buffer_bytes`` bounds: an entry's
+    row and value, a written cell's fields); ``exported``: handed to the
     exporter; ``deleted``: removed from the queue; ``dead_lettered``: moved to the dead-letter range;
     ``batches``: calls to the exporter; ``cells``: cells the exporter wrote on the destination (when it says:
     :class:`~connector.export.AccumuloExporter` does); ``seconds``: wall time. Add them up with ``+`` or
@@ -99,16 +96,15 @@ class DrainStats(FieldCounters):
 class EntryProcessor:
     """Exports queue entries through ``exporter`` and deletes them from the source table afterwards.
 
-    Entries are grouped into batches of at most ``settings.buffer_bytes`` (row + value bytes; an entry larger
-    than that goes alone). Malformed entries, and entries whose exports cannot be decoded or translated, are
-    moved to the queue's dead-letter range with the reason and counted; the rest of their batch is exported as
-    usual. With ``settings.fail_fast`` the first one raises ``MalformedEntryError`` or
-    ``EntryTranslationError`` instead, and nothing of its batch is deleted. Any other exception from the
-    exporter propagates, and nothing of that batch is deleted. ``writer_options`` go to the BatchWriter used
-    for deletes (a ``durability`` of ``"none"`` there skips A's write-ahead log: see ``DELETE_DURABILITY``) and,
-    without
-    that durability, to the one for dead letters; with ``progress_row`` the running counters are kept there
-    after each batch.
+    Entries are grouped into batches of at most ``settings.buffer_bytes`` (their row and value bytes, see
+    :func:`~connector.queue.batches.data_bytes`; an entry larger than that goes alone). Malformed entries, and
+    entries whose exports cannot be decoded or translated, are moved to the queue's dead-letter range with the
+    reason and counted; the rest of their batch is exported as usual. With ``settings.fail_fast`` the first one
+    raises ``MalformedEntryError`` or ``EntryTranslationError`` instead, and nothing of its batch is deleted. Any
+    other exception from the exporter propagates, and nothing of that batch is deleted. ``writer_options`` go to
+    the BatchWriter used for deletes and progress rows (a ``durability`` of ``"none"`` there skips A's
+    write-ahead log: see the module's description) and, without that durability, to the one for dead letters;
+    with ``progress_row`` the running counters are kept there after each batch.
 
     The exporter gets whole Arrow batches (``Exporter.export_batch``); one written with ``export`` only is
     adapted (:func:`connector.export.adapter.batch_exporter`: ``SequencedExport`` lists, the slow path).
@@ -123,9 +119,8 @@ class EntryProcessor:
         self.buffer_bytes = settings.buffer_bytes
         self.fail_fast = settings.fail_fast
         self._codec = EntryCodec(config)
-        # deletes and progress rows: as given, else DELETE_DURABILITY (None: the table's)
-        default = {"durability": DELETE_DURABILITY} if DELETE_DURABILITY else {}
-        self._writer_options = {**default, **(writer_options or {})}
+        # deletes and progress rows: as given (no durability given: the table's)
+        self._writer_options = dict(writer_options or {})
         # dead letters: always the table's durability, durable before their original's delete
         self._durable_options = {k: v for k, v in self._writer_options.items() if k != "durability"}
         self.progress_row = progress_row
@@ -168,7 +163,7 @@ class EntryProcessor:
             first = pc.index(malformed, True).as_py()
             raise MalformedEntryError(rows[first].as_py(), parsed.column("error")[first].as_py())
         stats.entries += batch.num_rows
-        stats.bytes += entry_bytes(batch)
+        stats.bytes += data_bytes(batch)
 
         good = np.flatnonzero(~np.asarray(malformed.to_numpy(zero_copy_only=False), dtype=bool))
         exports = pa.record_batch([parsed.column("key").take(good), batch.column("value").take(good),

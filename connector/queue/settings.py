@@ -24,7 +24,7 @@ from connector.settings import Settings, integer, seconds, setting
 DEFAULT_SWEEP_SECONDS = 30.0
 #: how soon a stream relays what crashed row-transaction producers left in their outboxes (seconds)
 DEFAULT_RELAY_SECONDS = 10.0
-#: the most bytes (row + value) of entries per exported batch
+#: the most data bytes per exported batch (`buffer_bytes`)
 DEFAULT_BUFFER_BYTES = 1 << 20
 #: a drain compacts the queue's tablets when their files hold this many dead keys (connector.queue.compaction)
 DEFAULT_COMPACT_DEAD_KEYS = 100_000
@@ -60,8 +60,9 @@ class DestinationSettings(Settings):
 class DrainSettings(DestinationSettings):
     """Every setting of a drain (see the module's description); the defaults are the ones documented."""
 
-    buffer_bytes: int = setting(DEFAULT_BUFFER_BYTES, "the most bytes (row + value) of entries per exported batch",
-                                parse=integer(1), tags={EXPORT})
+    buffer_bytes: int = setting(DEFAULT_BUFFER_BYTES, "the most data bytes per exported batch: the row and value "
+                                "of queue entries, the text and binary columns of rows written to the sink (a "
+                                "larger one goes alone)", parse=integer(1), tags={EXPORT})
     fail_fast: bool = setting(False, "stop at the first malformed or untranslatable entry (nothing of its batch is "
                                      "exported or deleted) instead of dead-lettering it", tags={EXPORT})
     trigger_seconds: float = setting(1.0, "a stream's micro-batch interval", parse=seconds, option=None,

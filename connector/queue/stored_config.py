@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from connector.accumulo import Condition, ConditionalMutation, Connection, Range
+from connector.serializers import DEFAULT_SERIALIZER
 
 from .config import QueueConfig
 from .errors import QueueConfigError, QueueError
@@ -87,20 +88,9 @@ class ConfigCell:
             raise self.error(f"{self.name}: {'; '.join(conflicts)}")
 
 
-def config_fields(num_buckets: int, key_serializer: str, value_serializer: str,
-                  buckets_per_tablet: int) -> dict[str, Any]:
-    """What ``init`` stores."""
-    return {"num_buckets": num_buckets, "key_serializer": key_serializer, "value_serializer": value_serializer,
-            "buckets_per_tablet": buckets_per_tablet}
-
-
 def _cell(table: str, qid: str) -> ConfigCell:
     return ConfigCell(table, QueueLayout(qid, 1).config_row, CONFIG_FAMILY, CONFIG_QUALIFIER,
                       f"queue {qid!r} in table {table!r}", "queue init")
-
-
-def _fields(config: QueueConfig) -> dict[str, Any]:
-    return config_fields(config.num_buckets, config.key_serializer, config.value_serializer, config.tablet_buckets)
 
 
 def read_stored_config(conn: Connection, table: str, qid: str) -> dict[str, Any] | None:
@@ -111,14 +101,14 @@ def read_stored_config(conn: Connection, table: str, qid: str) -> dict[str, Any]
 def check_config(conn: Connection, config: QueueConfig, *, required: bool = False) -> None:
     """Raise ``QueueConfigError`` when ``config`` disagrees with what the queue was initialised with (or,
     with ``required=True``, when the queue has no stored configuration)."""
-    _cell(config.table, config.qid).check(conn, _fields(config), required=required)
+    _cell(config.table, config.qid).check(conn, config.stored_fields(), required=required)
 
 
 def store_config(conn: Connection, config: QueueConfig) -> bool:
     """Store ``config`` as the queue's configuration unless one is stored already (atomically: of two racing
     ``init``s one wins and the other is checked against it). Returns True if this call stored it; raises
     ``QueueConfigError`` when a different configuration is stored."""
-    return _cell(config.table, config.qid).store(conn, _fields(config))
+    return _cell(config.table, config.qid).store(conn, config.stored_fields())
 
 
 def resolve_config(conn: Connection, table: str, qid: str, *, num_buckets: int | None = None,
@@ -131,13 +121,11 @@ def resolve_config(conn: Connection, table: str, qid: str, *, num_buckets: int |
         if num_buckets is None:
             raise cell.missing(", or give the bucket count (--buckets)")
         return QueueConfig(table=table, qid=qid, num_buckets=num_buckets,
-                           key_serializer=key_serializer or "json", value_serializer=value_serializer or "json")
+                           key_serializer=key_serializer or DEFAULT_SERIALIZER,
+                           value_serializer=value_serializer or DEFAULT_SERIALIZER)
     cell.given_conflicts(stored, {"num_buckets": num_buckets, "key_serializer": key_serializer,
                                   "value_serializer": value_serializer})
-    return QueueConfig(table=table, qid=qid, num_buckets=stored["num_buckets"],
-                       buckets_per_tablet=stored.get("buckets_per_tablet"),
-                       key_serializer=stored.get("key_serializer", "json"),
-                       value_serializer=stored.get("value_serializer", "json"))
+    return QueueConfig.from_stored(table, qid, stored)
 
 
 #: beside the configuration in the config row: the translator the queue's entries are meant for (optional)

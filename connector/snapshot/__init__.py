@@ -1,11 +1,12 @@
 """B from A: a destination built from A's committed rows (bootstrap), checked against them (verify) and
 repaired, while producers commit and the stream drains.
 
-Modules: ``functions`` (snapshot functions: what one row implies), ``rows`` (rows read whole at one version,
-and their snapshot exports), ``implied`` (the cells a range of A implies on B), ``compare`` (per-range digests,
-cell-by-cell differences), ``verify`` (two passes, repair), ``bootstrap`` (its settings and one range's work),
-``state`` (a bootstrap's lease, plan and progress), ``native_digest`` (the Rust digests). The jobs that run
-them on an engine are ``connector.jobs.bootstrap``; the commands ``accumulo-export bootstrap`` and ``verify``::
+Modules: ``functions`` (snapshot functions: what one row implies), ``rows`` (rows read whole at one version, and
+their snapshot exports), ``implied`` (the cells a range of A implies on B), ``compare`` (per-range digests,
+cell-by-cell differences), ``verify`` (two passes), ``repair`` (writing the fixes), ``settle`` (waiting for what
+was in flight), ``bootstrap`` (its settings and one range's work), ``bulk`` (its bulk-load path), ``state`` (a
+bootstrap's lease, plan and progress), ``native_digest`` (the Rust digests), ``errors``. The jobs that run them on
+an engine are ``connector.jobs.bootstrap``; the commands ``accumulo-export bootstrap`` and ``verify``::
 
     report = run_bootstrap(LocalEngine(), BootstrapJob(source=a, dest=b, queue=queue, table="counts",
                                                         dest_table="index",

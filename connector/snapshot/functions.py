@@ -125,9 +125,7 @@ def snapshot_source(conn: Connection, table: str, name: str) -> SnapshotSource:
         stored = read_combine_config(conn, table, cid)
         if stored is None:
             raise OptionError(f"snapshot {name!r}: table {table!r} holds no combine queue {cid!r}")
-        config = CombineConfig(table=table, cid=cid, num_buckets=stored["num_buckets"],
-                               key_serializer=stored.get("key_serializer", "json"),
-                               value_serializer=stored.get("value_serializer", "json"))
+        config = CombineConfig.from_stored(table, cid, stored)
         observer_from_name(observer or "changes")
         return SnapshotSource(CombineSnapshot(config, observer or "changes"), COMBINE_TX_LAYOUT,
                               CombineLayout(cid, config.num_buckets).queue_range())

@@ -1,17 +1,36 @@
 """A bootstrap's state, kept in the queue's own table on A (row ``<qid>#bootstrap:<destination>``), so a
 bootstrap that was killed resumes where it stopped, and two bootstraps of one destination never run at once.
 
-    b:lease   the running bootstrap: JSON {"owner": token, "host", "pid"}; its timestamp is the server's time
-              of the last heartbeat (renewed every LEASE_RENEW_SECONDS; a lease older than LEASE_SECONDS, or
-              held by a process of this host that is gone, is free: its holder was killed)
+    b:lease   the running bootstrap: JSON {"owner": a random token, and the process (:func:`process_identity`):
+              "host", "boot", "pidns", "pid", "start"}; the same value as long as it holds the lease
+    b:beat    its heartbeat: a count, rewritten with the next one every LEASE_RENEW_SECONDS, conditional on the
+              lease and the count it wrote last; its timestamp is the server's time of the last renewal
+    b:clock   a probe, written to read the tablet server's clock (:meth:`BootstrapState.server_time_ms`)
     b:plan    JSON: the producer table, the snapshot, the tablet ranges of A to read (hex bounds), the
               server time the bootstrap started (the final check waits for the queue's entries older than it)
     r:<n>     range n is done: JSON {"rows", "exports", "cells"}
-    k:<n>     range n's bulk load: JSON {"bulk": staging directory id, "phase": "writing" or "loading"}
+    k:<n>     range n's bulk load: JSON {"bulk": staging directory id, "phase": "writing", "loading" or
+              "loaded"} (:mod:`connector.snapshot.bulk` says what each means)
 
-Taking the lease is one conditional mutation (absent, or the very value of an expired lease), so of two
-bootstraps started together exactly one runs; the other is refused with the holder's name. Every write of a
-range's progress is conditional on holding the lease, so a bootstrap whose lease was taken over stops.
+**Expiry, by the server's clock only.** A lease is free once its heartbeat is LEASE_SECONDS old: the age is
+the timestamp of a probe written to the same row (the same tablet, whose timestamps never go back) minus the
+heartbeat's (or the lease's, when newer). This host's clock is never compared with a server timestamp.
+
+**Dead holders.** A lease is free at once when its holder is provably gone: a process of this host (same
+hostname, same boot id, same pid namespace: its pid means the same here) whose pid is gone, a zombie, or now
+another process (one that started at another time). A holder elsewhere, in another container of the same
+hostname, or recorded without that identity (an older release) keeps its lease until it expires.
+
+**Taking over** is one conditional mutation on the very lease and heartbeat the contender judged (absent,
+expired or dead), so of two bootstraps started together exactly one runs, and a holder that renewed in between
+keeps its lease; the other is refused with the holder's name.
+
+**Fencing.** Every write of the state (plan, progress, bulk records) is conditional on the lease cell holding
+this bootstrap's value, so one whose lease was taken over stops. Writes to B cannot be conditional on A: a
+bootstrap reads its lease cell before each range it writes (in the task, wherever it runs) and before its final
+check, and the bulk path's ``loading`` record, conditional on the lease, comes right before the load. What a
+range already being written goes on to write after its lease was lost is not fenced: the lease outlasts six
+missed renewals, so that takes a bootstrap paused for most of a minute in the middle of a range.
 """
 
 from __future__ import annotations
@@ -22,7 +41,6 @@ import os
 import secrets
 import socket
 import threading
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,25 +52,78 @@ from .errors import BootstrapError
 log = logging.getLogger(__name__)
 
 STATE_FAMILY = b"b"
-LEASE, PLAN = b"lease", b"plan"
+LEASE, BEAT, CLOCK, PLAN = b"lease", b"beat", b"clock", b"plan"
 RANGE_FAMILY = b"r"
 BULK_FAMILY = b"k"
-#: a lease not renewed for this long is free (its bootstrap was killed)
+#: a lease whose heartbeat is this old by the server's clock is free (its bootstrap was killed or is stuck)
 LEASE_SECONDS = 60.0
 LEASE_RENEW_SECONDS = 10.0
 
+Stored = tuple[bytes, int]  # a cell's value and timestamp
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
+
+
+def _pid_namespace() -> str | None:
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
+
+
+def _process(pid: int) -> tuple[str, int] | None:
+    """Process ``pid``'s state letter and start time (clock ticks after boot), from ``/proc/<pid>/stat``; None
+    when there is no such process. ``OSError`` when it cannot be read (another user's, under hidepid)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    fields = stat[stat.rindex(b")") + 2:].split()  # after "pid (comm) ", whatever comm holds
+    return fields[0].decode(), int(fields[19])  # fields 3 and 22 of proc(5)
+
+
+def process_identity() -> dict[str, Any]:
+    """This process as a lease names its holder: ``host`` (the hostname), ``boot`` (the kernel's boot id),
+    ``pidns`` (its pid namespace), ``pid`` and ``start`` (its start time in clock ticks after boot). Where
+    ``/proc`` does not tell (not Linux), those fields are None and no one takes the holder for dead early."""
+    pid = os.getpid()
+    try:
+        me = _process(pid)
+    except OSError:
+        me = None
+    return {"host": socket.gethostname(), "boot": _read("/proc/sys/kernel/random/boot_id"),
+            "pidns": _pid_namespace(), "pid": pid, "start": me[1] if me else None}
+
 
 def _dead_here(holder: dict[str, Any]) -> bool:
-    """True for a lease holder on this host whose process is gone (a killed bootstrap: no need to wait)."""
-    if holder.get("host") != socket.gethostname() or not isinstance(holder.get("pid"), int):
+    """True only for a lease holder that is provably gone: a process of this host, this boot and this pid
+    namespace whose pid is free, a zombie, or another process's now (see the module's description)."""
+    me = process_identity()
+    if any(me[k] is None or holder.get(k) != me[k] for k in ("host", "boot", "pidns")):
+        return False
+    pid, start = holder.get("pid"), holder.get("start")
+    if type(pid) is not int or type(start) is not int or pid <= 0:
         return False
     try:
-        os.kill(holder["pid"], 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
+        now = _process(pid)
+    except OSError:
+        return False  # cannot read it: cannot tell
+    return now is None or now[1] != start or now[0] in ("Z", "X")
+
+
+def _holder(value: bytes) -> dict[str, Any]:
+    try:
+        holder = json.loads(value)
+    except ValueError:
+        return {}
+    return holder if isinstance(holder, dict) else {}
 
 
 def destination_id(cluster: str, table: str) -> str:
@@ -96,8 +167,8 @@ class BootstrapState:
         """``token``: the lease's value when this state is a task's view of a lease its driver holds."""
         self.conn, self.queue, self.destination = conn, queue, destination
         self.row = queue.layout.bootstrap_row(destination)
-        self.token = token or json.dumps({"owner": secrets.token_hex(8), "host": socket.gethostname(),
-                                          "pid": os.getpid()}).encode()
+        self.token = token or json.dumps({"owner": secrets.token_hex(8), **process_identity()}).encode()
+        self._beat = 0  # the heartbeat count this bootstrap wrote last
         self._renewer: threading.Thread | None = None
         self._stop = threading.Event()
         self.lost: str | None = None  # why the lease was lost, if it was
@@ -106,46 +177,90 @@ class BootstrapState:
 
     def acquire(self) -> None:
         """Take the lease, or raise ``BootstrapError`` naming the bootstrap that holds it."""
-        current = self._cell(STATE_FAMILY, LEASE)
-        condition = Condition(STATE_FAMILY, LEASE)  # absent
-        if current is not None:
-            age = time.time() - current[1] / 1000
-            holder = json.loads(current[0])
+        lease, beat = self._lease()
+        if lease is not None:
+            holder = _holder(lease[0])
+            age = (self.server_time_ms() - max(lease[1], beat[1] if beat else 0)) / 1000
             if age < LEASE_SECONDS and not _dead_here(holder):
                 raise BootstrapError(
                     f"another bootstrap of {self.destination} is running (pid {holder.get('pid')} on "
-                    f"{holder.get('host')}, last heard of {age:.0f} s ago); two at once are refused. If it "
+                    f"{holder.get('host')}, last heard of {max(age, 0):.0f} s ago); two at once are refused. If it "
                     f"was killed, its lease expires {LEASE_SECONDS - age:.0f} s from now and a rerun resumes")
-            condition = Condition(STATE_FAMILY, LEASE, current[0])  # the expired lease, exactly
-        if not self._write_if(condition, Mutation(self.row).put(STATE_FAMILY, LEASE, self.token)):
+        # exactly what was judged free: a holder that renewed since, or a contender that took it first, wins
+        judged = [Condition(STATE_FAMILY, LEASE, lease[0] if lease else None),
+                  Condition(STATE_FAMILY, BEAT, beat[0] if beat else None)]
+        if not self._write_if(judged, Mutation(self.row).put(STATE_FAMILY, LEASE, self.token)
+                              .put(STATE_FAMILY, BEAT, b"0")):
             raise BootstrapError(f"another bootstrap of {self.destination} took the lease just now; two at once "
                                  "are refused")
+        self._beat = 0
         self._renewer = threading.Thread(target=self._renew, name="bootstrap-lease", daemon=True)
         self._renewer.start()
+
+    def renew(self) -> bool:
+        """Write the next heartbeat, conditional on the lease and the heartbeat this bootstrap wrote last (the
+        lease's renewer thread calls it every LEASE_RENEW_SECONDS). False, with :attr:`lost` saying why, when
+        the lease is no longer this bootstrap's."""
+        if self.lost:
+            return False
+        last, following = str(self._beat).encode(), str(self._beat + 1).encode()
+        if self._write_if([self._held(), Condition(STATE_FAMILY, BEAT, last)],
+                          Mutation(self.row).put(STATE_FAMILY, BEAT, following)):
+            self._beat += 1
+            return True
+        lease, beat = self._lease()
+        if lease is not None and lease[0] == self.token and beat is not None and beat[0] == last:
+            return True  # the write's outcome was unknown and it did not take: still held, renewed next time
+        self.lost = self._taken(lease) + " (was this bootstrap paused for more than a minute?)"
+        return False
 
     def _renew(self) -> None:
         while not self._stop.wait(LEASE_RENEW_SECONDS):
             try:
-                if not self._write_if(self._held(), Mutation(self.row).put(STATE_FAMILY, LEASE, self.token)):
-                    self.lost = "its lease was taken over (was it paused for more than a minute?)"
+                if not self.renew():
                     return
             except Exception as exc:  # noqa: BLE001 - retried at the next renewal; the lease lasts a minute
                 log.warning("bootstrap of %s: lease not renewed (%s); retrying", self.destination, exc)
 
     def check(self) -> None:
-        """Raise if the lease was lost (another bootstrap took over)."""
+        """Raise if the lease was found lost (another bootstrap took over), without asking A."""
         if self.lost:
             raise BootstrapError(f"bootstrap of {self.destination} stopped: {self.lost}")
+
+    def check_held(self) -> None:
+        """Raise ``BootstrapError`` unless the lease cell holds this bootstrap's value now, as read from A: a
+        task calls it before each range it writes to B (wherever it runs), the driver before its final check."""
+        self.check()
+        lease = self._cell(STATE_FAMILY, LEASE)
+        if lease is None or lease[0] != self.token:
+            self.lost = self._taken(lease)
+            self.check()
 
     def release(self) -> None:
         """Give the lease up (the state's plan and progress stay until :meth:`clear`)."""
         self._stop.set()
         if self._renewer is not None:
             self._renewer.join(5)
-        self._write_if(self._held(), Mutation(self.row).delete(STATE_FAMILY, LEASE))
+        self._write_if([self._held()], Mutation(self.row).delete(STATE_FAMILY, LEASE).delete(STATE_FAMILY, BEAT))
 
     def _held(self) -> Condition:
         return Condition(STATE_FAMILY, LEASE, self.token)
+
+    def _lease(self) -> tuple[Stored | None, Stored | None]:
+        """The lease and heartbeat cells as they are now."""
+        cells: dict[bytes, Stored] = {}
+        for cell in self.conn.scan(self.queue.table, Range.exact_row(self.row),
+                                   columns=[(STATE_FAMILY, LEASE), (STATE_FAMILY, BEAT)]):
+            cells[cell.cq] = (cell.value, cell.ts)
+        return cells.get(LEASE), cells.get(BEAT)
+
+    @staticmethod
+    def _taken(lease: Stored | None) -> str:
+        """Why a lease that is not ours any more was lost, naming who holds it now."""
+        if lease is None:
+            return "its lease was taken over (no bootstrap holds it now)"
+        holder = _holder(lease[0])
+        return f"its lease was taken over by another bootstrap (pid {holder.get('pid')} on {holder.get('host')})"
 
     # --- plan and progress -------------------------------------------------------------------------------
 
@@ -170,8 +285,9 @@ class BootstrapState:
         self._must(Mutation(self.row).put(RANGE_FAMILY, str(index).encode(), json.dumps(counters).encode()))
 
     def mark_bulk(self, index: int, bulk_id: str, phase: str) -> None:
-        """Range ``index`` is being bulk-loaded from staging directory ``bulk_id``: its files are being
-        ``writing`` (never loaded yet) or ``loading`` (all closed; the load may have happened)."""
+        """Range ``index`` is bulk-loaded from staging directory ``bulk_id``, now in ``phase``: ``writing`` (its
+        files are being written: never loaded), ``loading`` (all closed; the load may have happened) or
+        ``loaded`` (the load returned). Conditional on the lease, as every write of the state."""
         self._must(Mutation(self.row).put(BULK_FAMILY, str(index).encode(),
                                           json.dumps({"bulk": bulk_id, "phase": phase}).encode()))
 
@@ -193,22 +309,22 @@ class BootstrapState:
         self._must(mutation)
 
     def server_time_ms(self) -> int:
-        """The tablet server's clock now (ms): the timestamp it gives a write without one."""
-        probe = b"clock"
-        self.conn.write(self.queue.table, [Mutation(self.row).put(STATE_FAMILY, probe, b"")])
-        cell = self._cell(STATE_FAMILY, probe)
+        """The tablet server's clock now (ms): the timestamp it gives a write without one (a probe written to
+        this row, so the clock of the tablet that stamps the lease's heartbeats)."""
+        self.conn.write(self.queue.table, [Mutation(self.row).put(STATE_FAMILY, CLOCK, b"")])
+        cell = self._cell(STATE_FAMILY, CLOCK)
         assert cell is not None
         return cell[1]
 
     # --- cells ---------------------------------------------------------------------------------------------
 
-    def _cell(self, cf: bytes, cq: bytes) -> tuple[bytes, int] | None:
+    def _cell(self, cf: bytes, cq: bytes) -> Stored | None:
         for cell in self.conn.scan(self.queue.table, Range.exact_row(self.row), columns=[(cf, cq)], batch_size=2):
             return cell.value, cell.ts
         return None
 
-    def _write_if(self, condition: Condition, mutation: Mutation) -> bool:
-        cm = ConditionalMutation(self.row, [condition])
+    def _write_if(self, conditions: list[Condition], mutation: Mutation) -> bool:
+        cm = ConditionalMutation(self.row, conditions)
         for u in mutation.updates:
             if u.delete:
                 cm.delete(u.cf, u.cq)
@@ -224,6 +340,6 @@ class BootstrapState:
     def _must(self, mutation: Mutation) -> None:
         """Write ``mutation`` if this bootstrap still holds the lease; raise otherwise."""
         self.check()
-        if not self._write_if(self._held(), mutation):
-            self.lost = "its lease was taken over by another bootstrap"
+        if not self._write_if([self._held()], mutation):
+            self.lost = self._taken(self._cell(STATE_FAMILY, LEASE))
             self.check()

@@ -3,7 +3,7 @@
 A DataFrame with columns ``row``, ``cf``, ``cq``, ``value`` (string or binary), ``seq`` (an integer) and
 optionally ``cv`` (string or binary; null: none) and ``delete`` (boolean) reaches the sink's writer as
 Arrow batches. Each batch becomes cell changes with Arrow compute (no Python object per row), is checked
-as a whole, and goes to ``AccumuloExporter.export_changes`` once about ``buffer_bytes`` have gathered:
+as a whole, and goes to ``AccumuloExporter.export_changes`` in batches of at most ``buffer_bytes`` data bytes:
 every cell at ts = its row's ``seq``, a null ``value`` or a true ``delete`` as a delete, as the ``cells``
 translator does row by row. Other shapes (numbers as cell text, say) keep the row-by-row path.
 
@@ -16,7 +16,7 @@ written before it stay written (they are idempotent: each cell at ts = seq). A n
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -26,6 +26,7 @@ from connector.export import AccumuloExporter
 from connector.export.core import BatchTranslationError
 from connector.export.native_translate import CHANGE_SCHEMA
 from connector.queue import DrainStats
+from connector.queue.batches import cut_by_bytes, data_bytes
 
 from .options import OptionError
 
@@ -80,34 +81,30 @@ def _describe(row: pa.Array, seq: pa.Array, i: int) -> str:
 
 
 def export_cell_batches(exporter: AccumuloExporter, buffer_bytes: int, batches: Iterable[pa.RecordBatch]) -> DrainStats:
-    """Export a task's batches of cells (see the module's documentation); its counters."""
+    """Export a task's batches of cells (see the module's documentation), in batches of at most ``buffer_bytes``
+    data bytes (:func:`~connector.queue.batches.cut_by_bytes`, as the drain's); its counters."""
     started = time.monotonic()
     stats = DrainStats()
-    pending: list[pa.RecordBatch] = []
-    size = 0
-    for batch in batches:
-        if not batch.num_rows:
-            continue
-        cells = cell_columns(batch, stats.entries)
-        stats.entries += batch.num_rows
-        stats.bytes += cells.nbytes
-        pending.append(cells)
-        size += cells.nbytes
-        if size >= buffer_bytes:
-            _write(exporter, pending, stats)
-            pending, size = [], 0
-    if pending:
-        _write(exporter, pending, stats)
+
+    def cells() -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            if batch.num_rows:
+                columns = cell_columns(batch, stats.entries)
+                stats.entries += batch.num_rows
+                stats.bytes += data_bytes(columns)
+                yield columns
+
+    for cut in cut_by_bytes(cells(), buffer_bytes):
+        _write(exporter, cut, stats)
     stats.seconds = time.monotonic() - started
     return stats
 
 
-def _write(exporter: AccumuloExporter, pending: list[pa.RecordBatch], stats: DrainStats) -> None:
-    table = pa.Table.from_batches(pending).combine_chunks()
-    n = table.num_rows
+def _write(exporter: AccumuloExporter, cells: pa.RecordBatch, stats: DrainStats) -> None:
+    n = cells.num_rows
     changes = pa.record_batch([pa.array(np.arange(n, dtype=np.int32)),
-                               *(table.column(name).chunk(0) for name in ("row", "cf", "cq", "cv", "value"))],
+                               *(cells.column(name) for name in ("row", "cf", "cq", "cv", "value"))],
                               schema=CHANGE_SCHEMA)
-    exporter.export_changes(changes, table.column("seq").chunk(0))
+    exporter.export_changes(changes, cells.column("seq"))
     stats.exported += n
     stats.batches += 1

@@ -4,8 +4,9 @@ Two input shapes:
 
 * rows of the ``export-queue`` source (``key``, ``value``, ``seq``, ``entry_row``, ``entry_ts``, ...) with
   the ``queue.*`` and ``source.*`` options: the drain. Each partition is exported in batches of at most
-  ``buffer_bytes``, and after each ``export()`` returned the batch's entries are deleted from the queue,
-  each at its own timestamp. Malformed entries are dead-lettered (or, with ``fail_fast``, the task fails
+  ``buffer_bytes`` (data bytes: an entry's row and value; other rows are cut the same way, by their text and
+  binary columns), and after each ``export()`` returned the batch's entries are deleted from the queue, each
+  at its own timestamp. Malformed entries are dead-lettered (or, with ``fail_fast``, the task fails
   before anything of that batch is exported or deleted).
 * any other rows with a ``seq`` column: each row becomes ``SequencedExport(key, value, seq)`` with
   ``value`` = the row as a dict (so the ``cells`` translator takes columns row, cf, cq, cv, value, delete),
@@ -43,6 +44,7 @@ from pyspark.sql.types import StructType
 from connector.export import AccumuloExporter, SequencedExport, prepare_destination_table
 from connector.export.shared import shared_exporter
 from connector.queue import DrainSettings, DrainStats, QueueConfig
+from connector.queue.batches import cut_by_bytes, data_bytes
 from connector.queue.destinations import RegisteredExporter, drain_exporter
 from connector.queue.drain import EntryProcessor
 from connector.queue.reader import ENTRY_SCHEMA
@@ -152,7 +154,7 @@ def write_partition(settings: SinkSettings, batches: Iterator[pa.RecordBatch]) -
         batches = itertools.chain([first], batches)
         if columnar_cells(first.schema):
             return ExportCommitMessage(export_cell_batches(exporter, settings.drain.buffer_bytes, batches))
-    return _export_plain_rows(exporter, settings.drain.buffer_bytes, (r for b in batches for r in b.to_pylist()))
+    return _export_plain_rows(exporter, settings.drain.buffer_bytes, batches)
 
 
 def _queue_entries(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -166,29 +168,25 @@ def _queue_entries(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch
 
 
 def _export_plain_rows(exporter: AccumuloExporter, buffer_bytes: int,
-                       rows: Iterator[dict[str, Any]]) -> ExportCommitMessage:
+                       batches: Iterator[pa.RecordBatch]) -> ExportCommitMessage:
+    """Rows as ``SequencedExport`` objects, exported in batches of at most ``buffer_bytes`` data bytes (the
+    drain's cutter)."""
     started = time.monotonic()
     stats = DrainStats()
-    batch: list[SequencedExport] = []
-    size = 0
-    for record in rows:
-        if record.get("seq") is None:
-            raise OptionError("rows written to accumulo-export need a non-null 'seq' column")
-        seq = int(record.pop("seq"))
-        value: Any = record
-        if "row" not in record and isinstance(record.get("value"), str | bytes | bytearray):
-            value = json.loads(record["value"])
-        batch.append(SequencedExport(record.get("key"), value, seq))
-        size += len(repr(record))
-        stats.entries += 1
-        if size >= buffer_bytes:
-            exporter.export(batch)
-            stats.exported += len(batch)
-            stats.batches += 1
-            batch, size = [], 0
-    if batch:
-        exporter.export(batch)
-        stats.exported += len(batch)
+    for batch in cut_by_bytes(batches, buffer_bytes):
+        exports = []
+        for record in batch.to_pylist():
+            if record.get("seq") is None:
+                raise OptionError("rows written to accumulo-export need a non-null 'seq' column")
+            seq = int(record.pop("seq"))
+            value: Any = record
+            if "row" not in record and isinstance(record.get("value"), str | bytes | bytearray):
+                value = json.loads(record["value"])
+            exports.append(SequencedExport(record.get("key"), value, seq))
+        exporter.export(exports)
+        stats.entries += batch.num_rows
+        stats.bytes += data_bytes(batch)
+        stats.exported += len(exports)
         stats.batches += 1
     stats.seconds = time.monotonic() - started
     return ExportCommitMessage(stats)

@@ -85,7 +85,8 @@ class TableRead(Settings):
                                                "not read (default: all of the gateway user's)", flag=None)
     batch_size: int = setting(10_000, "cells per scan page, one Arrow batch each", parse=integer(1), flag=None)
     pushdown: bool = setting(False, "take Spark's filters on row, cf and cq as scan ranges and fetched columns "
-                                    "(Spark 4.1+, with spark.sql.python.filterPushdown.enabled=true)", flag=None)
+                                    "(Spark 5.0+, with spark.sql.python.filterPushdown.enabled=true; refused before: "
+                                    "up to 4.3 a DataFrame's scans share one pushdown's partitions)", flag=None)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,8 @@ Options: the cluster's gateway as for ``GatewayOptions`` without a prefix (``hos
 ``start_row`` and/or ``end_row`` (both inclusive; UTF-8 text); ``columns`` (comma-separated families or
 ``family:qualifier``); ``authorizations`` (comma-separated; default: all of the gateway user's);
 ``batch_size`` (cells per scan page, 10,000); ``pushdown`` ("true": Spark's filters on ``row``, ``cf`` and
-``cq`` narrow the scans, see :mod:`.table_filters`; Spark 4.1+ with ``spark.sql.python.filterPushdown.enabled``).
+``cq`` narrow the scans, see :mod:`.table_filters`; with ``spark.sql.python.filterPushdown.enabled``, on a Spark
+that keeps a pushdown's planning to its scan: :mod:`.compat`).
 """
 
 from __future__ import annotations
@@ -47,15 +48,27 @@ Column = bytes | tuple[bytes, bytes]
 
 
 class RowSpan(InputPartition):
-    """One input partition: the rows from ``start`` (inclusive) to before ``stop`` (exclusive), as the
-    smallest keys of those rows; None = unbounded."""
+    """One input partition, all that its task reads: the rows from ``start`` (inclusive) to before ``stop``
+    (exclusive), as the smallest keys of those rows (None = unbounded), and the ``columns`` fetched (None: all)."""
 
-    def __init__(self, start: bytes | None, stop: bytes | None) -> None:
-        super().__init__((start, stop))
+    def __init__(self, start: bytes | None, stop: bytes | None, columns: tuple[Column, ...] | None = None) -> None:
+        super().__init__((start, stop, columns))
+
+    @property
+    def start(self) -> bytes | None:
+        return self.value[0]  # type: ignore[no-any-return]
+
+    @property
+    def stop(self) -> bytes | None:
+        return self.value[1]  # type: ignore[no-any-return]
+
+    @property
+    def columns(self) -> tuple[Column, ...] | None:
+        return self.value[2]  # type: ignore[no-any-return]
 
     @property
     def range(self) -> Range:
-        start, stop = self.value
+        start, stop = self.start, self.stop
         return Range(None if start is None else Key(start), True, None if stop is None else Key(stop), False)
 
 
@@ -84,16 +97,18 @@ class ReadSettings:
                    batch_size=read.batch_size, pushdown=read.pushdown)
 
     def plan(self, conn: Connection) -> list[RowSpan]:
-        """One span per tablet overlapping the requested rows, clipped to them, in row order."""
+        """One span per tablet overlapping the requested rows, clipped to them, in row order, each carrying the
+        columns to fetch."""
         if not conn.table_exists(self.table):
             raise OptionError(f"option 'table': no table {self.table!r} on {self.gateway.describe()}")
         self._check_readable(conn)
         if self.empty:
             return []
-        return tablet_spans(conn.list_splits(self.table), self.start, self.stop)
+        return tablet_spans(conn.list_splits(self.table), self.start, self.stop, self.columns)
 
     def narrowed(self, filters: list[Filter]) -> tuple[ReadSettings, list[Filter]]:
-        """These settings narrowed by the filters a scan can take, and the filters left for Spark."""
+        """Settings narrowed by the filters a scan can take (a new value: these stay as they are), and the
+        filters left for Spark."""
         from .table_filters import Scan, push_filters  # Spark 4.1+ only: its filter classes are imported there
 
         scan, left = push_filters(filters, Scan(self.start, self.stop, self.columns))
@@ -111,22 +126,25 @@ class ReadSettings:
             raise OptionError(f"cannot read table {self.table!r} on {self.gateway.describe()}{given}: {exc}") from None
 
     def read(self, span: RowSpan) -> Iterator[pa.RecordBatch]:
+        """The cells of ``span``: its rows and columns (what the planning decided), with these settings' table,
+        authorizations and page size."""
         freeze_worker_heap()
         conn = self.gateway.shared()
-        yield from conn.scan_batches(self.table, span.range, self.columns, self.authorizations,
+        yield from conn.scan_batches(self.table, span.range, span.columns, self.authorizations,
                                      batch_size=self.batch_size)
 
 
-def tablet_spans(splits: Sequence[bytes], start: bytes | None, stop: bytes | None) -> list[RowSpan]:
-    """The tablets of a table with these split rows, as spans clipped to [start, stop). A tablet ends at
-    its split row inclusive, so it spans [previous split + b"\\0", split + b"\\0")."""
+def tablet_spans(splits: Sequence[bytes], start: bytes | None, stop: bytes | None,
+                 columns: tuple[Column, ...] | None = None) -> list[RowSpan]:
+    """The tablets of a table with these split rows, as spans clipped to [start, stop), each fetching
+    ``columns``. A tablet ends at its split row inclusive, so it spans [previous split + b"\\0", split + b"\\0")."""
     bounds: list[bytes | None] = [None, *(s + b"\x00" for s in sorted(splits)), None]
     spans = []
     for lo, hi in zip(bounds, bounds[1:], strict=False):
         lo = _later(lo, start)
         hi = hi if stop is None else (stop if hi is None else min(hi, stop))
         if lo is None or hi is None or lo < hi:
-            spans.append(RowSpan(lo, hi))
+            spans.append(RowSpan(lo, hi, columns))
     return spans
 
 
@@ -209,6 +227,8 @@ class TableReader(DataSourceReader):
             return self.settings.plan(conn)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if partition.value is None:  # Spark's stand-in when the planning made no partition: nothing to read
+            return
         assert isinstance(partition, RowSpan)
         for batch in self.settings.read(partition):
             yield batch if batch.schema.equals(self.arrow_schema) else pa.RecordBatch.from_arrays(
@@ -217,8 +237,24 @@ class TableReader(DataSourceReader):
 
 class FilteringTableReader(TableReader):
     """The reader with option ``pushdown``: Spark hands it the query's filters before planning (only then:
-    Spark refuses a reader that takes filters while ``spark.sql.python.filterPushdown.enabled`` is off)."""
+    Spark refuses a reader that takes filters while ``spark.sql.python.filterPushdown.enabled`` is off).
+
+    How the reader travels (PySpark's ``data_source_pushdown_filters.py`` and ``plan_data_source_read.py``): each
+    planning unpickles the data source afresh, calls ``reader()``, then ``pushFilters`` and ``partitions()`` on
+    that new reader, and pickles the reader (inside the read function) and the partitions for the tasks. So the
+    filters narrow only this planning's partitions, which carry every row and column their task reads; the
+    reader's settings stay the options'. Whether the JVM then keeps that planning to its own scan is Spark's
+    doing: up to 4.3 it does not, hence the option is refused there (:mod:`.compat`)."""
+
+    def __init__(self, settings: ReadSettings, arrow_schema: pa.Schema) -> None:
+        super().__init__(settings, arrow_schema)
+        self.pushed: ReadSettings | None = None  # what this planning's filters narrowed the settings to
 
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:  # noqa: N802 - Spark's name
-        self.settings, left = self.settings.narrowed(filters)
+        self.pushed, left = self.settings.narrowed(filters)
         return left
+
+    def partitions(self) -> Sequence[InputPartition]:
+        scan = self.settings if self.pushed is None else self.pushed
+        with scan.gateway.connect() as conn:
+            return scan.plan(conn)

@@ -1,6 +1,6 @@
 """The row-transaction protocol: the cells a transaction commits beside a row's own cells, and what a relay
 makes of them. Python producers (:mod:`connector.transactions`), the combine pass and Java producers
-(``integration/gateway/harness/src/main/java/exportconnector/examples/RowTransactionExample.java``) all follow it::
+(``integration/gateway/harness/src/main/java/exportconnector/examples/RowTransactions.java``) all follow it::
 
     a row of a producer's table (defaults; the families are configurable, see TxLayout)
       !tx:v        version: ASCII "<seq>" or "<seq> <token> [<older token> ...]", ts = seq; the condition of

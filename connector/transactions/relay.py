@@ -10,6 +10,13 @@ Finding what crashed producers left: the outbox family is a locality group of it
 (:meth:`RowTransactions.init`), so :func:`relay_table` reads only the outbox's files, whose size is the
 outbox cells not yet relayed plus the deletes of relayed ones until the next major compaction, not the
 table. A table without that locality group costs a scan of the table (the server filters the family).
+
+No relay compares a cell's seq with a clock: a seq is its producer's wall clock, which may run ahead of ours
+or behind it. A one-shot relay (:func:`relay_table`, :func:`relay_sources`: a batch drain's, a bootstrap's,
+``accumulo-export tx relay``) relays every cell it finds. A relay that leaves a live producer's fresh cells to
+that producer (:class:`PeriodicRelay`, a producer relaying other producers' leftovers) tells them by what it
+saw itself (:class:`Sightings`): a cell is left over once it is still there ``grace`` seconds, of this
+process's monotonic clock, after this process first saw it.
 """
 
 from __future__ import annotations
@@ -17,8 +24,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections import OrderedDict, defaultdict
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +35,7 @@ from connector.queue.layout import ENTRY_FAMILY, ENTRY_QUALIFIER
 from connector.queue.marks import marks_for_entry_rows
 from connector.queue.settings import DEFAULT_RELAY_SECONDS
 
-from .layout import UPDATE_FAMILY, UPDATE_KIND, MalformedOutboxError, OutboxCell, TxLayout, clock_us, parse_outbox
+from .layout import UPDATE_FAMILY, UPDATE_KIND, MalformedOutboxError, OutboxCell, TxLayout, parse_outbox
 from .targets import recorded_sources
 
 log = logging.getLogger(__name__)
@@ -39,14 +46,15 @@ RELAY_CHUNK = 2_000
 
 @dataclass
 class RelayStats(FieldCounters):
-    """What relays did: ``relayed`` outbox cells copied and deleted (``exports`` + ``updates``), ``young``
-    cells left because they were younger than the minimum age (a live producer relays them itself),
-    ``malformed`` cells left in place (named in ``errors``), ``tables`` source tables looked at."""
+    """What relays did: ``relayed`` outbox cells copied and deleted (``exports`` + ``updates``), ``fresh``
+    cells a :class:`PeriodicRelay` left to their producer because it had not yet seen them there for its grace
+    period (a one-shot relay leaves none), ``malformed`` cells left in place (named in ``errors``), ``tables``
+    source tables looked at."""
 
     relayed: int = 0
     exports: int = 0
     updates: int = 0
-    young: int = 0
+    fresh: int = 0
     malformed: int = 0
     tables: int = 0
     errors: list[str] = field(default_factory=list)
@@ -135,51 +143,116 @@ def pending_outbox(conn: Connection, table: str, layout: TxLayout | None = None,
         yield cell.row, cell.cq, cell.ts, cell.value
 
 
-def relay_table(conn: Connection, table: str, layout: TxLayout | None = None, min_age_seconds: float = 0.0, *,
-                writer_options: Mapping[str, Any] | None = None,
-                clock: Callable[[], int] = clock_us) -> RelayStats:
-    """Relay every outbox cell of ``table`` whose seq is at least ``min_age_seconds`` old (seqs are wall-clock
-    microseconds; younger cells are most likely a live producer's, which relays them itself). Repeating it
-    is harmless. Malformed cells are left in place, counted and named in the stats."""
-    layout = layout or TxLayout()
+class Sightings:
+    """When this process first saw each outbox cell, by its own monotonic clock: how a relay that leaves a
+    live producer's fresh cells to that producer tells a leftover (a cell still there at least ``grace``
+    seconds after this process first saw it) without comparing a cell's seq, another machine's clock, with a
+    clock of ours.
+
+    Cells are seen in groups (a table for a periodic relay, a row for a producer): a :meth:`look` at a group
+    replaces what is remembered of it by what that look saw, so cells relayed or deleted meanwhile are
+    forgotten. At most ``max_groups`` groups are remembered (the least recently looked at go first: their
+    cells count as new again, which only delays their relay). Not thread-safe: callers take turns."""
+
+    def __init__(self, grace: float, *, max_groups: int = 100_000,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if grace < 0:
+            raise ValueError(f"grace must be >= 0 seconds, got {grace!r}")
+        if max_groups < 1:
+            raise ValueError(f"max_groups must be >= 1, got {max_groups!r}")
+        self.grace, self.max_groups, self._clock = grace, max_groups, clock
+        self._groups: OrderedDict[Hashable, dict[Hashable, float]] = OrderedDict()
+
+    def look(self, group: Hashable) -> Look:
+        """A look at ``group``'s cells now: ask :meth:`Look.ready` of each cell present, then
+        :meth:`Look.close` (a look abandoned half way changes nothing)."""
+        return Look(self, group, self._clock())
+
+    def __len__(self) -> int:
+        """Cells remembered."""
+        return sum(len(seen) for seen in self._groups.values())
+
+
+class Look:
+    """One look at a group's cells, at one instant of :class:`Sightings`' clock."""
+
+    def __init__(self, sightings: Sightings, group: Hashable, now: float) -> None:
+        self._sightings, self._group, self._now = sightings, group, now
+        self._before = sightings._groups.get(group, {})
+        self._seen: dict[Hashable, float] = {}
+
+    def ready(self, key: Hashable) -> bool:
+        """Whether the cell ``key`` (present now) was first seen at least ``grace`` seconds before this look."""
+        first = self._seen[key] = self._before.get(key, self._now)
+        return self._now - first >= self._sightings.grace
+
+    def close(self) -> None:
+        """Remember what this look saw of the group, and only that."""
+        groups = self._sightings._groups
+        groups.pop(self._group, None)
+        if self._seen:
+            groups[self._group] = self._seen
+            while len(groups) > self._sightings.max_groups:
+                groups.popitem(last=False)
+
+
+def relay_table(conn: Connection, table: str, layout: TxLayout | None = None, *,
+                writer_options: Mapping[str, Any] | None = None) -> RelayStats:
+    """Relay every outbox cell of ``table``, whatever its seq (a producer's clock may run ahead of ours: its
+    cells are relayed all the same). Repeating it is harmless; a live producer's cell relayed here as well
+    as by its producer only reaches its queue twice, which the queue's entry rows make harmless. Malformed
+    cells are left in place, counted and named in the stats."""
+    return _relay_outbox(conn, table, layout or TxLayout(), writer_options, None)
+
+
+def _relay_outbox(conn: Connection, table: str, layout: TxLayout, writer_options: Mapping[str, Any] | None,
+                  look: Look | None) -> RelayStats:
+    """Relay ``table``'s outbox cells; with ``look``, only those it saw before (the rest are ``fresh``)."""
     stats = RelayStats(tables=1)
-    cutoff = clock() - int(min_age_seconds * 1e6)
     chunk: list[tuple[bytes, OutboxCell]] = []
     with Relay(conn, table, layout, writer_options) as relay:
         for row, qualifier, ts, value in pending_outbox(conn, table, layout):
-            if ts > cutoff:
-                stats.young += 1
-                continue
             try:
-                chunk.append((row, parse_outbox(qualifier, value, ts)))
+                cell = parse_outbox(qualifier, value, ts)
             except MalformedOutboxError as exc:
                 stats.malformed += 1
                 if len(stats.errors) < 20:
                     stats.errors.append(f"table {table!r} row {row[:100]!r}: {exc}")
                 log.warning("relay of %s: row %r: %s (left in place)", table, row[:100], exc)
                 continue
+            if look is not None and not look.ready((row, qualifier, ts)):
+                stats.fresh += 1
+                continue
+            chunk.append((row, cell))
             if len(chunk) >= RELAY_CHUNK:
                 stats += relay.relay(chunk)
                 chunk = []
         stats += relay.relay(chunk)
+    if look is not None:
+        look.close()
     return stats
 
 
-def relay_sources(conn: Connection, queue_table: str, config_row: bytes, min_age_seconds: float = 0.0,
-                  **options: Any) -> RelayStats:
-    """Relay the outboxes of every table recorded as feeding the queue with this config row."""
+def relay_sources(conn: Connection, queue_table: str, config_row: bytes, **options: Any) -> RelayStats:
+    """Relay every outbox cell of every table recorded as feeding the queue with this config row (as
+    :func:`relay_table` does; ``options`` are its)."""
     stats = RelayStats()
     for table, layout in recorded_sources(conn, queue_table, config_row).items():
-        stats += relay_table(conn, table, layout, min_age_seconds, **options)
+        stats += relay_table(conn, table, layout, **options)
     return stats
 
 
 class PeriodicRelay:
-    """Relays, every ``seconds``, what crashed producers left in the tables recorded as feeding a queue, on a
-    thread of its own (a streaming drain runs one). Cells younger than half the period are left for their
-    producer, so an outbox a crash left is relayed within about ``seconds``. Errors are logged and retried at
-    the next period; ``stats`` keeps the totals, and ``on_relay(stats)`` (when given) is told of each pass
-    that relayed something, as it happens (how a job's report and metrics count them while it runs)."""
+    """Relays what producers left in the outboxes of the tables recorded as feeding a queue, a pass every
+    ``seconds / 2`` (the first at :meth:`start`), on a thread of its own (a streaming drain runs one).
+
+    A live producer relays its own cells within about its ``relay_delay``, so a pass leaves a cell to its
+    producer until this relay has seen it there for half the period: it relays a cell at the first pass
+    that finds it again at least ``seconds / 2`` (of this process's monotonic clock) after the pass that
+    first saw it. An outbox a crash left is therefore relayed within about ``seconds``, however far its
+    producer's clock, and so its seqs, ran ahead of ours. Errors are logged and retried at the next pass;
+    ``stats`` keeps the totals, and ``on_relay(stats)`` (when given) is told of each pass that relayed
+    something, as it happens (how a job's report and metrics count them while it runs)."""
 
     def __init__(self, connect: Callable[[], Connection], queue_table: str, config_row: bytes,
                  seconds: float = DEFAULT_RELAY_SECONDS, *,
@@ -190,6 +263,8 @@ class PeriodicRelay:
         self.on_relay = on_relay
         self.stats = RelayStats()
         self.failures = 0
+        self._sightings = Sightings(seconds / 2)
+        self._pass = threading.Lock()  # run_once called while the thread runs: the passes take turns
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -199,7 +274,12 @@ class PeriodicRelay:
         return self
 
     def run_once(self) -> RelayStats:
-        stats = relay_sources(self.connect(), self.queue_table, self.config_row, self.seconds / 2)
+        """One pass: relay the cells an earlier pass saw at least ``seconds / 2`` ago, note the others."""
+        with self._pass:
+            conn = self.connect()
+            stats = RelayStats()
+            for table, layout in recorded_sources(conn, self.queue_table, self.config_row).items():
+                stats += _relay_outbox(conn, table, layout, None, self._sightings.look(table))
         self.stats += stats
         if stats.relayed:
             log.info("relayed %d outbox cells that producers left (%d exports, %d updates)", stats.relayed,
@@ -213,13 +293,15 @@ class PeriodicRelay:
         return stats
 
     def _run(self) -> None:
-        while not self._stop.wait(self.seconds / 2):
+        while True:
             try:
                 self.run_once()
-            except Exception as exc:  # noqa: BLE001 - a relay failing must not stop the drain; retried next period
+            except Exception as exc:  # noqa: BLE001 - a relay failing must not stop the drain; retried next pass
                 self.failures += 1
-                log.warning("outbox relay failed (%s: %s); retrying in %.0f s", type(exc).__name__, exc,
+                log.warning("outbox relay failed (%s: %s); retrying in %.1f s", type(exc).__name__, exc,
                             self.seconds / 2)
+            if self._stop.wait(self.seconds / 2):
+                return
 
     def stop(self) -> None:
         self._stop.set()

@@ -71,7 +71,9 @@ class BackgroundRelay:
         return thread
 
     def submit(self, items: Sequence[tuple[bytes, OutboxCell]]) -> None:
-        """Hand committed outbox cells to the relayer (waits while ``max_unrelayed`` cells wait)."""
+        """Hand committed outbox cells to the relayer (waits while ``max_unrelayed`` cells wait). Raises
+        :class:`RelayError` when it is closed for good, or full while its relay fails: the cells stay in their
+        rows' outboxes, as after a crash (``RowTransactions`` reports it with the commits' seqs)."""
         if not items:
             return
         with self._cond:

@@ -16,6 +16,13 @@ flushes; if the producer dies first, a streaming drain of the queue or ``accumul
 calls :meth:`RowTransactions.flush` (or passes ``relay_delay=None``: every call relays before it returns).
 Only one row is one transaction: a change spanning rows needs the combine queue (updates are folded per key)
 or a transactional system such as Fluo.
+
+What a caller may do after an error (``connector.transactions.errors`` says it class by class): after a
+:class:`~connector.transactions.CommitError` (a :class:`~connector.transactions.TransactionConflictError`, a
+refused mutation) or an exception from the function, nothing of it was written and running it again is safe;
+after a :class:`~connector.transactions.RelayError` from ``run``/``run_all`` the transactions committed (their
+``seqs`` are on it) and must never run again; after a :class:`~connector.transactions.PartialCommitError` only
+the items in its ``pending`` may run again.
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ from connector.accumulo.mutation import BytesLike, to_bytes
 from connector.accumulo.summaries import ensure_visibility_summary
 
 from .commit import ACCEPTED, REJECTED, UNKNOWN, Committer
-from .errors import TransactionConflictError, TransactionError
+from .errors import CommitError, PartialCommitError, RelayError, TransactionConflictError
 from .layout import (
     OUTBOX_GROUP,
     OutboxCell,
@@ -45,12 +52,17 @@ from .layout import (
     version_tokens,
     version_value,
 )
+from .relay import Sightings
 from .relayer import DEFAULT_MAX_UNRELAYED, DEFAULT_RELAY_DELAY, BackgroundRelay
 from .targets import Targets
 from .transaction import RowState, Transaction, read_rows
 
-#: outbox cells of other producers younger than this (µs of seq) are left to them
-LEFTOVER_AGE_US = 2_000_000
+#: another producer's outbox cell is relayed by this one once it is still there this many seconds (of this
+#: process's monotonic clock) after this producer first saw it; until then its own producer most likely
+#: relays it (relaying it too would be harmless, but doubled)
+LEFTOVER_SECONDS = 2.0
+#: rows whose other producers' outbox cells a producer remembers having seen
+LEFTOVER_ROWS = 100_000
 #: attempts of one transaction before TransactionConflictError
 DEFAULT_MAX_ATTEMPTS = 20
 
@@ -79,6 +91,8 @@ class _RowWork:
     attempts: int = 0
     # a commit whose outcome is not settled: (its token, its transactions)
     sent: tuple[bytes, list[tuple[int, Transaction]]] | None = None
+    # committed, or its functions buffered nothing: nothing left to run
+    done: bool = False
 
 
 class RowTransactions:
@@ -122,6 +136,8 @@ class RowTransactions:
         self._relayer = BackgroundRelay(conn, table, self.layout, writer_options,
                                         delay=0.0 if relay_delay is None else relay_delay,
                                         max_unrelayed=max_unrelayed, delete_every=1.0)
+        # other producers' outbox cells seen in rows this one read, by row: see _leftovers
+        self._sightings = Sightings(LEFTOVER_SECONDS, max_groups=LEFTOVER_ROWS)
         self._lock = threading.Lock()
         #: totals: commits, conflicts (lost conditions and unknown outcomes that had not applied), rows read,
         #: and rows run on a cached state instead
@@ -147,10 +163,15 @@ class RowTransactions:
         seq, or None when ``fn`` buffered nothing (nothing is committed, no new version).
 
         ``fn`` may run more than once: when another commit changed the row meanwhile, the row is read again
-        and ``fn`` runs again on the new state. After ``max_attempts`` runs, :class:`TransactionConflictError`.
-        An exception from ``fn`` (or from a serializer refusing a value) propagates and nothing is written.
-        The outbox is relayed to its queues by the relayer within about ``relay_delay`` seconds (before ``run``
-        returns if ``relay_delay`` is None)."""
+        and ``fn`` runs again on the new state. After ``max_attempts`` runs, :class:`TransactionConflictError`
+        (a :class:`CommitError`: nothing written, running it again is safe). An exception from ``fn`` (or from a
+        serializer refusing a value) propagates and nothing is written. The outbox is relayed to its queues by
+        the relayer within about ``relay_delay`` seconds (before ``run`` returns if ``relay_delay`` is None).
+
+        Once the commit is accepted, ``run`` returns its seq or raises :class:`RelayError` with it
+        (``.seqs[0]``): the relayer could not take the outbox (it is closed, or as many cells as
+        ``max_unrelayed`` wait while its relay fails), or, with ``relay_delay=None``, the relay failed. The
+        commit stands and its outbox stays in the row, relayed later: never run ``fn`` again for it."""
         return self.run_all([(row, fn)])[0]
 
     def run_all(self, items: Iterable[tuple[BytesLike, Callable[[Transaction], object]]]) -> list[int | None]:
@@ -161,8 +182,15 @@ class RowTransactions:
         (each at its own seq; if the row changed meanwhile, all of them run again). Returns each item's seq
         (None: nothing buffered).
 
-        If a function raises, nothing of the round it ran in is written and the exception propagates; rows
-        committed in earlier rounds (retries of lost conditions) stay committed and are relayed."""
+        If a function raises (or a row keeps conflicting, a mutation is refused, the connection fails),
+        nothing of the round it ran in is written, and rows committed in earlier rounds (after lost conditions
+        of other rows) stay committed and are relayed: then the error comes as :class:`PartialCommitError`
+        (its ``__cause__``), whose ``seqs`` are the committed items' and whose ``pending`` are the items that
+        may run again; when nothing had committed, the error itself propagates.
+
+        When every item ran, ``run_all`` returns their seqs, or raises :class:`RelayError` with them
+        (``.seqs``) if the relayer could not take their outbox (or, with ``relay_delay=None``, the relay
+        failed): they committed and must not run again; their outbox stays in the rows, relayed later."""
         works: dict[bytes, _RowWork] = {}
         count = 0
         for index, (row, fn) in enumerate(items):
@@ -170,13 +198,43 @@ class RowTransactions:
             works.setdefault(row_b, _RowWork(row_b)).items.append((index, fn))
             count = index + 1
         results: list[int | None] = [None] * count
+        handoff: list[RelayError] = []  # the relayer refused a round's outbox: committed all the same
         with self._lock:
             waiting = list(works.values())
-            while waiting:
-                waiting = self._round(waiting, results)
+            try:
+                while waiting:
+                    waiting = self._round(waiting, results, handoff)
+            except Exception as exc:
+                if any(seq is not None for seq in results):
+                    raise self._partial(list(works.values()), results, exc, handoff) from exc
+                raise
+        if handoff:
+            raise RelayError(f"row transactions on table {self.table!r}: {self._committed(results)}, but their "
+                             f"outbox could not be handed to the relayer: {handoff[0]}", results) from handoff[0]
         if self.relay_delay is None:
-            self._relayer.flush()
+            try:
+                self._relayer.flush()
+            except RelayError as exc:
+                raise RelayError(f"{exc} ({self._committed(results)})", results) from exc
         return results
+
+    def _committed(self, results: list[int | None]) -> str:
+        done = sum(seq is not None for seq in results)
+        return (f"{done} of {len(results)} items committed (their seqs are the error's .seqs: do not run them "
+                "again)")
+
+    def _partial(self, works: list[_RowWork], results: list[int | None], exc: Exception,
+                 handoff: list[RelayError]) -> PartialCommitError:
+        unknown = sorted(i for w in works if not w.done and w.sent is not None for i, _ in w.items)
+        pending = sorted(i for w in works if not w.done and w.sent is None for i, _ in w.items)
+        first_line = (str(exc).splitlines() or [""])[0][:300]
+        return PartialCommitError(
+            f"row transactions on table {self.table!r}: {self._committed(results)}, then {type(exc).__name__}: "
+            f"{first_line}; the {len(pending)} items in .pending did not commit and may run again"
+            + (f"; {len(unknown)} in .unknown were sent and their outcome is unknown (their row's version tells)"
+               if unknown else "")
+            + (f"; their outbox could not be handed to the relayer ({handoff[0]})" if handoff else ""),
+            results, pending, unknown)
 
     def flush(self, timeout: float | None = None) -> None:
         """Wait until the outbox of every transaction committed so far is in its queues. Raises
@@ -189,8 +247,10 @@ class RowTransactions:
         """Outbox cells committed by this producer and not relayed yet."""
         return self._relayer.unrelayed
 
-    def _round(self, works: list[_RowWork], results: list[int | None]) -> list[_RowWork]:
-        """One round over distinct rows; returns the rows to run again."""
+    def _round(self, works: list[_RowWork], results: list[int | None],
+               handoff: list[RelayError]) -> list[_RowWork]:
+        """One round over distinct rows; returns the rows to run again. A failed hand-off of the committed
+        outbox to the relayer is added to ``handoff``, not raised: the commits stand and the other rows go on."""
         states: dict[bytes, RowState] = {}
         for work in works:  # a retry, or a commit whose outcome is unknown, reads the row
             cached = self._cache.get(work.row) if work.attempts == 0 and work.sent is None else None
@@ -205,27 +265,35 @@ class RowTransactions:
         try:
             return self._commit_round(works, states, results, relay)
         finally:  # also when a function raised: what did commit reaches its queues all the same
-            self._relayer.submit(relay)
+            try:
+                self._relayer.submit(relay)
+            except RelayError as exc:  # the cells stay in their rows' outboxes, as after a crash
+                handoff.append(exc)
 
     def _commit_round(self, works: list[_RowWork], states: dict[bytes, RowState], results: list[int | None],
                       relay: list[tuple[bytes, OutboxCell]]) -> list[_RowWork]:
-        sends: list[tuple[_RowWork, list[tuple[int, Transaction]], RowState]] = []
+        sends: list[tuple[_RowWork, list[tuple[int, Transaction]], RowState, bytes]] = []
         mutations = []
         again: list[_RowWork] = []
-        for work in works:
-            state = states[work.row]
+        runs: list[_RowWork] = []
+        for work in works:  # unknown outcomes first: a function raising below must not leave them unsettled
             if work.sent is not None:
                 token, sent = work.sent
                 work.sent = None
-                if token in version_tokens(state.version):  # the unknown outcome was a commit
-                    self._accepted(state, sent, results, relay)
+                if token in version_tokens(states[work.row].version):  # the unknown outcome was a commit
+                    self._accepted(states[work.row], sent, results, relay)
+                    work.done = True
                     continue
+            runs.append(work)
+        for work in runs:
+            state = states[work.row]
             if work.attempts >= self.max_attempts:
                 raise TransactionConflictError(self.table, work.row, work.attempts)
             work.attempts += 1
             txs, after = self._run_functions(work, state)
             if not txs:
                 relay += self._leftovers(state, [])
+                work.done = True
                 continue
             token = new_token()
             last = txs[-1][1]
@@ -237,16 +305,17 @@ class RowTransactions:
                 for target in tx._used:
                     self._targets.record(target)
             mutations.append(m)
-            sends.append((work, txs, after))
+            sends.append((work, txs, after, token))
+        for work, txs, _, token in sends:  # from here on, until settled, their outcome is unknown
             work.sent = (token, txs)
         statuses = self._committer.write(mutations)
         refused: list[str] = []
-        for work, txs, after in sends:
+        for work, txs, after, token in sends:
             status = statuses[work.row]
             if status == ACCEPTED:
-                assert work.sent is not None
-                self._remember(states[work.row], txs, after, work.sent[0])
+                self._remember(states[work.row], txs, after, token)
                 work.sent = None
+                work.done = True
                 self._accepted(states[work.row], txs, results, relay)
             elif status in (REJECTED, UNKNOWN):
                 self._cache.pop(work.row, None)
@@ -255,10 +324,12 @@ class RowTransactions:
                     work.sent = None
                 again.append(work)
             else:
+                work.sent = None  # refused: not applied
                 refused.append(f"row {work.row[:100]!r}: the conditional mutation was {status}"
                                + (" (a constraint refused it)" if status == "VIOLATED" else ""))
         if refused:  # after the loop: the accepted rows of this round are relayed all the same
-            raise TransactionError(f"row transactions on table {self.table!r}: {'; '.join(refused[:5])}")
+            raise CommitError(f"row transactions on table {self.table!r}: {'; '.join(refused[:5])}; nothing of "
+                              "those rows was written")
         if again:
             # colliding writers spread out before they read again
             time.sleep(random.uniform(0, min(0.05, 0.001 * 2 ** max(w.attempts for w in again))))
@@ -307,12 +378,19 @@ class RowTransactions:
         relay += self._leftovers(state, ours)
 
     def _leftovers(self, state: RowState, ours: list[OutboxCell]) -> list[tuple[bytes, OutboxCell]]:
-        """Outbox cells an earlier producer of this row left unrelayed (read with the row): not ours, not
-        those we relayed whose delete is on its way, and older than ``LEFTOVER_AGE`` (a younger one is most
-        likely being relayed by its own producer right now: relaying it too would be harmless, but doubled)."""
-        cutoff = self._clock() - LEFTOVER_AGE_US
-        return [(state.row, c) for c in state.outbox
-                if c.ts < cutoff and c not in ours and not self._relayer.owns(state.row, c.qualifier)]
+        """Outbox cells another producer of this row left unrelayed (read with the row): not ours, not those
+        our relayer has in hand or deleted without making the delete durable yet, and seen by this producer in
+        an earlier read of the row at least ``LEFTOVER_SECONDS`` ago (of its monotonic clock). A cell seen for
+        the first time is most likely being relayed by its own producer right now: relaying it too would be
+        harmless, but doubled. A cell's seq is never compared with our clock: its producer's clock may run
+        ahead of ours or behind it."""
+        others = [c for c in state.outbox if c not in ours and not self._relayer.owns(state.row, c.qualifier)]
+        if not others:
+            return []
+        look = self._sightings.look(state.row)
+        left = [(state.row, c) for c in others if look.ready((c.qualifier, c.ts))]
+        look.close()
+        return left
 
     def close(self, timeout: float | None = 60.0) -> None:
         """Relay what waits (up to ``timeout`` seconds) and release the writers. If that relay fails,

@@ -15,7 +15,8 @@ from .relay import pending_outbox
 @dataclass
 class OutboxStatus:
     """Outbox cells of one table: how many, in how many rows, per destination table, the oldest seq (and its
-    age in seconds, seqs being wall-clock µs) and malformed cells."""
+    age in seconds by this machine's clock, seqs being their producers' wall-clock µs: shown only, since a
+    producer whose clock runs ahead shows younger; no relay decides by it) and malformed cells."""
 
     table: str
     cells: int = 0

@@ -1,9 +1,8 @@
-"""Encode and decode speed of the wire codec: pure Python (the encoder and decoder the client used before,
-kept as test oracles: tests/wire_oracle.py, tests/next_k_oracle.py) vs native (connector._native, the
-client's only codec).
+"""Encode and decode speed of the wire codec: pure Python (thriftpy2's compact protocol, which the client's
+generic calls use) vs native (connector._native, the client's only codec of ``update`` and ``nextK``).
 
 No cluster: 1M synthetic cells are encoded into `update` frames (grouped by row, 4 MiB chunks) from
-ColumnUpdate tuples (the per-Mutation path: Python oracle, then the native entries encoder) and from one
+ColumnUpdate tuples (the per-Mutation path: thriftpy2 structs, then the native entries encoder) and from one
 Arrow batch (native), and decoded from `nextK` replies of 1000 cells. Prints cells/s for each path and a
 final ``ratio=`` line, the smaller of the native/python speed-ups of the batch encoder and the decoder.
 """
@@ -15,19 +14,16 @@ import time
 from pathlib import Path
 
 import pyarrow as pa
+from thriftpy2.protocol import TCompactProtocol
+from thriftpy2.thrift import TMessageType
+from thriftpy2.transport import TMemoryBuffer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from connector.accumulo._idl import proxy  # noqa: E402
 from connector.accumulo.mutation import ColumnUpdate  # noqa: E402
 from connector.accumulo.wire import native  # noqa: E402
-from tests.next_k_oracle import decode_reply_cells  # noqa: E402
-from tests.wire_oracle import (  # noqa: E402
-    _binary,
-    encode_column_update,
-    encode_row_entry,
-    encode_update_message,
-    varint,
-)
+from connector.accumulo.wire.structs import column_update_to_thrift  # noqa: E402
 
 N = 1_000_000
 PAGE = 1000
@@ -42,22 +38,31 @@ def synthetic() -> tuple[list[bytes], list[bytes], list[int], list[bytes]]:
     return rows, cqs, ts, values
 
 
+def thriftpy2_message(name: str, kind: int, struct) -> bytes:
+    buf = TMemoryBuffer()
+    proto = TCompactProtocol(buf)
+    proto.write_message_begin(name, kind, 0)
+    proto.write_struct(struct)
+    proto.write_message_end()
+    return buf.getvalue()
+
+
 def python_encode(rows, cqs, ts, values) -> int:
-    """The BatchWriter's path: encode each update, merge by row, send a chunk when it reaches CHUNK bytes."""
+    """The BatchWriter's path in thriftpy2: a struct per update, merged by row, a chunk written when it
+    reaches CHUNK bytes (sized as the native path sizes them)."""
     out_bytes = 0
-    chunk: dict[bytes, list[bytes]] = {}
+    chunk: dict[bytes, list] = {}
     size = 0
     for row, cq, t, v in zip(rows, cqs, ts, values, strict=True):
-        enc = encode_column_update(ColumnUpdate(b"f", cq, b"", t, v, False))
-        chunk.setdefault(row, []).append(enc)
-        size += len(enc)
+        chunk.setdefault(row, []).append(column_update_to_thrift(ColumnUpdate(b"f", cq, b"", t, v, False)))
+        size += 16 + len(cq) + len(v)
         if size >= CHUNK:
-            entries = b"".join(encode_row_entry(r, u) for r, u in chunk.items())
-            out_bytes += len(encode_update_message("writer-1", len(chunk), entries))
+            args = proxy.AccumuloProxy.update_args(writer="writer-1", cells=chunk)
+            out_bytes += len(thriftpy2_message("update", TMessageType.ONEWAY, args))
             chunk, size = {}, 0
     if chunk:
-        entries = b"".join(encode_row_entry(r, u) for r, u in chunk.items())
-        out_bytes += len(encode_update_message("writer-1", len(chunk), entries))
+        args = proxy.AccumuloProxy.update_args(writer="writer-1", cells=chunk)
+        out_bytes += len(thriftpy2_message("update", TMessageType.ONEWAY, args))
     return out_bytes
 
 
@@ -86,36 +91,21 @@ def native_entries_encode(rows, cqs, ts, values) -> int:
 
 
 def reply_frame(rows, cqs, ts, values) -> bytes:
-    """A nextK reply as the gateway sends it (checked against thriftpy2 below for one page)."""
-    parts = [b"\x82\x41\x00" + _binary(b"nextK") + b"\x0c\x00\x19\xfc" + varint(len(rows))]
-    for row, cq, t, v in zip(rows, cqs, ts, values, strict=True):
-        parts.append(b"\x1c\x18" + _binary(row) + b"\x18\x01f\x18" + _binary(cq) + b"\x18\x00\x16" + varint(t << 1)
-                     + b"\x00\x18" + _binary(v) + b"\x00")
-    parts.append(b"\x11\x00\x00")
-    return b"".join(parts)
-
-
-def check_reply_against_thriftpy2(frame: bytes, rows, cqs, ts, values) -> None:
-    from thriftpy2.protocol import TCompactProtocol
-    from thriftpy2.thrift import TMessageType
-    from thriftpy2.transport import TMemoryBuffer
-
-    from connector.accumulo._idl import proxy
-
-    buf = TMemoryBuffer()
-    proto = TCompactProtocol(buf)
-    proto.write_message_begin("nextK", TMessageType.REPLY, 0)
+    """A nextK reply as the gateway sends it, written by thriftpy2."""
     kvs = [proxy.KeyValue(proxy.Key(r, b"f", q, b"", t), v) for r, q, t, v in zip(rows, cqs, ts, values, strict=True)]
-    proto.write_struct(proxy.AccumuloProxy.nextK_result(success=proxy.ScanResult(kvs, True)))
-    proto.write_message_end()
-    assert buf.getvalue() == frame, "synthetic reply differs from thriftpy2's"
+    result = proxy.AccumuloProxy.nextK_result(success=proxy.ScanResult(kvs, True))
+    return thriftpy2_message("nextK", TMessageType.REPLY, result)
 
 
 def python_decode(frames: list[bytes]) -> int:
     n = 0
     for frame in frames:
-        cells, _ = decode_reply_cells(frame)
-        n += len(cells)
+        proto = TCompactProtocol(TMemoryBuffer(frame))
+        proto.read_message_begin()
+        result = proxy.AccumuloProxy.nextK_result()
+        proto.read_struct(result)
+        proto.read_message_end()
+        n += len(result.success.results)
     return n
 
 
@@ -143,15 +133,14 @@ def main() -> None:
                              "ts": pa.array(ts, pa.int64()), "value": pa.array(values, pa.binary())})
     frames = [reply_frame(rows[i:i + PAGE], cqs[i:i + PAGE], ts[i:i + PAGE], values[i:i + PAGE])
               for i in range(0, N, PAGE)]
-    check_reply_against_thriftpy2(frames[0], rows[:PAGE], cqs[:PAGE], ts[:PAGE], values[:PAGE])
 
     def native_encode() -> int:
         return sum(len(f) for f in native.encode_update_frames("writer-1", batch, CHUNK))
 
-    enc_py = timed("encode python (ColumnUpdates, oracle)", python_encode, rows, cqs, ts, values)
+    enc_py = timed("encode python (ColumnUpdates, thriftpy2)", python_encode, rows, cqs, ts, values)
     enc_entries = timed("encode native (ColumnUpdates)", native_entries_encode, rows, cqs, ts, values)
     enc_native = timed("encode native (Arrow batch)", native_encode)
-    dec_py = timed("decode python", python_decode, frames)
+    dec_py = timed("decode python (thriftpy2)", python_decode, frames)
     dec_native = timed("decode native", native_decode, frames)
     print(f"encode speed-up: {enc_native / enc_py:.1f}x (ColumnUpdates: {enc_entries / enc_py:.1f}x), "
           f"decode speed-up: {dec_native / dec_py:.1f}x")

@@ -2,10 +2,14 @@
 30 minutes; ``--minutes 2`` for a short run).
 
 The producer and the visibility poller are those of ``bench_drain_latency`` (entries add cell rows with
-increasing sequence numbers; the poller scans B for newly visible cells). Prints the resident memory (RSS) of
-every process of the run at the start (once the stream is warm) and at the end: this Python driver, Spark's
-JVM, its Python workers, the launcher JVM hosting the gateways, and the clusters' JVMs (tablet servers and the
-other Accumulo/ZooKeeper processes), found in /proc. Then the entries lost (added but never visible on B; must
+increasing sequence numbers; the poller scans B for newly visible cells). Samples the resident memory (RSS) of
+every process of the run all through it (every ``--memory-every`` seconds): this Python driver, Spark's JVM,
+its Python workers, the launcher JVM hosting the gateways, and the clusters' JVMs (tablet servers and the
+other Accumulo/ZooKeeper processes), found in /proc; at the end of each window it also takes each JVM's heap
+after a full collection (``jcmd <pid> GC.run``, then ``GC.heap_info``: the live heap, which a leak makes grow;
+``--no-heap`` skips it). Prints the RSS at the start and the end, then per process the mean RSS of each window
+and the heap after GC at each window's end, and how fast each grew after the first window (MiB per hour: a
+plateau is ~0). Then the entries lost (added but never visible on B; must
 be 0), the queue depth left on A, and the add-to-visible latency percentiles per window of added entries
 (``--window`` seconds; default a sixth of the run, i.e. 5 minutes for 30).
 
@@ -17,6 +21,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
+import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -74,11 +81,22 @@ def rss_by_process() -> dict[int, tuple[str, str, int]]:
         except OSError:
             continue  # gone meanwhile
         kind = kind_of(pid, cmdline)
-        if kind is None:
+        if kind is None or (kind not in ("python driver", "python workers") and _unexeced_fork(entry, cmdline)):
             continue
         rss = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0)
         out[pid] = (LABELS[kind], _short(cmdline), rss)
     return out
+
+
+def _unexeced_fork(entry: Path, cmdline: str) -> bool:
+    """A JVM's child caught between fork and exec (starting a Python worker, or a shell command): it still has
+    its parent's command line and, briefly, its parent's pages. Not a process of its own to count."""
+    try:
+        ppid = (entry / "stat").read_text().rsplit(")", 1)[1].split()[1]
+        parent = (Path("/proc") / ppid / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except (OSError, IndexError):
+        return False
+    return parent == cmdline
 
 
 def _short(cmdline: str) -> str:
@@ -112,6 +130,92 @@ def print_rss(title: str, rss: dict[int, tuple[str, str, int]], before: dict[int
         for pid, (kind, what, kib) in sorted(before.items()):
             if pid not in rss:
                 print(f"  {kind:22s} pid {pid:7d}      gone  {what} (was {kib / 1024:.0f} MiB)")
+
+
+def jvm_heap_after_gc(pid: int) -> int | None:
+    """The heap a JVM uses right after a full collection (KiB): ``jcmd GC.run`` then ``GC.heap_info``, whose
+    generation lines (G1's one heap line, or Serial's young and tenured) say what is used. None when jcmd is
+    missing or the JVM does not answer (gone, or attach refused)."""
+    jcmd = shutil.which("jcmd") or (os.path.join(os.environ["JAVA_HOME"], "bin", "jcmd")
+                                    if os.environ.get("JAVA_HOME") else None)
+    if jcmd is None:
+        return None
+    try:
+        subprocess.run([jcmd, str(pid), "GC.run"], capture_output=True, timeout=120, check=True)
+        info = subprocess.run([jcmd, str(pid), "GC.heap_info"], capture_output=True, text=True, timeout=60,
+                              check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    used = [int(m.group(1)) for m in re.finditer(r"^\s*\S.*?\btotal \d+K, used (\d+)K", info, re.MULTILINE)]
+    return sum(used) if used else None
+
+
+class MemorySampler:
+    """On a thread of its own: every ``every`` seconds the RSS of every process of the run, and at the end of
+    each window of ``window`` seconds (from ``start``) each JVM's heap after a full collection (``heap``)."""
+
+    def __init__(self, every: float, window: float, heap: bool = True) -> None:
+        self.every, self.window, self.heap = every, window, heap
+        self.rss: list[tuple[float, dict[int, tuple[str, str, int]]]] = []  # (time, pid -> kind, what, KiB)
+        self.heaps: dict[int, dict[int, int]] = {}  # window -> pid -> KiB after GC, at its end
+        self.start = time.perf_counter()
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        self.start = time.perf_counter()
+        next_window = 0
+        while True:
+            now = time.perf_counter()
+            sample = rss_by_process()
+            self.rss.append((now, sample))
+            if self.heap and now - self.start >= (next_window + 1) * self.window:
+                next_window = int((now - self.start) // self.window)
+                self._heaps(next_window - 1, sample)
+            if self.stop.wait(self.every):
+                break
+        if self.heap:  # the end of the last window sampled (partial, or ended just now)
+            self._heaps(int((self.rss[-1][0] - self.start) // self.window), rss_by_process())
+
+    def _heaps(self, window: int, sample: dict[int, tuple[str, str, int]]) -> None:
+        heaps = {pid: kib for pid, (kind, _, _) in sample.items() if kind not in ("python driver", "python worker")
+                 and (kib := jvm_heap_after_gc(pid)) is not None}
+        self.heaps[window] = heaps
+
+    def table(self) -> list[str]:
+        """Per process (by kind): the mean RSS per window, the heap after GC at each window's end, and how fast
+        each grew from the end of the first window on (MiB/h, a least-squares slope)."""
+        n_windows = max(1, int(np.ceil((self.rss[-1][0] - self.start) / self.window))) if self.rss else 0
+        procs: dict[int, tuple[str, str]] = {}
+        for _, sample in self.rss:
+            for pid, (kind, what, _) in sample.items():
+                procs.setdefault(pid, (kind, what))
+        lines = [f"  {'process':52s} {'':4s}" + "".join(f"{'w' + str(w + 1):>7s}" for w in range(n_windows))
+                 + "  growth after w1"]
+        for pid, (kind, what) in sorted(procs.items(), key=lambda item: (item[1][0], item[0])):
+            points = [(t - self.start, sample[pid][2] / 1024) for t, sample in self.rss if pid in sample]
+            means = []
+            for w in range(n_windows):
+                mine = [mib for t, mib in points if w * self.window <= t < (w + 1) * self.window]
+                means.append(f"{np.mean(mine):7.0f}" if mine else f"{'-':>7s}")
+            later = [(t, mib) for t, mib in points if t >= self.window]
+            name = re.sub(r"\b(?:[a-z]\w*\.)+([A-Z]\w*)", r"\1", f"{kind} {pid} {what}")  # a class's last part
+            lines.append(f"  {name:52.52s} {'rss':4s}" + "".join(means)
+                         + f"  {_slope(later):+.0f} MiB/h")
+            heaps = [(w, self.heaps[w][pid] / 1024) for w in sorted(self.heaps) if pid in self.heaps[w]]
+            if heaps:
+                cells = dict(heaps)
+                lines.append(f"  {'':52s} {'heap':4s}" + "".join(f"{cells[w]:7.0f}" if w in cells else f"{'-':>7s}"
+                                                                  for w in range(n_windows))
+                             + f"  {_slope([((w + 1) * self.window, mib) for w, mib in heaps if w >= 1]):+.0f} MiB/h")
+        return lines
+
+
+def _slope(points: list[tuple[float, float]]) -> float:
+    """Least-squares slope of (seconds, MiB) points in MiB per hour (0 with fewer than two)."""
+    if len(points) < 2 or len({t for t, _ in points}) < 2:
+        return 0.0
+    t, mib = np.array(points).T
+    return float(np.polyfit(t, mib, 1)[0] * 3600)
 
 
 def window_latencies(added_at: np.ndarray, seen_at: np.ndarray, window: float) -> list[tuple[int, int, np.ndarray]]:
@@ -204,6 +308,9 @@ def main() -> int:
     parser.add_argument("--trigger", type=float, default=0.2, help="micro-batch interval, seconds")
     parser.add_argument("--compact-dead-keys", type=int,
                         help="the drain's compact_dead_keys (default: the drain's default; 0: never compact)")
+    parser.add_argument("--memory-every", type=float, default=10.0, help="seconds between RSS samples (default 10)")
+    parser.add_argument("--no-heap", action="store_true",
+                        help="do not take the JVMs' heap after a full GC at each window's end (jcmd GC.run)")
     opts = parser.parse_args()
     seconds = opts.minutes * 60
     window = opts.window or seconds / 6
@@ -228,12 +335,17 @@ def main() -> int:
         producing = threading.Thread(target=producer.run, name="producer")
         probe = QueueProbe(a, queue)
         probing = threading.Thread(target=probe.run, name="queue probe", daemon=True)
+        memory = MemorySampler(opts.memory_every, window, heap=not opts.no_heap)
+        sampling = threading.Thread(target=memory.run, name="memory sampler", daemon=True)
         started = time.perf_counter()
         producing.start()
         probing.start()
+        sampling.start()
         seen_at = poll_visible(conn_b, "soak_dest", producer, deadline=started + seconds + 120)
         producing.join()
         probe.stop.set()
+        memory.stop.set()
+        sampling.join()
         produced_in = max(float(np.nanmax(producer.added_at)) - started, 1e-9)
         rss_end = rss_by_process()
         progress = list(query.recentProgress)
@@ -258,6 +370,10 @@ def main() -> int:
         print("micro-batches per window of the run (mean ms per phase: latestOffset plans from the marks, "
               "addBatch runs the tasks that read, export and delete):")
         for line in phase_windows(progress, time.time() - (time.perf_counter() - started), window):
+            print(line)
+        print(f"memory per window of {window:.0f} s (rss: mean MiB of the samples every {opts.memory_every:.0f} s; "
+              "heap: MiB a JVM uses after a full GC at the window's end):")
+        for line in memory.table():
             print(line)
         print("A's queue, per window of the run (sampled every 10 s):")
         for line in probe.windows(started, window):

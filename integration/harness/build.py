@@ -24,6 +24,8 @@ GATEWAY_MODULE = GATEWAY_DIR / "gateway"
 HARNESS_MODULE = GATEWAY_DIR / "harness"
 MODULES = (GATEWAY_MODULE, HARNESS_MODULE)
 IDL = ROOT / "connector" / "accumulo" / "proxy.thrift"
+#: files of the repository the harness jar holds as resources (its pom names them)
+SHARED_RESOURCES = (ROOT / "tests" / "vectors" / "packed.json",)
 LAUNCHER = "exportconnector.harness.Launcher"
 GATEWAY_MAIN = "exportconnector.gateway.GatewayMain"  # the deployable jar's Main-Class
 BENCH_WRITER = "exportconnector.harness.BenchWriter"
@@ -44,10 +46,11 @@ def pom_property(name: str) -> str:
 
 
 def _sources_hash() -> str:
-    """What decides a rebuild: every pom, every file under the modules' ``src`` and the IDL."""
+    """What decides a rebuild: every pom, every file under the modules' ``src``, the IDL and the shared
+    resources."""
     h = hashlib.sha256()
     poms = [GATEWAY_DIR / "pom.xml", *(m / "pom.xml" for m in MODULES)]
-    files = [*poms, IDL, *sorted(f for m in MODULES for f in (m / "src").rglob("*"))]
+    files = [*poms, IDL, *SHARED_RESOURCES, *sorted(f for m in MODULES for f in (m / "src").rglob("*"))]
     for f in files:
         if f.is_file():
             h.update(str(f.relative_to(ROOT)).encode())

@@ -95,6 +95,17 @@ impl Columns {
     }
 }
 
+/// A record batch of the columns `names` (each nullable or not, as `nullable` says).
+pub fn record_batch<const N: usize>(
+    names: [&str; N],
+    columns: [ArrayRef; N],
+    nullable: [bool; N],
+) -> Result<RecordBatch, Error> {
+    let named = names.into_iter().zip(columns).zip(nullable);
+    RecordBatch::try_from_iter_with_nullable(named.map(|((n, c), null)| (n, c, null)))
+        .map_err(|e| Error::Internal(format!("building a batch: {e}")))
+}
+
 /// Read access to a column of byte strings, whichever Arrow layout pyarrow chose.
 pub enum Bytes<'a> {
     Binary(&'a BinaryArray),
@@ -129,6 +140,20 @@ impl<'a> Bytes<'a> {
             Bytes::Utf8(a) => a.value(i).as_bytes(),
             Bytes::LargeUtf8(a) => a.value(i).as_bytes(),
         }
+    }
+
+    /// How many values (nulls included) the column holds.
+    pub fn len(&self) -> usize {
+        match self {
+            Bytes::Binary(a) => a.len(),
+            Bytes::LargeBinary(a) => a.len(),
+            Bytes::Utf8(a) => a.len(),
+            Bytes::LargeUtf8(a) => a.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// The value, or None where the column is null.

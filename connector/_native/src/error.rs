@@ -1,7 +1,6 @@
 //! The crate's errors, and the one place where they become Python exceptions (the delta-rs
-//! `error.rs` pattern). Each Python layer's wrapper maps these classes to its own errors by class
-//! (`connector/accumulo/wire/native.py`, `connector/queue/native_rows.py`,
-//! `connector/export/native_translate.py`), never by reading the message.
+//! `error.rs` pattern). Each Python layer's wrapper (ARCHITECTURE.md, "Where the hot path runs")
+//! maps these classes to its own errors by class, never by reading the message.
 
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
@@ -48,7 +47,8 @@ pub enum Error {
     /// Arrow could not build or exchange an array (a bug, not the caller's input).
     Internal(String),
     /// A value the `packed` encoder cannot hold: Python's `TypeError` (a wrong type) and `ValueError`
-    /// (a missing or empty field), as a serializer's `dumps` raises them.
+    /// (a missing or empty field), as a serializer's `dumps` raises them; `ValueError` also for bytes
+    /// the decoder refuses, as `loads` raises it.
     PackType(String),
     PackValue(String),
 }

@@ -1,17 +1,11 @@
 //! `connector._native`: the hot paths of the connector as pure functions on Arrow arrays, bytes and
-//! the client's ColumnUpdate tuples. No sockets, retries or configuration here. Each Python layer has
-//! its own typed face of the functions it uses: `connector/accumulo/wire/native.py` (update frames
-//! and entries, nextK replies), `connector/queue/native_rows.py` (entry rows, their deletes),
-//! `connector/export/native_translate.py` (built-in translators).
+//! the client's ColumnUpdate tuples. No sockets, retries or configuration here. Each Python layer
+//! calls them through its own wrapper (ARCHITECTURE.md, "Where the hot path runs"; checked by
+//! `tests/test_layers.py`), and `connector/_native.pyi` types them (checked by `tests/test_docs.py`).
 //!
-//! One module per concern: [`wire`] (update frames: the client's one encoder of `update`),
-//! [`column_updates`] (the per-Mutation path's ColumnUpdate tuples into that encoder), [`scan`]
-//! (nextK replies: the client's one decoder of `nextK`), [`queue_rows`] and [`murmur`] (queue rows
-//! and their bucket check), [`translate`] (built-in translators), [`pack`] (the `packed` encoder
-//! of Python values), [`digest`] (order-independent
-//! digests of cells, for verify), [`arrow_ffi`] (Arrow exchange with pyarrow via the PyCapsule
-//! interface), [`pyrepr`] (Python-identical messages), [`error`] (the error enum and its Python
-//! exception classes). This file only binds them to Python.
+//! One module per concern, each saying what it holds. This file only binds them to Python: it takes
+//! the arguments apart (Arrow arrays in, through [`arrow_ffi`]), lets go of the GIL while a module
+//! works, and hands the result back.
 
 pub mod arrow_ffi;
 pub mod column_updates;
@@ -19,6 +13,7 @@ pub mod digest;
 pub mod error;
 pub mod murmur;
 pub mod pack;
+pub mod packed;
 pub mod pyrepr;
 pub mod queue_rows;
 pub mod scan;
@@ -27,76 +22,12 @@ pub mod wire;
 
 use std::sync::Arc;
 
-use arrow_array::builder::{
-    BinaryBuilder, BooleanBuilder, Int32Builder, Int64Builder, StringBuilder,
-};
-use arrow_array::{Array, ArrayRef, RecordBatch};
-use arrow_schema::{DataType, Field, Schema};
+use arrow_array::builder::Int32Builder;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
-use arrow_ffi::{boolean, import_array, import_batch, int64, ArrowExport, Bytes};
+use arrow_ffi::{import_array, import_batch, int64, ArrowExport, Bytes};
 use error::Error;
-
-/// Cells of a batch with columns row, cf, cq, cv, ts, value and optional delete, checked.
-fn cells_of(cols: &arrow_ffi::Columns) -> Result<Vec<wire::Cell<'_>>, Error> {
-    let bytes = |name: &str| -> Result<Bytes<'_>, Error> { Bytes::new(cols.require(name)?, name) };
-    let (row, cf, cq, cv, value) = (
-        bytes("row")?,
-        bytes("cf")?,
-        bytes("cq")?,
-        bytes("cv")?,
-        bytes("value")?,
-    );
-    let ts = int64(cols.require("ts")?, "ts")?;
-    let delete = cols
-        .get("delete")
-        .map(|d| boolean(d, "delete"))
-        .transpose()?;
-    let len = cols.len;
-    let mut cells = Vec::with_capacity(len);
-    for i in 0..len {
-        let r = row.get(i).unwrap_or_default();
-        if r.is_empty() {
-            return Err(Error::InvalidCell(format!(
-                "cell {i}: row must not be empty"
-            )));
-        }
-        let (Some(f), Some(q)) = (cf.get(i), cq.get(i)) else {
-            return Err(Error::InvalidCell(format!(
-                "cell {i} (row {}): cf and cq must not be null",
-                pyrepr::bytes_repr(r)
-            )));
-        };
-        let t = (!ts.is_null(i)).then(|| ts.value(i));
-        if let Some(t) = t.filter(|t| *t < 0) {
-            return Err(Error::InvalidCell(format!(
-                "cell {i} (row {}): timestamp must be in [0, 2**63-1], got {t}",
-                pyrepr::bytes_repr(r)
-            )));
-        }
-        let v = value.get(i);
-        let is_delete = match delete {
-            Some(d) => !d.is_null(i) && d.value(i),
-            None => v.is_none(),
-        };
-        if !is_delete && v.is_none() {
-            return Err(Error::InvalidCell(format!(
-                "cell {i} (row {}): a put needs a value (null value, delete false)",
-                pyrepr::bytes_repr(r)
-            )));
-        }
-        cells.push(wire::Cell {
-            row: r,
-            cf: f,
-            cq: q,
-            cv: cv.get(i).unwrap_or_default(),
-            ts: t,
-            value: if is_delete { None } else { v },
-        });
-    }
-    Ok(cells)
-}
 
 /// Encode a batch of cell changes (row, cf, cq, cv, ts, value, [delete]) into `update` message
 /// bodies of at most `max_frame_bytes` each; cells of one row share one map entry and one frame.
@@ -108,7 +39,7 @@ fn encode_update_frames<'py>(
     max_frame_bytes: usize,
 ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
     let cols = import_batch(cells)?;
-    let cells = cells_of(&cols)?;
+    let cells = wire::cells_of(&cols)?;
     let frames = py
         .detach(|| wire::encode_frames(writer_id.as_bytes(), &cells, max_frame_bytes))
         .map_err(|e| Error::RowTooLarge(e.0))?;
@@ -195,61 +126,8 @@ fn parse_entry_rows(
     let layout = queue_rows::Layout::new(qid, num_buckets).map_err(Error::InvalidArgument)?;
     let array = import_array(rows)?;
     let rows = Bytes::new(&array, "rows")?;
-    let n = array.len();
-    let mut bucket = Int32Builder::with_capacity(n);
-    let mut key = BinaryBuilder::with_capacity(n, 0);
-    let mut seq = Int64Builder::with_capacity(n);
-    let mut error = StringBuilder::new();
-    py.detach(|| {
-        for i in 0..n {
-            let row = rows.get(i).unwrap_or_default();
-            match queue_rows::parse_row(&layout, row) {
-                Ok(p) => {
-                    bucket.append_value(p.bucket as i32);
-                    key.append_value(&row[p.key]);
-                    seq.append_value(p.seq);
-                    error.append_null();
-                }
-                Err(reason) => {
-                    bucket.append_null();
-                    key.append_null();
-                    seq.append_null();
-                    error.append_value(reason);
-                }
-            }
-        }
-    });
-    let schema = Schema::new(vec![
-        Field::new("bucket", DataType::Int32, true),
-        Field::new("key", DataType::Binary, true),
-        Field::new("seq", DataType::Int64, true),
-        Field::new("error", DataType::Utf8, true),
-    ]);
-    let columns: Vec<ArrayRef> = vec![
-        Arc::new(bucket.finish()),
-        Arc::new(key.finish()),
-        Arc::new(seq.finish()),
-        Arc::new(error.finish()),
-    ];
-    batch(schema, columns)
-}
-
-fn batch(schema: Schema, columns: Vec<ArrayRef>) -> PyResult<ArrowExport> {
-    RecordBatch::try_new(Arc::new(schema), columns)
-        .map(ArrowExport::batch)
-        .map_err(|e| Error::Internal(format!("building a batch: {e}")).into())
-}
-
-fn update_schema() -> Schema {
-    Schema::new(vec![
-        Field::new("row", DataType::Binary, false),
-        Field::new("cf", DataType::Binary, false),
-        Field::new("cq", DataType::Binary, false),
-        Field::new("cv", DataType::Binary, false),
-        Field::new("ts", DataType::Int64, true),
-        Field::new("value", DataType::Binary, true),
-        Field::new("delete", DataType::Boolean, false),
-    ])
+    let parsed = py.detach(|| queue_rows::parse_rows(&layout, &rows))?;
+    Ok(ArrowExport::batch(parsed))
 }
 
 /// The deletes of queue entries: each row's `e:v` at the entry's own timestamp.
@@ -259,44 +137,7 @@ fn entry_deletes(rows: &Bound<'_, PyAny>, ts: &Bound<'_, PyAny>) -> PyResult<Arr
     let ts_array = import_array(ts)?;
     let rows = Bytes::new(&row_array, "rows")?;
     let ts = int64(&ts_array, "ts")?;
-    let n = row_array.len();
-    if ts.len() != n || ts.null_count() > 0 || rows_have_nulls(&row_array) {
-        return Err(Error::InvalidArgument(format!(
-            "need one non-null ts per non-null row: {n} rows, {} ts ({} null)",
-            ts.len(),
-            ts.null_count()
-        ))
-        .into());
-    }
-    let mut row = BinaryBuilder::with_capacity(n, 0);
-    for i in 0..n {
-        row.append_value(rows.value(i));
-    }
-    let constant = |b: &[u8]| -> ArrayRef {
-        let mut c = BinaryBuilder::with_capacity(n, n * b.len());
-        (0..n).for_each(|_| c.append_value(b));
-        Arc::new(c.finish())
-    };
-    let mut value = BinaryBuilder::with_capacity(n, 0);
-    let mut delete = BooleanBuilder::with_capacity(n);
-    for _ in 0..n {
-        value.append_null();
-        delete.append_value(true);
-    }
-    let columns: Vec<ArrayRef> = vec![
-        Arc::new(row.finish()),
-        constant(b"e"),
-        constant(b"v"),
-        constant(b""),
-        Arc::new(ts.clone()),
-        Arc::new(value.finish()),
-        Arc::new(delete.finish()),
-    ];
-    batch(update_schema(), columns)
-}
-
-fn rows_have_nulls(a: &ArrayRef) -> bool {
-    a.null_count() > 0
+    Ok(ArrowExport::batch(queue_rows::entry_deletes(&rows, ts)?))
 }
 
 /// Translate export values (`encoding` "json" or "packed") with a built-in translator. Returns
@@ -310,73 +151,11 @@ fn translate_values(
     values: &Bound<'_, PyAny>,
     encoding: &str,
 ) -> PyResult<(ArrowExport, Vec<(usize, String)>, Vec<usize>)> {
-    let packed = match encoding {
-        "json" => false,
-        "packed" => true,
-        other => {
-            return Err(Error::InvalidArgument(format!(
-                "no native encoding {other:?}: use json or packed"
-            ))
-            .into())
-        }
-    };
-    let kind = translate::find(translator).ok_or_else(|| {
-        let names: Vec<&str> = translate::TRANSLATORS.iter().map(|(n, _)| *n).collect();
-        Error::InvalidArgument(format!(
-            "no native translator {translator:?}: use one of {}",
-            names.join(", ")
-        ))
-    })?;
     let array = import_array(values)?;
     let values = Bytes::new(&array, "values")?;
-    let n = array.len();
-    let mut entry = Int32Builder::with_capacity(n);
-    let mut parts: [BinaryBuilder; 4] = std::array::from_fn(|_| BinaryBuilder::new());
-    let mut value = BinaryBuilder::new();
-    let mut errors = Vec::new();
-    let mut fallback = Vec::new();
-    py.detach(|| {
-        for i in 0..n {
-            let bytes = values.get(i).unwrap_or_default();
-            let changes = if packed {
-                translate::from_packed::translate(translator, bytes)
-            } else {
-                translate::translate(kind, bytes)
-            };
-            match changes {
-                Ok(changes) => {
-                    for c in changes {
-                        entry.append_value(i as i32);
-                        let (r, f, q, v) = &c.key;
-                        for (b, part) in parts.iter_mut().zip([r, f, q, v]) {
-                            b.append_value(part);
-                        }
-                        value.append_option(c.value);
-                    }
-                }
-                Err(translate::EntryError::Translation(msg)) => errors.push((i, msg)),
-                Err(translate::EntryError::Fallback) => fallback.push(i),
-            }
-        }
-    });
-    let [row, cf, cq, cv] = &mut parts;
-    let schema = Schema::new(vec![
-        Field::new("entry", DataType::Int32, false),
-        Field::new("row", DataType::Binary, false),
-        Field::new("cf", DataType::Binary, false),
-        Field::new("cq", DataType::Binary, false),
-        Field::new("cv", DataType::Binary, false),
-        Field::new("value", DataType::Binary, true),
-    ]);
-    let columns: Vec<ArrayRef> = vec![
-        Arc::new(entry.finish()),
-        Arc::new(row.finish()),
-        Arc::new(cf.finish()),
-        Arc::new(cq.finish()),
-        Arc::new(cv.finish()),
-        Arc::new(value.finish()),
-    ];
-    Ok((batch(schema, columns)?, errors, fallback))
+    let (changes, errors, fallback) =
+        py.detach(|| translate::translate_batch(translator, &values, encoding))?;
+    Ok((ArrowExport::batch(changes), errors, fallback))
 }
 
 /// Per tablet range of `splits` (sorted; a tablet ends at its split row inclusive): the count and the
@@ -450,6 +229,13 @@ fn pack_value<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>) -> PyResult<Bound<'
     Ok(PyBytes::new(py, &pack::pack(obj)?))
 }
 
+/// The canonical Python object of `packed` bytes (`connector/packed.py`); `ValueError` naming what is
+/// malformed.
+#[pyfunction]
+fn unpack_value<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+    pack::unpack(py, data)
+}
+
 /// The names of the translators that run natively (the crate's `translate::TRANSLATORS`).
 #[pyfunction]
 fn translator_names() -> Vec<&'static str> {
@@ -470,6 +256,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(translate_values, m)?)?;
     m.add_function(wrap_pyfunction!(translator_names, m)?)?;
     m.add_function(wrap_pyfunction!(pack_value, m)?)?;
+    m.add_function(wrap_pyfunction!(unpack_value, m)?)?;
+    m.add("PACKED_MAGIC", PyBytes::new(m.py(), &packed::MAGIC))?;
     m.add_function(wrap_pyfunction!(range_digests, m)?)?;
     m.add_function(wrap_pyfunction!(cell_hashes, m)?)?;
     m.add_function(wrap_pyfunction!(range_indices, m)?)?;

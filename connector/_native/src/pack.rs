@@ -1,7 +1,7 @@
-//! The `packed` encoder (`connector.packed.pack`): a difference update, cells or an operation log,
-//! read straight from the Python objects a producer queues and written in the layout of
-//! `connector/packed.py` (decoded by [`crate::translate::from_packed`]). What it refuses, and the messages,
-//! are that module's documented contract.
+//! The `packed` layout's Python face: the encoder (`connector.packed.pack`: a difference update, cells
+//! or an operation log, read straight from the Python objects a producer queues) and the canonical
+//! objects of decoded values (`connector.packed.unpack`, [`unpack`]). The layout and its decoder are
+//! [`crate::packed`]; what is refused, and the messages, are `connector/packed.py`'s documented contract.
 
 use pyo3::prelude::*;
 use pyo3::types::{
@@ -9,9 +9,7 @@ use pyo3::types::{
 };
 
 use crate::error::Error;
-use crate::translate::from_packed::{
-    CELLS, DIFFERENCE, HAS_CV, HAS_VALUE, MAGIC, OPERATIONS, TEXT,
-};
+use crate::packed::{self, CELLS, DIFFERENCE, HAS_CV, HAS_VALUE, MAGIC, OPERATIONS, TEXT};
 
 type R<T> = PyResult<T>;
 
@@ -316,6 +314,55 @@ pub fn pack(obj: &Bound<'_, PyAny>) -> R<Vec<u8>> {
             };
             cell(&mut out, c, &place, false, delete)?;
         }
+    }
+    Ok(out)
+}
+
+/// The canonical Python object of packed bytes (`connector/packed.py`): `{"old": [...], "new": [...]}`
+/// for a difference, else the list; text fields as str, others as bytes; a cell without a value is
+/// `"delete": True` among cells and `"op": "delete"` among operations.
+pub fn unpack<'py>(py: Python<'py>, data: &[u8]) -> R<Bound<'py, PyAny>> {
+    let decoded = packed::decode(data).map_err(Error::PackValue)?;
+    let mut lists = Vec::with_capacity(decoded.lists.len());
+    for cells in &decoded.lists {
+        let list = PyList::empty(py);
+        for c in cells {
+            list.append(cell_object(py, c, decoded.shape)?)?;
+        }
+        lists.push(list);
+    }
+    if decoded.shape == DIFFERENCE {
+        let out = PyDict::new(py);
+        out.set_item("old", &lists[0])?;
+        out.set_item("new", &lists[1])?;
+        return Ok(out.into_any());
+    }
+    Ok(lists.swap_remove(0).into_any())
+}
+
+fn cell_object<'py>(py: Python<'py>, c: &packed::Cell<'_>, shape: u8) -> R<Bound<'py, PyDict>> {
+    let out = PyDict::new(py);
+    let field = |f: &[u8]| -> R<Bound<'py, PyAny>> {
+        Ok(if c.text {
+            // checked UTF-8 by the decoder
+            PyString::new(py, std::str::from_utf8(f).unwrap_or_default()).into_any()
+        } else {
+            PyBytes::new(py, f).into_any()
+        })
+    };
+    if shape == OPERATIONS {
+        out.set_item("op", if c.value.is_some() { "set" } else { "delete" })?;
+    }
+    out.set_item("row", field(c.row)?)?;
+    out.set_item("cf", field(c.cf)?)?;
+    out.set_item("cq", field(c.cq)?)?;
+    if let Some(cv) = c.cv {
+        out.set_item("cv", field(cv)?)?;
+    }
+    match c.value {
+        Some(v) => out.set_item("value", field(v)?)?,
+        None if shape == CELLS => out.set_item("delete", true)?,
+        None => {}
     }
     Ok(out)
 }

@@ -1,7 +1,16 @@
 //! Queue entry rows `<qid>:<bucketHex>:<key><seq, 8 bytes big-endian>` taken apart for a whole
 //! batch, with `QueueLayout.parse_row`'s checks and reasons (connector/queue/layout.py). A malformed
-//! row gets its reason and the batch goes on.
+//! row gets its reason and the batch goes on. Also the deletes of drained entries.
 
+use std::sync::Arc;
+
+use arrow_array::builder::{
+    BinaryBuilder, BooleanBuilder, Int32Builder, Int64Builder, StringBuilder,
+};
+use arrow_array::{Array, ArrayRef, Int64Array, RecordBatch};
+
+use crate::arrow_ffi::{record_batch, Bytes};
+use crate::error::Error;
 use crate::murmur::bucket_of;
 use crate::pyrepr::bytes_repr;
 
@@ -111,6 +120,89 @@ pub fn parse_row(layout: &Layout, row: &[u8]) -> Result<Parsed, String> {
         key,
         seq: seq as i64,
     })
+}
+
+/// Every row of `rows` taken apart: batch (bucket int32, key binary, seq int64, error utf8); a
+/// malformed row has nulls and its reason in `error`.
+pub fn parse_rows(layout: &Layout, rows: &Bytes<'_>) -> Result<RecordBatch, Error> {
+    let n = rows.len();
+    let mut bucket = Int32Builder::with_capacity(n);
+    let mut key = BinaryBuilder::with_capacity(n, 0);
+    let mut seq = Int64Builder::with_capacity(n);
+    let mut error = StringBuilder::new();
+    for i in 0..n {
+        let row = rows.get(i).unwrap_or_default();
+        match parse_row(layout, row) {
+            Ok(p) => {
+                bucket.append_value(p.bucket as i32);
+                key.append_value(&row[p.key]);
+                seq.append_value(p.seq);
+                error.append_null();
+            }
+            Err(reason) => {
+                bucket.append_null();
+                key.append_null();
+                seq.append_null();
+                error.append_value(reason);
+            }
+        }
+    }
+    let [bucket, key, seq, error]: [ArrayRef; 4] = [
+        Arc::new(bucket.finish()),
+        Arc::new(key.finish()),
+        Arc::new(seq.finish()),
+        Arc::new(error.finish()),
+    ];
+    record_batch(
+        ["bucket", "key", "seq", "error"],
+        [bucket, key, seq, error],
+        [true; 4],
+    )
+}
+
+/// The deletes of queue entries, as cell updates (row, cf, cq, cv, ts, value, delete): each row's
+/// `e:v` at the entry's own timestamp.
+pub fn entry_deletes(rows: &Bytes<'_>, ts: &Int64Array) -> Result<RecordBatch, Error> {
+    let n = rows.len();
+    let row_nulls = (0..n).any(|i| rows.get(i).is_none());
+    if ts.len() != n || ts.null_count() > 0 || row_nulls {
+        return Err(Error::InvalidArgument(format!(
+            "need one non-null ts per non-null row: {n} rows, {} ts ({} null)",
+            ts.len(),
+            ts.null_count()
+        )));
+    }
+    let mut row = BinaryBuilder::with_capacity(n, 0);
+    for i in 0..n {
+        row.append_value(rows.value(i));
+    }
+    let constant = |b: &[u8]| -> ArrayRef {
+        let mut c = BinaryBuilder::with_capacity(n, n * b.len());
+        (0..n).for_each(|_| c.append_value(b));
+        Arc::new(c.finish())
+    };
+    let mut value = BinaryBuilder::with_capacity(n, 0);
+    let mut delete = BooleanBuilder::with_capacity(n);
+    for _ in 0..n {
+        value.append_null();
+        delete.append_value(true);
+    }
+    let (value, delete): (ArrayRef, ArrayRef) =
+        (Arc::new(value.finish()), Arc::new(delete.finish()));
+    let (row, ts): (ArrayRef, ArrayRef) = (Arc::new(row.finish()), Arc::new(ts.clone()));
+    record_batch(
+        ["row", "cf", "cq", "cv", "ts", "value", "delete"],
+        [
+            row,
+            constant(b"e"),
+            constant(b"v"),
+            constant(b""),
+            ts,
+            value,
+            delete,
+        ],
+        [false, false, false, false, true, true, false],
+    )
 }
 
 #[cfg(test)]

@@ -8,8 +8,11 @@
 //! Cells of one row go into one map entry (a Thrift map keeps one entry per key) and one frame:
 //! a row's mutation is never split, so a row too large for `max_frame_bytes` is an error.
 
+use arrow_array::Array;
 use rustc_hash::FxHashMap;
 
+use crate::arrow_ffi::{boolean, int64, Bytes, Columns};
+use crate::error::Error;
 use crate::pyrepr::bytes_repr;
 
 // Compact protocol bytes (field ids and types of proxy.thrift's ColumnUpdate and update_args).
@@ -36,6 +39,67 @@ pub struct Cell<'a> {
     pub ts: Option<i64>,
     /// None for a delete
     pub value: Option<&'a [u8]>,
+}
+
+/// The cells of an Arrow batch with columns row, cf, cq, cv, ts, value and optional delete, checked
+/// (an empty row, a null family or qualifier, a negative timestamp, a put without a value are refused).
+pub fn cells_of(cols: &Columns) -> Result<Vec<Cell<'_>>, Error> {
+    let bytes = |name: &str| -> Result<Bytes<'_>, Error> { Bytes::new(cols.require(name)?, name) };
+    let (row, cf, cq, cv, value) = (
+        bytes("row")?,
+        bytes("cf")?,
+        bytes("cq")?,
+        bytes("cv")?,
+        bytes("value")?,
+    );
+    let ts = int64(cols.require("ts")?, "ts")?;
+    let delete = cols
+        .get("delete")
+        .map(|d| boolean(d, "delete"))
+        .transpose()?;
+    let len = cols.len;
+    let mut cells = Vec::with_capacity(len);
+    for i in 0..len {
+        let r = row.get(i).unwrap_or_default();
+        if r.is_empty() {
+            return Err(Error::InvalidCell(format!(
+                "cell {i}: row must not be empty"
+            )));
+        }
+        let (Some(f), Some(q)) = (cf.get(i), cq.get(i)) else {
+            return Err(Error::InvalidCell(format!(
+                "cell {i} (row {}): cf and cq must not be null",
+                bytes_repr(r)
+            )));
+        };
+        let t = (!ts.is_null(i)).then(|| ts.value(i));
+        if let Some(t) = t.filter(|t| *t < 0) {
+            return Err(Error::InvalidCell(format!(
+                "cell {i} (row {}): timestamp must be in [0, 2**63-1], got {t}",
+                bytes_repr(r)
+            )));
+        }
+        let v = value.get(i);
+        let is_delete = match delete {
+            Some(d) => !d.is_null(i) && d.value(i),
+            None => v.is_none(),
+        };
+        if !is_delete && v.is_none() {
+            return Err(Error::InvalidCell(format!(
+                "cell {i} (row {}): a put needs a value (null value, delete false)",
+                bytes_repr(r)
+            )));
+        }
+        cells.push(Cell {
+            row: r,
+            cf: f,
+            cq: q,
+            cv: cv.get(i).unwrap_or_default(),
+            ts: t,
+            value: if is_delete { None } else { v },
+        });
+    }
+    Ok(cells)
 }
 
 #[inline]

@@ -1,30 +1,13 @@
-//! The built-in translators on `packed` export values (the layout is documented in
-//! `connector/packed.py`). A packed value holds bytes, not JSON, so no field can be of the wrong
-//! type: what remains to decide is its shape. A value of a shape the translator does not take, or
-//! bytes that are not a well-formed packed value, go to Python ([`EntryError::Fallback`]), whose
-//! translator gives the error message (or whose decoder names what is malformed).
+//! The built-in translators on `packed` export values (decoded by [`crate::packed`]). A packed value
+//! holds bytes, not JSON, so no field can be of the wrong type: what remains to decide is its shape.
+//! A value of a shape the translator does not take, or bytes that are not a well-formed packed value,
+//! go to Python ([`EntryError::Fallback`]), whose translator gives the error message (or whose
+//! `unpack`, this crate's decoder, names what is malformed).
 
 use indexmap::IndexMap;
 
 use super::{last_per_cell, CellKey, Change, EntryError, Result};
-
-pub const MAGIC: [u8; 2] = [0xFF, 0x01];
-pub const DIFFERENCE: u8 = 1;
-pub const CELLS: u8 = 2;
-pub const OPERATIONS: u8 = 3;
-pub const HAS_CV: u8 = 1;
-pub const HAS_VALUE: u8 = 2;
-pub const TEXT: u8 = 4;
-
-/// One cell of a packed value; `value` None is a delete.
-#[derive(Debug, PartialEq)]
-pub struct Cell<'a> {
-    pub row: &'a [u8],
-    pub cf: &'a [u8],
-    pub cq: &'a [u8],
-    pub cv: &'a [u8],
-    pub value: Option<&'a [u8]>,
-}
+use crate::packed::{decode, Cell, CELLS, DIFFERENCE, OPERATIONS};
 
 impl Cell<'_> {
     fn key(&self) -> CellKey {
@@ -32,106 +15,9 @@ impl Cell<'_> {
             self.row.to_vec(),
             self.cf.to_vec(),
             self.cq.to_vec(),
-            self.cv.to_vec(),
+            self.cv.unwrap_or_default().to_vec(),
         )
     }
-}
-
-/// A decoded packed value: its shape and its one list (two for a difference: old, new).
-#[derive(Debug, PartialEq)]
-pub struct Packed<'a> {
-    pub shape: u8,
-    pub lists: Vec<Vec<Cell<'a>>>,
-}
-
-struct Reader<'a> {
-    data: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn byte(&mut self) -> Option<u8> {
-        let b = *self.data.get(self.pos)?;
-        self.pos += 1;
-        Some(b)
-    }
-
-    fn varint(&mut self) -> Option<u64> {
-        let mut n = 0u64;
-        for shift in (0..64).step_by(7) {
-            let b = self.byte()?;
-            n |= u64::from(b & 0x7F) << shift;
-            if b < 0x80 {
-                return Some(n);
-            }
-        }
-        None
-    }
-
-    fn field(&mut self) -> Option<&'a [u8]> {
-        let n = usize::try_from(self.varint()?).ok()?;
-        let end = self.pos.checked_add(n).filter(|&e| e <= self.data.len())?;
-        let out = &self.data[self.pos..end];
-        self.pos = end;
-        Some(out)
-    }
-
-    fn cell(&mut self, shape: u8) -> Option<Cell<'a>> {
-        let flags = self.byte()?;
-        if flags & !(HAS_CV | HAS_VALUE | TEXT) != 0 {
-            return None;
-        }
-        let (row, cf, cq) = (self.field()?, self.field()?, self.field()?);
-        let cv = if flags & HAS_CV != 0 {
-            self.field()?
-        } else {
-            &[]
-        };
-        let value = if flags & HAS_VALUE != 0 {
-            Some(self.field()?)
-        } else if shape == DIFFERENCE {
-            return None;
-        } else {
-            None
-        };
-        // text fields must be UTF-8 (Python decodes them as str); empty rows are Python's to name
-        let text_ok = flags & TEXT == 0
-            || [row, cf, cq, cv, value.unwrap_or_default()]
-                .iter()
-                .all(|f| std::str::from_utf8(f).is_ok());
-        (text_ok && !row.is_empty()).then_some(Cell {
-            row,
-            cf,
-            cq,
-            cv,
-            value,
-        })
-    }
-
-    fn list(&mut self, shape: u8) -> Option<Vec<Cell<'a>>> {
-        let count = usize::try_from(self.varint()?).ok()?;
-        // each cell takes at least 4 bytes: never reserve more than the data could hold
-        let mut out = Vec::with_capacity(count.min((self.data.len() - self.pos) / 4));
-        for _ in 0..count {
-            out.push(self.cell(shape)?);
-        }
-        Some(out)
-    }
-}
-
-/// The packed value of `data`, or None when it is not a well-formed one whose every cell has a row.
-pub fn decode(data: &[u8]) -> Option<Packed<'_>> {
-    if data.get(..2)? != MAGIC {
-        return None;
-    }
-    let mut r = Reader { data, pos: 2 };
-    let shape = r.byte()?;
-    let lists = match shape {
-        DIFFERENCE => vec![r.list(shape)?, r.list(shape)?],
-        CELLS | OPERATIONS => vec![r.list(shape)?],
-        _ => return None,
-    };
-    (r.pos == data.len()).then_some(Packed { shape, lists })
 }
 
 type Cells = IndexMap<CellKey, Vec<u8>, rustc_hash::FxBuildHasher>;
@@ -157,7 +43,7 @@ fn changes(cells: &[Cell<'_>]) -> Vec<Change> {
 
 /// Translate one packed export value with the built-in translator `name`.
 pub fn translate(name: &str, data: &[u8]) -> Result<Vec<Change>> {
-    let packed = decode(data).ok_or(EntryError::Fallback)?;
+    let packed = decode(data).map_err(|_| EntryError::Fallback)?;
     match (name, packed.shape) {
         ("difference", DIFFERENCE) => Ok(super::difference::diff(
             by_key(&packed.lists[0]),
@@ -279,9 +165,6 @@ mod tests {
             Err(EntryError::Fallback)
         );
         // a count far beyond the data is refused, not allocated
-        assert_eq!(
-            decode(&[0xFF, 0x01, CELLS, 0xFF, 0xFF, 0xFF, 0xFF, 0x0F]),
-            None
-        );
+        assert!(decode(&[0xFF, 0x01, CELLS, 0xFF, 0xFF, 0xFF, 0xFF, 0x0F]).is_err());
     }
 }

@@ -14,9 +14,14 @@ pub mod from_packed;
 mod replicator;
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
+use arrow_array::builder::{BinaryBuilder, Int32Builder};
+use arrow_array::{ArrayRef, RecordBatch};
 use serde_json::Value;
 
+use crate::arrow_ffi::{record_batch, Bytes};
+use crate::error::Error;
 use crate::pyrepr::{json_repr, number_str, truthy};
 
 pub type CellKey = (Vec<u8>, Vec<u8>, Vec<u8>, Vec<u8>);
@@ -73,6 +78,69 @@ pub fn translate(translator: Translate, value: &[u8]) -> Result<Vec<Change>> {
     }
     let value: Value = serde_json::from_slice(value).map_err(|_| EntryError::Fallback)?;
     translator(&value)
+}
+
+/// Translate a batch of export values (`encoding` "json" or "packed") with the built-in translator
+/// `name`: (batch entry int32, row, cf, cq, cv, value (null: delete); errors [(entry, message)];
+/// fallback [entry]), where fallback entries must be translated by the Python translator.
+#[allow(clippy::type_complexity)]
+pub fn translate_batch(
+    name: &str,
+    values: &Bytes<'_>,
+    encoding: &str,
+) -> std::result::Result<(RecordBatch, Vec<(usize, String)>, Vec<usize>), Error> {
+    let packed = match encoding {
+        "json" => false,
+        "packed" => true,
+        other => {
+            return Err(Error::InvalidArgument(format!(
+                "no native encoding {other:?}: use json or packed"
+            )))
+        }
+    };
+    let kind = find(name).ok_or_else(|| {
+        let names: Vec<&str> = TRANSLATORS.iter().map(|(n, _)| *n).collect();
+        Error::InvalidArgument(format!(
+            "no native translator {name:?}: use one of {}",
+            names.join(", ")
+        ))
+    })?;
+    let n = values.len();
+    let mut entry = Int32Builder::with_capacity(n);
+    let mut parts: [BinaryBuilder; 4] = std::array::from_fn(|_| BinaryBuilder::new());
+    let mut value = BinaryBuilder::new();
+    let mut errors = Vec::new();
+    let mut fallback = Vec::new();
+    for i in 0..n {
+        let bytes = values.get(i).unwrap_or_default();
+        let changes = if packed {
+            from_packed::translate(name, bytes)
+        } else {
+            translate(kind, bytes)
+        };
+        match changes {
+            Ok(changes) => {
+                for c in changes {
+                    entry.append_value(i as i32);
+                    let (r, f, q, v) = &c.key;
+                    for (b, part) in parts.iter_mut().zip([r, f, q, v]) {
+                        b.append_value(part);
+                    }
+                    value.append_option(c.value);
+                }
+            }
+            Err(EntryError::Translation(msg)) => errors.push((i, msg)),
+            Err(EntryError::Fallback) => fallback.push(i),
+        }
+    }
+    let [row, cf, cq, cv] = parts.map(|mut b| Arc::new(b.finish()) as ArrayRef);
+    let (entry, value): (ArrayRef, ArrayRef) = (Arc::new(entry.finish()), Arc::new(value.finish()));
+    let batch = record_batch(
+        ["entry", "row", "cf", "cq", "cv", "value"],
+        [entry, row, cf, cq, cv, value],
+        [false, false, false, false, false, true],
+    )?;
+    Ok((batch, errors, fallback))
 }
 
 /// Python's `json.loads` refuses ints of more than 4300 digits wherever they are, even in fields no

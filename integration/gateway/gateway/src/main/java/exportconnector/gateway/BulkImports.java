@@ -120,15 +120,19 @@ final class BulkImports {
     return id;
   }
 
-  /** The staging directory of {@code id}; AccumuloException if there is none. */
+  /**
+   * The staging directory of {@code id}; an AccumuloException whose message starts with {@link
+   * ErrorNames#BULK_IMPORT_NOT_FOUND} if there is none.
+   */
   Staging resolve(String id) throws Exception {
     Path dir = dir(id);
     String table;
     try (InputStream in = fs().open(new Path(new Path(dir, WORK_DIR), TABLE_FILE))) {
       table = new String(in.readAllBytes(), StandardCharsets.UTF_8);
     } catch (FileNotFoundException e) {
-      throw new AccumuloException("no bulk import " + id + " in " + base() + " (deleted, or made by a"
-          + " gateway with another gateway.bulk.dir)");
+      // named, so that a client resuming an import can tell "not here" from any other failure
+      throw new AccumuloException(ErrorNames.message(ErrorNames.BULK_IMPORT_NOT_FOUND, "no bulk import "
+          + id + " in " + base() + " (deleted, or made by a gateway with another gateway.bulk.dir)"));
     }
     return new Staging(id, dir, table);
   }

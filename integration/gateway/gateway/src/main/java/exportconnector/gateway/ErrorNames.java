@@ -28,6 +28,11 @@ public final class ErrorNames {
   public static final String SECURITY = "AccumuloSecurityException";
   /** The IDL's TableNotFoundException, sent on a call that declares none. */
   public static final String TABLE_NOT_FOUND = "TableNotFoundException";
+  /**
+   * No staging directory of that bulk id under this gateway's gateway.bulk.dir (deleted, never made,
+   * or made by a gateway with another gateway.bulk.dir); sent in an AccumuloException.
+   */
+  public static final String BULK_IMPORT_NOT_FOUND = "BulkImportNotFoundException";
   /** Between the name and the rest of the message. */
   public static final String SEPARATOR = ": ";
 
