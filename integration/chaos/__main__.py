@@ -28,10 +28,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep-going", action="store_true", help="go on after a failed quiet point")
     parser.add_argument("--keep", action="store_true", help="keep the run folder after a pass too")
     parser.add_argument("--schedule-only", action="store_true", help="print the schedule and exit")
+    parser.add_argument("--skews", metavar="AHEAD,BEHIND",
+                        help="the two skewed producers' clocks, seconds ahead and behind (default: drawn, 120-300)")
     opts = parser.parse_args(argv)
     seed = opts.seed if opts.seed is not None else secrets.randbelow(1_000_000)
     print(f"chaos seed {seed} (reproduce: make chaos MINUTES={opts.minutes:g} SEED={seed})", flush=True)
-    schedule = draw_schedule(seed, opts.minutes)
+    skews = None
+    if opts.skews:
+        try:
+            ahead, behind = (float(x) for x in opts.skews.split(","))
+        except ValueError:
+            parser.error(f"--skews: give two numbers of seconds, AHEAD,BEHIND (got {opts.skews!r})")
+        skews = (ahead, behind)
+    schedule = draw_schedule(seed, opts.minutes, skews=skews)
     if opts.schedule_only:
         print(schedule.describe())
         for phase in schedule.phases:

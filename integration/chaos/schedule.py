@@ -101,15 +101,18 @@ class Schedule:
         return "\n".join(lines)
 
 
-def draw_schedule(seed: int, minutes: float, mean_gap: float = 5.0, phase_seconds: tuple[float, float] = (50, 120)
-                  ) -> Schedule:
+def draw_schedule(seed: int, minutes: float, mean_gap: float = 5.0, phase_seconds: tuple[float, float] = (50, 120),
+                  skews: tuple[float, float] | None = None) -> Schedule:
     """The schedule of ``minutes`` of faults drawn from ``seed``: phases of ``phase_seconds`` (the last one
     shortened to fit, or merged into the one before when shorter than 20 s), actions arriving ``mean_gap``
-    seconds apart on average (exponential gaps)."""
+    seconds apart on average (exponential gaps). The producers' clocks are 2-5 minutes ahead and behind;
+    ``skews`` (ahead, behind), in seconds, replaces them (the rest of the schedule stays the seed's)."""
     if minutes <= 0:
         raise ValueError(f"minutes must be > 0, got {minutes!r}")
     rng = random.Random(seed)
     ahead, behind = rng.uniform(120, 300), rng.uniform(120, 300)
+    if skews is not None:
+        ahead, behind = skews
     producers = (ProducerSpec("ahead", ahead, rng.choice((0, 0, 2000))),
                  ProducerSpec("behind", -behind, rng.choice((0, 0, 2000))),
                  ProducerSpec("plain", 0.0, 0))
@@ -131,11 +134,15 @@ def draw_schedule(seed: int, minutes: float, mean_gap: float = 5.0, phase_second
             actions.append(_action(rng, t, what))
             t += rng.expovariate(1 / mean_gap)
         phases.append(Phase(index, seconds, spark, tuple(actions)))
-    # every kind of action at least once, however short the run: one drawn now for each kind missing
-    drawn = {a.what for p in phases for a in p.actions}
+    # the Spark stream in one phase at least, and every kind of action at least once, however short the run
+    if not any(p.spark_stream for p in phases):
+        i = rng.randrange(len(phases))
+        phases[i] = Phase(phases[i].index, phases[i].seconds, True, phases[i].actions)
+    drawn = {a.what for p in phases for a in p.actions if a.what != "kill-stream-spark" or p.spark_stream}
     for what in kinds:
         if what not in drawn:
-            i = rng.randrange(len(phases))
+            where = [i for i, p in enumerate(phases) if p.spark_stream or what != "kill-stream-spark"]
+            i = rng.choice(where)
             p = phases[i]
             extra = _action(rng, rng.uniform(0, max(1.0, p.seconds - 5)), what)
             actions = sorted((*p.actions, extra), key=lambda a: a.at)
