@@ -403,7 +403,10 @@ class ChaosRun:
 
     def do_compact_b(self, a: Action) -> None:
         live = [d for d in self.dests.all if not d.retired]
-        self._compact(a, "B", live[a.pick % len(live)].table)
+        dest = live[a.pick % len(live)]
+        if not self.conn_b.table_exists(dest.table):  # a new primary's first drain creates it
+            return self.skip(a, f"{dest.table} not created yet")
+        self._compact(a, "B", dest.table)
 
     def do_relay(self, a: Action) -> None:
         if self._busy("relay"):
