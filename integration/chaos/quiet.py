@@ -86,6 +86,7 @@ def _finish_one_shots(run: ChaosRun, result: QuietResult) -> None:
 def _finish_bootstraps(run: ChaosRun, result: QuietResult) -> None:
     deadline = time.monotonic() + BOOTSTRAP_SECONDS
     while (pending := run.dests.unbootstrapped()) and time.monotonic() < deadline:
+        run.ensure_streams()  # the final check waits for a drain to export the queue's older entries
         dest = pending[0]
         running = [p for p in run.procs if p.kind == "bootstrap" and p.alive() and p.meta.get("dest") is dest]
         proc = running[0] if running else run.start_bootstrap(dest)

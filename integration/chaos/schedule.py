@@ -25,12 +25,12 @@ ACTION_WEIGHTS: dict[str, float] = {
     "kill-gateway": 2.0,         # SIGKILL one gateway of A or B; restarted after ``restart_after``
     "kill-bootstrap": 0.7,       # SIGKILL a running bootstrap; it runs again after ``restart_after``
     "drain": 2.0,                # a batch drain (SIGKILLed after ``kill_after`` when set)
-    "verify": 1.0,               # verify --repair of a destination (primary or registered)
+    "verify": 1.5,               # verify --repair of a destination (primary or registered)
     "compact-a": 0.8,            # a full compaction of A's queue table
     "compact-b": 1.0,            # a full compaction of a destination table on B
     "relay": 0.8,                # accumulo-export tx relay
-    "register": 0.35,            # register a new destination with the queue, then bootstrap it
-    "new-primary": 0.25,         # a new destination replaces the stream's: streams onto it, then bootstrap it
+    "register": 0.5,             # register a new destination with the queue, then bootstrap it
+    "new-primary": 0.35,         # a new destination replaces the stream's: streams onto it, then bootstrap it
 }
 
 
