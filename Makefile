@@ -9,7 +9,7 @@ CRATE     := connector/_native
 NATIVE_SRC := $(wildcard $(CRATE)/Cargo.toml $(CRATE)/Cargo.lock $(CRATE)/src/*.rs $(CRATE)/src/*/*.rs)
 CARGO_ENV := PYO3_PYTHON=$(abspath $(VPY))
 
-.PHONY: deps build gateway-jar lint test smoke-wheel docs demo demo-wordcount cluster bench soak clean
+.PHONY: deps build gateway-jar lint test smoke-wheel docs demo demo-wordcount cluster bench soak chaos clean
 
 deps: $(STAMP) /usr/bin/thrift /usr/bin/faketime
 
@@ -86,6 +86,14 @@ bench: build
 
 soak: build
 	$(VPY) integration/bench/bench_soak.py
+
+# the randomized fault schedule (integration/chaos): MINUTES of faults (quiet points add their own time) drawn
+# from SEED (default: a random one, printed first); exit 0 only on PASS. `make chaos MINUTES=60 SEED=n`
+# reproduces a run's schedule. tests/test_chaos.py runs a seeded 3-minute one.
+MINUTES ?= 30
+SEED    ?=
+chaos: build
+	$(VPY) -m integration.chaos --minutes $(MINUTES) $(if $(SEED),--seed $(SEED))
 
 clean:
 	rm -rf $(VENV) integration/gateway/target integration/gateway/*/target $(CRATE)/target connector/_native*.so .pytest_cache .mypy_cache .ruff_cache .hypothesis \
