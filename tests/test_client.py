@@ -25,6 +25,8 @@ from connector.accumulo import (
     UnknownWriterError,
 )
 from connector.accumulo._idl import proxy
+from connector.accumulo.conditional import write_conditional
+from connector.accumulo.extensions import SCAN_ISOLATED, gateway_extensions
 from integration.harness import StandaloneGateway
 
 from .conftest import run_in_threads, unique_table
@@ -373,3 +375,35 @@ def test_threads_that_come_and_go_leave_no_sockets_behind(conn_a):
     # 30 threads each opened a socket to the gateway; each closed with its thread
     assert fds() - before < 5
     assert conn_a.list_tables()  # and the connection still works
+
+
+def test_a_conditional_writer_and_the_extension_check_survive_a_gateway_restart(accumulo, table):
+    """After a restart the gateway knows neither this connection's socket nor its conditional writer's id. The
+    extension question is asked again on a fresh socket (it raised ConnectionLostError), and the writer, which
+    the gateway refuses before applying anything, opens a new id and sends again (it raised
+    UnknownWriterError: a producer of the chaos run died of it)."""
+    a = accumulo["a"]
+    gw = StandaloneGateway(a, accumulo.classpath)
+    port = gw.start()
+    conn = Connection("127.0.0.1", port, secret_file=a.secret_file)
+    try:
+        writer = conn.conditional_writer(table)  # opens this thread's socket; extensions not asked yet
+        first = writer.writer_id
+        gw.kill()
+        gw.start()
+        where, names = gateway_extensions(conn)  # the old socket is dead: asked again on a new one
+        assert where.endswith(f":{port}") and SCAN_ISOLATED in names
+        assert writer.write(ConditionalMutation("r1", [Condition("f", "q")]).put("f", "q", "one")) == "ACCEPTED"
+        assert writer.writer_id != first
+        again = writer.writer_id
+        gw.kill()
+        gw.start()
+        conn.namespace_exists("accumulo")  # the thread's socket moves to the restarted gateway first
+        cm = ConditionalMutation("r2", [Condition("f", "q")]).put("f", "q", "two")
+        assert write_conditional(writer, [cm]) == {b"r2": "ACCEPTED"}  # the encoded hot path too
+        assert writer.writer_id != again
+        assert {c.row: c.value for c in conn.scan(table)} == {b"r1": b"one", b"r2": b"two"}
+        writer.close()
+    finally:
+        conn.close()
+        gw.stop()

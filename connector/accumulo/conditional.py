@@ -7,13 +7,14 @@ directly (:mod:`.wire.conditional`)."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Sequence
+import logging
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ._idl import proxy
 from .cells import IteratorSetting
-from .errors import ConnectionLostError, InvalidMutationError, translate
+from .errors import ConnectionLostError, InvalidMutationError, UnknownWriterError, translate
 from .mutation import BytesLike, Mutation, to_bytes
 from .session import Session
 from .transport import send_frame
@@ -21,6 +22,12 @@ from .visibility import VisibilityError, check_visibility
 from .wire.conditional import METHOD, encode_conditional_call
 from .wire.frames import CALL_OVERHEAD_BYTES, largest_binary
 from .wire.structs import column_update_to_thrift
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+#: how many times a conditional writer reopens itself for one call (see :class:`ConditionalWriter`)
+REOPENS = 3
 
 STATUS_NAMES = {v: k for k, v in proxy.ConditionalStatus._NAMES_TO_VALUES.items()}
 
@@ -63,7 +70,10 @@ class ConditionalMutation(Mutation):
 class ConditionalWriter:
     """Sends conditional mutations and reports, per row, ACCEPTED, REJECTED, VIOLATED, UNKNOWN or
     INVISIBLE_VISIBILITY. A dropped connection is not retried (the outcome is unknown): it raises
-    ``ConnectionLostError`` and the caller re-reads and decides.
+    ``ConnectionLostError`` and the caller re-reads and decides. A gateway that does not know the writer's id
+    (it was restarted, the socket failed over to another gateway of the pool, or the writer sat idle past the
+    gateway's expiry) refuses the call before applying any of it: the writer then opens a new id on the
+    gateway it talks to now and sends the same mutations again, up to ``REOPENS`` times.
 
     Conditions see a cell only if ``authorizations`` satisfy its visibility. The default is none, as in
     Accumulo's Java ConditionalWriter and upstream's proxy: a condition on a cell with a visibility is then
@@ -76,11 +86,29 @@ class ConditionalWriter:
         self.table = table
         if timeout_ms is None and connection.server_wait is not None:
             timeout_ms = connection.server_wait_ms
-        options = proxy.ConditionalWriterOptions(
+        self._options = proxy.ConditionalWriterOptions(
             timeoutMs=timeout_ms,
             authorizations={to_bytes(a, "auth") for a in authorizations or ()},
         )
-        self._id = connection.call("createConditionalWriter", table, options)
+        self._id = connection.call("createConditionalWriter", table, self._options)
+
+    def reopen(self) -> None:
+        """Open a new server-side writer (same table and options) on the gateway this thread talks to now."""
+        self._id = self.connection.call("createConditionalWriter", self.table, self._options)
+
+    def send(self, call: Callable[[], T]) -> T:
+        """Run ``call`` (which names :attr:`writer_id`); when the gateway does not know the id, which it says
+        before applying anything, reopen and run it again."""
+        for attempt in range(REOPENS + 1):
+            try:
+                return call()
+            except UnknownWriterError:
+                if attempt == REOPENS:
+                    raise
+                log.warning("the gateway does not know conditional writer %s of %s (restarted, failed over or "
+                            "expired): nothing was applied; sending again through a new one", self._id, self.table)
+                self.reopen()
+        raise AssertionError("unreachable")
 
     @property
     def writer_id(self) -> str:
@@ -111,7 +139,8 @@ class ConditionalWriter:
         if size + largest + CALL_OVERHEAD_BYTES > self.connection.max_frame_bytes:
             raise InvalidMutationError(f"conditional mutations of about {size} bytes do not fit in one frame "
                                        f"(max_frame_bytes={self.connection.max_frame_bytes}); send fewer at once")
-        result = self.connection.call("updateRowsConditionally", self._id, updates, secret=False, retry=False)
+        result = self.send(lambda: self.connection.call("updateRowsConditionally", self._id, updates, secret=False,
+                                                         retry=False))
         return {row: STATUS_NAMES[status] for row, status in result.items()}
 
     def close(self) -> None:
@@ -133,13 +162,17 @@ def write_conditional(writer: ConditionalWriter, mutations: Sequence[Conditional
     if any(c.iterators for m in mutations for c in m.conditions) or len({m.row for m in mutations}) < len(mutations):
         return writer.write_all(mutations)
     conn = writer.connection
-    payload = encode_conditional_call(writer.writer_id, mutations)
-    try:
-        with conn.raw_client(METHOD) as client:
-            send_frame(client, payload)
-            result = client._recv(METHOD)
-    except ConnectionLostError:
-        raise
-    except Exception as exc:
-        raise translate(exc) from exc
+
+    def send() -> Any:
+        payload = encode_conditional_call(writer.writer_id, mutations)
+        try:
+            with conn.raw_client(METHOD) as client:
+                send_frame(client, payload)
+                return client._recv(METHOD)
+        except ConnectionLostError:
+            raise
+        except Exception as exc:
+            raise translate(exc) from exc
+
+    result = writer.send(send)
     return {row: STATUS_NAMES[status] for row, status in result.items()}

@@ -21,6 +21,8 @@ import threading
 import weakref
 from typing import Any
 
+import tenacity
+
 from .errors import AccumuloError, ConnectionLostError
 from .session import Session
 
@@ -52,7 +54,20 @@ def is_unknown_method(exc: BaseException) -> bool:
 
 def gateway_extensions(conn: Session) -> tuple[str, frozenset[str]]:
     """The gateway this thread's socket talks to (``host:port``) and the extensions it names (none for an
-    upstream proxy). Asked once per gateway of ``conn``, then remembered."""
+    upstream proxy). Asked once per gateway of ``conn``, then remembered. A socket lost while asking (a
+    gateway restarted, or failed over to another of the pool) is replaced and the question asked again, within
+    the connection's retry policy."""
+    policy = conn.retry_policy()
+    retrying = tenacity.Retrying(
+        stop=tenacity.stop_after_attempt(policy.attempts) | tenacity.stop_after_delay(policy.max_seconds),
+        wait=tenacity.wait_random_exponential(multiplier=policy.initial_wait, max=policy.max_wait),
+        retry=tenacity.retry_if_exception_type(ConnectionLostError),
+        reraise=True,
+    )
+    return retrying(_ask_extensions, conn)
+
+
+def _ask_extensions(conn: Session) -> tuple[str, frozenset[str]]:
     where = conn.address()
     cached = None
     with _lock, contextlib.suppress(TypeError):

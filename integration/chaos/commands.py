@@ -40,7 +40,8 @@ class Commands:
                 "--rate", str(self.producer_rate), "--cache-rows", str(spec.cache_rows)]
 
     def _drain(self, dest_table: str) -> list[str]:
-        return ["drain", "--source", "A", *self.queue(), "--dest", "B", "--dest-table", dest_table]
+        return ["drain", "--source", "A", *self.queue(), "--dest", "B", "--dest-table", dest_table,
+                "--create-dest-table"]
 
     def stream_local(self, dest_table: str) -> list[str]:
         return self.cli(*self._drain(dest_table), "--stream", "--engine", "local", "--trigger-seconds", "0.5",
@@ -70,7 +71,7 @@ class Commands:
 
     def register(self, dest_table: str) -> list[str]:
         return self.cli("queue", "destinations", "add", "--cluster", "A", *self.queue(), "--dest", "B",
-                        "--dest-table", dest_table, "--translator", "difference")
+                        "--dest-table", dest_table, "--translator", "difference", "--create-dest-table")
 
     def unregister(self, dest_table: str) -> list[str]:
         return self.cli("queue", "destinations", "remove", "--cluster", "A", *self.queue(), "--dest", "B",
