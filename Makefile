@@ -65,7 +65,8 @@ test: build lint
 smoke-wheel: build
 	$(VPY) -m integration.smoke_wheel
 
-# the API reference, rendered from the docstrings into docs/ (fails on any pdoc warning)
+# the documentation site into docs/site/ (not committed): the guides (README.md, docs/*.md) as HTML, with an index,
+# beside the API reference rendered from the docstrings (docs/site/api/); fails on any warning (integration/docs.py)
 docs: deps
 	$(VPY) -m integration.docs
 
@@ -97,4 +98,4 @@ chaos: build
 
 clean:
 	rm -rf $(VENV) integration/gateway/target integration/gateway/*/target $(CRATE)/target connector/_native*.so .pytest_cache .mypy_cache .ruff_cache .hypothesis \
-	  .smoke docs
+	  .smoke docs/site

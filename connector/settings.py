@@ -4,7 +4,7 @@ A settings class is a frozen dataclass deriving from :class:`Settings` whose fie
 :func:`setting`: the name, how its text parses, the default and what it does for the user. From that one
 declaration come the CLI flags (:meth:`Settings.add_arguments`, :meth:`Settings.from_args`), the parsing of
 Spark data source options and config-file keys (:meth:`Settings.from_options`), the options a job hands to
-Spark (:meth:`Settings.to_options`) and the README's option tables (:meth:`Settings.markdown_rows`).
+Spark (:meth:`Settings.to_options`) and the option tables of docs/reference.md (:meth:`Settings.markdown_rows`).
 
 Every surface is strict: a :class:`Surface` knows every name it accepts (groups of settings under prefixes,
 plus the few options Spark itself passes through, each by name), and refuses any other with the closest
@@ -345,7 +345,7 @@ class Settings:
 
     @classmethod
     def markdown_rows(cls, prefix: str = "", tags: Collection[str] | None = None) -> list[str]:
-        """README table rows: ``| flag | option | default | meaning |``."""
+        """Rows of a docs/reference.md table: ``| flag | option | default | meaning |``."""
         rows = []
         for s in cls.settings():
             if tags is not None and not s.tags & set(tags):

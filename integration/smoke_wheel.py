@@ -1,7 +1,8 @@
-"""The wheel on other Pythons and PySparks: build the abi3 wheel once (``pip wheel --no-deps .``, as the README
-tells users), install that one file into fresh virtualenvs of CPython 3.12 and 3.13 and drive the installed
-``accumulo-export`` command there against the embedded clusters: ``queue add``, a drain and a combine in the
-command's own process, and a drain with Spark ``local[2]`` (its Python workers run that Python too).
+"""The wheel on other Pythons and PySparks: build the abi3 wheel once (``pip wheel --no-deps .``, as the guides tell
+users: docs/spark.md: Running the drain on a Spark cluster), install that one file into fresh virtualenvs of CPython
+3.12 and 3.13 and drive the installed ``accumulo-export`` command there against the embedded clusters:
+``queue add``, a drain and a combine in the command's own process, and a drain with Spark ``local[2]`` (its Python
+workers run that Python too).
 
 The 3.12 virtualenv runs the oldest supported PySpark (:data:`OLDEST_PYSPARK`, the newest 4.0 patch release),
 the 3.13 one a 4.2 (:data:`NEWER_PYSPARK`); the development virtualenv (3.11), where the whole suite runs, has
@@ -87,7 +88,8 @@ def run(command: Sequence[str | Path], *, input_text: str | None = None, env: di
 
 
 def build_wheel(out_dir: Path = SMOKE_DIR / "wheel") -> Path:
-    """Build the wheel the README's way and return it; it must be the one abi3 wheel for every Python."""
+    """Build the wheel the documented way (``pip wheel --no-deps .``) and return it; it must be the one abi3
+    wheel for every Python."""
     shutil.rmtree(out_dir, ignore_errors=True)
     run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(ROOT), "-w", str(out_dir)], timeout=1800)
     wheels = list(out_dir.glob("*.whl"))
@@ -154,7 +156,7 @@ class Smoke:
     def __post_init__(self) -> None:
         config = self.work / "clusters.toml"
         lines = []
-        for name in ("a", "b"):  # the file a user writes (README: Using the library), secrets by path only
+        for name in ("a", "b"):  # the file a user writes (docs/reference.md: clusters.toml), secrets by path only
             g = self.clusters[name].gateway_options()
             lines += [f"[clusters.{name.upper()}]", f'host = "{g.host}"', f"port = {g.port}",
                       f'secret_file = "{g.secret_file}"'] + ([f'tls_ca_file = "{g.tls_ca_file}"']

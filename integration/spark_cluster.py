@@ -1,6 +1,6 @@
 """A Spark standalone cluster (one master, one worker, each its own JVM) from the installed pyspark, and the
-packed Python environment its executors run the connector from: what the README's spark-submit section
-describes, made runnable for the tests.
+packed Python environment its executors run the connector from: what the guide's spark-submit recipe
+(docs/spark.md: Running the drain on a Spark cluster) describes, made runnable for the tests.
 
 Executors do not use this repository's virtualenv: they unpack ``executor_environment()`` (a venv-pack
 archive of a fresh venv holding the connector's wheel and its runtime dependencies) shipped with

@@ -4,7 +4,7 @@
 The server is a process of its own, as on a real deployment: the client (the test) holds only a
 ``sc://host:port`` session. The server's Python workers (data sources, ``mapInArrow``, ``foreachBatch``) run
 ``python`` with ``pythonpath`` on their path: that is where the connector must be importable ("the package on
-the server"; README: Spark Connect).
+the server"; docs/spark-connect.md: Where the code runs).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """B from A on real clusters: a destination built from A's committed rows while producers commit and the
-stream drains, ends equal to what A's rows imply, cell for cell, through each hazard of the README's "Building
-B from A": an old export whose successor B never got (a), producers' clocks far apart and a commit visible
+stream drains, ends equal to what A's rows imply, cell for cell, through each hazard of docs/bootstrap-and-cutover.md
+("Why B ends exact"): an old export whose successor B never got (a), producers' clocks far apart and a commit visible
 only after its row was read (b), a full compaction of B that dropped a delete (c), rows deleted on A (d),
 outbox cells not yet relayed (e), a bootstrap killed and resumed or run twice (f). And verify: 0 on a right
 destination, exactly the injected damage on a wrong one, 0 after --repair, with the stream running."""

@@ -304,7 +304,7 @@ def test_an_entry_too_large_names_the_limit_not_an_internal_setting(conn_a, cli_
     assert json.loads(run_cli(cli_env, "queue", "status", *q, "--json").stdout)["entries"] == 0
 
 
-# --- checks as strong as the README says ---------------------------------------------------------
+# --- checks as strong as the guides say ---------------------------------------------------------
 
 @pytest.mark.cluster
 def test_add_checks_lines_against_the_stored_translator_and_drain_uses_it(conn_a, conn_b, cli_env):
@@ -354,11 +354,11 @@ def test_combine_get_prints_combined_values(conn_a, cli_env):
     assert text.stdout == "pear\t2\n", text.stdout
 
 
-# --- README figures say under which conditions they were measured --------------------------------
+# --- benchmark figures (docs/benchmarks.md) say under which conditions they were measured -----------
 
-def test_readme_benchmark_figures_state_their_conditions():
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("## Benchmarks"):]
+def test_benchmark_figures_state_their_conditions():
+    page = (ROOT / "docs" / "benchmarks.md").read_text()
+    section = page[page.index("## Figures"):]
     header = next(line for line in section.splitlines() if line.startswith("| benchmark |"))
     columns = [c.strip() for c in header.strip("|").split("|")]
     assert "conditions" in columns, header
@@ -465,7 +465,7 @@ def test_a_cluster_that_does_not_answer_is_a_failed_run_not_a_usage_error(accumu
 
 
 def test_tx_seq_prints_the_seq_a_commit_made_now_gets():
-    """The timestamp for a write by hand to a destination (README: Writing to a destination by hand)."""
+    """The timestamp for a write by hand to a destination (docs/operations.md: Writing to a destination by hand)."""
     import os
 
     from connector import current_seq

@@ -1,8 +1,10 @@
-"""CLI sessions end to end: progress, quiet output, help, dead letters, README snippets that run as written,
+"""CLI sessions end to end: progress, quiet output, help, dead letters, the snippets of the README and the guides
+that run as written,
 and nothing left behind. On the real clusters."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -113,41 +115,93 @@ def test_dead_letters_are_listed_and_requeued(spark, scenario, cli_env):
     assert status.entries == 1 and status.dead_letters == 0
 
 
-def _code_blocks(language: str) -> list[str]:
-    text = (ROOT / "README.md").read_text()
-    return re.findall(rf"```{language}\n(.*?)```", text, flags=re.DOTALL)
+def _run_page(page: Path, env: dict[str, str], folder: Path) -> dict[str, str]:
+    """Run a page's ```python and ```sh blocks in order, in ``folder``; each block's stdout by its code. A block
+    that starts a process in the background writes its pid into a ``*.pid`` file: stopped here if the page
+    fails before it stops it."""
+    from integration.docs import code_blocks
+
+    folder.mkdir()
+    outputs: dict[str, str] = {}
+    try:
+        for n, (language, code) in enumerate(code_blocks(page)):
+            if language == "python":
+                script = folder / f"block_{n}.py"
+                script.write_text(code)
+                command = [sys.executable, str(script)]
+            elif language == "sh":
+                command = ["bash", "-euo", "pipefail", "-c", code]
+            else:
+                continue  # ```py, ```shell and the rest are shown only
+            out = subprocess.run(command, env=env, cwd=folder, capture_output=True, text=True, timeout=600)
+            assert out.returncode == 0, f"{page.name} {language} block {n}:\n{code}\n{out.stderr[-3000:]}"
+            outputs[code] = out.stdout
+    except BaseException:  # the page stops what it started only when it gets that far
+        for pid_file in folder.glob("*.pid"):
+            with contextlib.suppress(ValueError, ProcessLookupError):
+                os.kill(int(pid_file.read_text()), signal.SIGTERM)
+        raise
+    return outputs
 
 
-@pytest.mark.slow  # 52 s in a fresh `make test`
-def test_readme_snippets_run_as_written(accumulo, cli_env, tmp_path):
-    # ```python and ```sh blocks run here; ```py and ```shell ones are shown only (they need what the test
-    # lacks: a Spark Connect server, a Kerberized site)
-    blocks = _code_blocks("python")
-    assert len(blocks) >= 2
-    for n, code in enumerate(blocks):
-        script = tmp_path / f"readme_{n}.py"
-        script.write_text(code)
-        out = subprocess.run([sys.executable, str(script)], env=cli_env, cwd=tmp_path, capture_output=True,
-                             text=True, timeout=600)
-        assert out.returncode == 0, f"README python block {n}:\n{code}\n{out.stderr[-3000:]}"
+def _output(outputs: dict[str, str], command: str) -> str:
+    """The stdout of the one block that holds ``command``."""
+    (found,) = [out for code, out in outputs.items() if command in code]
+    return found
+
+
+def _pages_with_snippets() -> list[str]:
+    from integration.docs import code_blocks, pages
+
+    return [p.relative_to(ROOT).as_posix() for p in pages()
+            if any(language in ("python", "sh") for language, _ in code_blocks(p))]
+
+
+PAGES = _pages_with_snippets()
+
+
+@pytest.mark.slow  # a minute or two for the whole set, in a fresh `make test`
+@pytest.mark.parametrize("name", PAGES)
+def test_doc_snippets_run_as_written(name, accumulo, cli_env, tmp_path):
+    """The ```python and ```sh blocks of the README and of every guide run as written, in order, each page in a
+    folder of its own (as a user who follows it); ```py and ```shell blocks are shown only (they need what the
+    test lacks: a Spark cluster or Connect server, a Kerberized site, a terminal's set-up, ``make``)."""
+    from examples.inverted_count_index import actual_index, expected_index
+
+    assert {"README.md", "docs/draining.md", "docs/producing.md", "docs/tutorial.md"} <= set(PAGES)
     env = dict(cli_env, PATH=f"{Path(sys.executable).parent}{os.pathsep}{cli_env['PATH']}", PYTHONPATH=str(ROOT))
-    outputs = []
-    for shell in _code_blocks("sh"):
-        if "accumulo-export" not in shell:
-            continue  # `make ...` lines
-        out = subprocess.run(["bash", "-euo", "pipefail", "-c", shell], env=env, cwd=tmp_path, capture_output=True,
-                             text=True, timeout=600)
-        assert out.returncode == 0, f"README sh block:\n{shell}\n{out.stderr[-3000:]}"
-        outputs.append(out.stdout)
-    assert '"exported": 1' in outputs[0]
-    assert '"exported": 1' in outputs[1]  # the same update through a packed queue
-    assert "apple\t4" in outputs[2] and "pear\t2" in outputs[2]  # combine get
-    with accumulo["b"].connect() as conn:
-        assert {(c.row, c.value) for c in conn.scan("index")} >= {(b"word", b"4"), (b"w", b"1")}
-        assert {(c.row, c.cf, c.value) for c in conn.scan("packed_index")} == {(b"w", b"count", b"1")}
-        # the combine sequence ends with the counts on B
-        assert {(c.row, c.cf, c.value) for c in conn.scan("wcounts")} == {(b"apple", b"count", b"4"),
-                                                                          (b"pear", b"count", b"2")}
+    outputs = _run_page(ROOT / name, env, tmp_path / "page")
+    with accumulo["a"].connect() as conn_a, accumulo["b"].connect() as conn_b:
+        if name == "README.md":
+            drained = json.loads(_output(outputs, "accumulo-export drain").splitlines()[-1])
+            assert drained["exported"] == 3 and drained["remaining"] == 0, drained
+            assert "0 differences" in _output(outputs, "accumulo-export verify")
+            assert "is on every destination of queue front" in _output(outputs, "accumulo-export wait")
+            assert sorted(actual_index(conn_b, "word_index")) == sorted(expected_index(conn_a, "words")) == [
+                (b"00000001", b"pear"), (b"00000002", b"apple")]
+        elif name == "docs/draining.md":
+            assert '"exported": 1' in _output(outputs, "queue init   --cluster A --table exports --queue idx")
+            assert {(c.row, c.value) for c in conn_b.scan("index")} >= {(b"word", b"4"), (b"w", b"1")}
+        elif name == "docs/producing.md":
+            assert '"exported": 1' in _output(outputs, "--queue packed_idx")  # the update through a packed queue
+            assert {(c.row, c.cf, c.value) for c in conn_b.scan("packed_index")} == {(b"w", b"count", b"1")}
+            combined = _output(outputs, "combine get")
+            assert "apple\t4" in combined and "pear\t2" in combined
+            # the combine sequence ends with the counts on B
+            assert {(c.row, c.cf, c.value) for c in conn_b.scan("wcounts")} == {(b"apple", b"count", b"4"),
+                                                                             (b"pear", b"count", b"2")}
+        elif name == "docs/tutorial.md":
+            first = json.loads(_output(outputs, "--dest-table tut_index --create-dest-table").splitlines()[-1])
+            assert first["exported"] >= 2000 and first["remaining"] == 0, first
+            assert "count 1 on B, written at seq" in _output(outputs, "count_once_more") and "(the commit's: True)" \
+                in _output(outputs, "count_once_more")
+            assert "0 differences" in _output(outputs, "accumulo-export verify")
+            stopped = json.loads(_output(outputs, "kill ").strip().splitlines()[-1])
+            assert stopped["micro_batches"] >= 1 and stopped["exported"] >= 1000, stopped
+            expected = sorted(expected_index(conn_a, "tut_counts"))
+            assert (b"00000001", b"tutorial") in expected and len(expected) > 50
+            assert sorted(actual_index(conn_b, "tut_index")) == sorted(actual_index(conn_b, "tut_index_v2")) == \
+                expected
 
 
 @pytest.mark.cluster  # starts clusters of its own, without the fixture

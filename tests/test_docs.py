@@ -1,5 +1,6 @@
-"""``make docs``: the API reference renders from the docstrings with no warning, a page per public package;
-the README's generated tables match the declarations they come from."""
+"""``make docs``: the site renders with no warning (the API reference from the docstrings, a page per public
+package; the guides as HTML with an index); the reference's generated tables match the declarations they come
+from; every link of the pages and every reference of the code to a guide's section resolves."""
 
 from __future__ import annotations
 
@@ -9,29 +10,55 @@ import sys
 from .conftest import ROOT
 
 
-def test_api_reference_renders_without_warnings(tmp_path):
+def test_site_renders_without_warnings(tmp_path):
     out = subprocess.run([sys.executable, "-m", "integration.docs", "--output", str(tmp_path)], cwd=ROOT,
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stderr == ""
-    pages = {p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.html")}
-    for package in ("accumulo", "export", "queue", "transactions", "combine", "spark", "cli"):
+    api = tmp_path / "api"
+    pages = {p.relative_to(api).as_posix() for p in api.rglob("*.html")}
+    for package in ("accumulo", "export", "queue", "transactions", "combine", "snapshot", "spark", "cli"):
         assert f"connector/{package}.html" in pages
     assert not any("/_" in page for page in pages)  # private modules (the Rust core) stay out
-    accumulo = (tmp_path / "connector" / "accumulo.html").read_text()
+    accumulo = (api / "connector" / "accumulo.html").read_text()
     assert "Connection" in accumulo and "BatchWriter" in accumulo
+    # the guides beside it, each linked from the index, their links pointing at the rendered pages
+    index = (tmp_path / "index.html").read_text()
+    guides = sorted(p.with_suffix(".html").name for p in (ROOT / "docs").glob("*.md"))
+    assert len(guides) >= 8
+    for page in [*guides, "readme.html", "api/index.html"]:
+        assert f'href="{page}"' in index, page
+    readme = (tmp_path / "readme.html").read_text()
+    assert 'href="tutorial.html"' in readme and 'href="reference.html#glossary"' in readme
+    assert '<h2 id="glossary">' in (tmp_path / "reference.html").read_text()
+    assert "<table>" in (tmp_path / "reference.html").read_text()
 
 
-def test_readme_tables_are_generated_from_the_code():
-    """Translators, drain settings, data source options, cluster keys and environment variables are declared
-    once in the code; the README's tables of them must be what ``python -m integration.docs --readme``
-    writes (run it after changing a declaration)."""
-    from integration.docs import readme_sections, readme_with_sections
+def test_make_docs_fails_on_a_broken_link(tmp_path, monkeypatch):
+    """A guide's link to a heading that does not exist is a warning, and a warning fails the build."""
+    from integration import docs
 
-    readme = (ROOT / "README.md").read_text()
-    assert readme_with_sections(readme) == readme, "stale README tables: run python -m integration.docs --readme"
-    sections = readme_sections()
-    for name in ("translators", "drain-settings", "data-source-options", "cluster-keys", "environment"):
+    page = tmp_path / "guide.md"
+    page.write_text("# Guide\n\n## A heading\n\nSee [it](#a-heading), [that](#no-such-heading) and "
+                    "[this](missing.md).\n\n```sh\n[not a link](#inside-code)\n```\n")
+    monkeypatch.setattr(docs, "ROOT", tmp_path)
+    problems = docs.link_problems([page])
+    assert problems == ["guide.md: link to #no-such-heading: guide.md has no heading with that anchor",
+                        "guide.md: link to missing.md: no such file"]
+
+
+def test_reference_tables_are_generated_from_the_code():
+    """Translators, drain settings, data source options, cluster keys, environment variables and exit statuses
+    are declared once in the code; the tables of ``docs/reference.md`` must be what
+    ``python -m integration.docs --reference`` writes (run it after changing a declaration)."""
+    from integration.docs import REFERENCE, reference_sections, with_generated_tables
+
+    reference = REFERENCE.read_text()
+    assert with_generated_tables(reference) == reference, \
+        "stale docs/reference.md tables: run python -m integration.docs --reference"
+    sections = reference_sections()
+    for name in ("translators", "drain-settings", "data-source-options", "cluster-keys", "environment",
+                 "exit-statuses"):
         assert sections[name].count("\n") >= 3, name
     from connector.spark.options import SURFACES
 
@@ -41,6 +68,39 @@ def test_readme_tables_are_generated_from_the_code():
                 documented = f"`{name}`" in sections["data-source-options"] or f"`{name.split('.')[0]}.*`" in \
                     sections["data-source-options"] or name in {"host", "port", "hosts"}
                 assert documented, (surface.name, name)
+
+
+def test_every_link_of_the_readme_and_the_guides_resolves_and_every_guide_is_reachable():
+    """Links between the pages (and to files of the repository) point at files and headings that exist; the
+    README front page links every guide of ``docs/``, and the site's index lists each."""
+    from integration.docs import link_problems, links, pages, reachability_problems
+
+    assert len(pages()) >= 9 and sum(len(links(p)) for p in pages()) >= 50
+    assert link_problems() == []
+    assert reachability_problems() == []
+
+
+def test_the_readme_is_a_front_page():
+    """The README is what a newcomer reads in five minutes: under 300 lines, the two commands, the main flows,
+    and the way to every guide."""
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) < 300
+    for needed in ("make demo", "make test", "accumulo-export drain", "accumulo-export bootstrap",
+                   "accumulo-export verify", "accumulo-export wait", "RowTransactions", "## Where to go next"):
+        assert needed in readme, needed
+
+
+def test_references_of_the_code_to_the_guides_name_existing_files_and_headings():
+    """Help texts, messages and docstrings point at a guide's section as ``docs/<guide>.md: <Heading>``: the file
+    and the heading exist; nothing points at a section of the old one-page README."""
+    from integration.docs import code_reference_problems, code_references
+
+    found = code_references()
+    assert len([ref for ref in found if ref[2]]) >= 20, found  # the help texts' references, at least
+    assert code_reference_problems() == []
+    from connector.cli.main import parser
+
+    assert "docs/reference.md: Exit statuses" in (parser().epilog or "")
 
 
 def test_design_document_references_resolve():

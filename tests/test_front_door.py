@@ -1,5 +1,5 @@
-"""The front door: ``import connector`` gives the names of the README's main flows, lazily, and the README and
-examples import from there."""
+"""The front door: ``import connector`` gives the names of the main flows, lazily, and the README, the guides and
+the examples import from there."""
 
 from __future__ import annotations
 
@@ -35,12 +35,14 @@ def test_import_connector_loads_no_spark_until_a_spark_name_is_used():
     assert out.stdout.split() == ["False", "True"]
 
 
-def test_readme_and_examples_import_from_the_front_door():
-    readme = (ROOT / "README.md").read_text()
-    blocks = re.findall(r"```(?:python|py)\n(.*?)```", readme, flags=re.DOTALL)  # run, and shown only
-    assert blocks
-    for block in blocks:
+def test_readme_guides_and_examples_import_from_the_front_door():
+    from integration.docs import code_blocks, pages
+
+    blocks = [(page.name, code) for page in pages() for language, code in code_blocks(page)
+              if language in ("python", "py")]  # run, and shown only
+    assert len({page for page, _ in blocks}) >= 5
+    for page, block in blocks:
         imports = re.findall(r"^from (connector[\w.]*) import", block, flags=re.MULTILINE)
-        assert imports and set(imports) == {"connector"}, block
+        assert imports and set(imports) == {"connector"}, (page, block)
     example = (ROOT / "examples" / "inverted_count_index.py").read_text()
     assert "from connector import " in example

@@ -1,6 +1,6 @@
 """The drain on a real Spark standalone cluster (issue 10): a master and a worker in JVMs of their own,
 executors with their own Python workers, the connector shipped to them as a packed environment with
-``spark-submit --archives`` (the README's recipe), and a Python worker killed mid-task."""
+``spark-submit --archives`` (docs/spark.md's recipe), and a Python worker killed mid-task."""
 
 from __future__ import annotations
 

@@ -304,4 +304,4 @@ def test_exit_status_2_means_a_usage_error_and_nothing_else():
     assert statuses == sorted(set(statuses)) and {0, 1, 2, 3, 4, 5, 130, 143} == set(statuses)
     assert all(f"| {status} |" in exit_status_markdown() for status in statuses)
     epilog = cli_parser().epilog or ""
-    assert all(f"  {status:>3}  " in epilog for status in statuses) and "README: Exit statuses" in epilog
+    assert all(f"  {status:>3}  " in epilog for status in statuses) and "docs/reference.md: Exit statuses" in epilog

@@ -61,8 +61,8 @@ class Mutation:
     ) -> Mutation:
         """Set the cell (cf, cq, visibility) to ``value`` at ``timestamp``; without one the tablet server stamps
         it with its own time in milliseconds, below every cell of an export destination (whose timestamps are
-        seqs in microseconds): there the put is hidden by the cell's newer version (README: Writing to a
-        destination by hand)."""
+        seqs in microseconds): there the put is hidden by the cell's newer version
+        (docs/operations.md: Writing to a destination by hand)."""
         # the common case (bytes everywhere) is checked inline: this is the hot path of writing
         if type(value) is not bytes:
             value = to_bytes(value, "value")
@@ -80,8 +80,8 @@ class Mutation:
         the delete with its own time in milliseconds, so it hides only versions written at or below that time:
         all of them in a table whose timestamps are the servers' own, none of an export destination's cells
         (their timestamps are seqs in microseconds, about a thousand times larger). On a destination give the
-        cell's own timestamp, or ``connector.export.current_seq()`` (README: Writing to a destination by
-        hand)."""
+        cell's own timestamp, or ``connector.export.current_seq()``
+        (docs/operations.md: Writing to a destination by hand)."""
         self._add(cf, cq, visibility, timestamp, b"", True)
         return self
 

@@ -1,5 +1,6 @@
 """``accumulo-export bootstrap`` and ``verify``: a destination built from A's committed rows, and checked (and
-repaired) against them, while producers commit and the stream drains into it (README: Building B from A)."""
+repaired) against them, while producers commit and the stream drains into it
+(docs/bootstrap-and-cutover.md: The procedure)."""
 
 from __future__ import annotations
 
@@ -44,7 +45,8 @@ def register_bootstrap_commands(sub: Any) -> None:
                        description="Write what every row of the producer table implies into the destination, "
                                    "each cell at the row's version, resumably; then wait for the queue's older "
                                    "entries to be drained and verify and repair the destination. Start the "
-                                   "stream into the destination first (README: Building B from A).")
+                                   "stream into the destination first "
+                                   "(docs/bootstrap-and-cutover.md: The procedure).")
     _common(b)
     BootstrapSettings.add_arguments(b)
     b.add_argument("--no-final-check", action="store_true", help="write the snapshot only (verify later)")

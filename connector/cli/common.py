@@ -16,7 +16,7 @@ from typing import Any
 
 from connector.errors import ConnectorError, is_input_error
 
-# --- exit statuses: the one table (the CLI's epilog and the README's table are made from it) ------------------
+# --- exit statuses: the one table (the CLI's epilog and the table in docs/reference.md are made from it) -------
 
 #: done
 EXIT_OK = 0
@@ -64,7 +64,7 @@ def exit_status_lines(width: int = 110) -> str:
 
 
 def exit_status_markdown() -> str:
-    """The exit statuses as the README's table."""
+    """The exit statuses as the table of docs/reference.md."""
     return "\n".join(["| status | meaning |", "|---|---|",
                       *(f"| {status} | {text} |" for status, text in EXIT_STATUSES)]) + "\n"
 

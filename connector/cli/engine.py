@@ -37,7 +37,7 @@ class EngineChoice(Settings):
                                        "local[2]); with --engine auto it means Spark", option=None, metavar="URL")
     metrics_port: int | None = setting(None, "serve Prometheus metrics of the run (its counters, and the lag of "
                                              "the queue it drains or combines) on this port while the command runs "
-                                             "(README: Metrics)", parse=port, option=None, metavar="PORT")
+                                             "(docs/operations.md: Metrics)", parse=port, option=None, metavar="PORT")
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -55,7 +55,7 @@ examples:
   accumulo-export tx status --cluster A --table counts      (outboxes of row-transaction producers)
   accumulo-export tx relay  --cluster A --table counts
 
-exit statuses (README: Exit statuses):
+exit statuses (docs/reference.md: Exit statuses):
 {EXIT_STATUS_LINES}
 -v shows Spark's own output and tracebacks.
 """.replace("{EXIT_STATUS_LINES}", exit_status_lines())

@@ -42,7 +42,7 @@ LAG_SECONDS = 2.0
 LAG_SHARE = 0.1
 DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 
-#: counter name -> help; what each command publishes (the README lists them)
+#: counter name -> help; what each command publishes (listed in docs/operations.md: Metrics)
 DRAIN_COUNTERS = {
     "entries_read": "queue entries read by the drain",
     "entries_exported": "queue entries exported to the destination table",

@@ -95,4 +95,4 @@ def queue_args(p: argparse.ArgumentParser, cluster_flag: str = "--cluster") -> N
                    help="number of buckets (required by init; later commands read it from the queue)")
     p.add_argument("--key-serializer", help="json (default at init), bytes or module:callable")
     p.add_argument("--value-serializer", help="json (default at init), packed (compact cells for the built-in "
-                   "translators, README: Queue value encodings), bytes or module:callable")
+                   "translators, docs/producing.md: Queue value encodings), bytes or module:callable")

@@ -58,7 +58,8 @@ def register_queue_commands(sub: Any) -> None:
                                    "is checked and serialized before the first is written: a bad line adds "
                                    "nothing and names its line number. For data already committed elsewhere "
                                    "(e.g. by Fluo): a producer whose own writes must commit together with its "
-                                   "exports uses row transactions (README: Producing transactionally).")
+                                   "exports uses row transactions "
+                                   "(docs/producing.md: Producing transactionally).")
     queue_args(add)
     status = q.add_parser("status", formatter_class=fmt, help="entries, bytes and oldest seq per bucket",
                           description="What waits in the queue: entries, bytes and the oldest seq per bucket, "
@@ -75,8 +76,9 @@ def register_queue_commands(sub: Any) -> None:
     dests = q.add_parser("destinations", help="destinations every drain of the queue exports to (list, add, remove)",
                          description="A rebuilt destination runs beside the old one until the switch: register "
                                      "it, and every drain of the queue exports each batch to it too before "
-                                     "deleting (within 5 s, no restart needed); then bootstrap it (README: "
-                                     "Building B from A).").add_subparsers(dest="action", required=True)
+                                     "deleting (within 5 s, no restart needed); then bootstrap it "
+                                     "(docs/bootstrap-and-cutover.md: A second destination beside the first)."
+                         ).add_subparsers(dest="action", required=True)
     listed = dests.add_parser("list", formatter_class=fmt, help="the destinations registered with the queue")
     queue_args(listed)
     for action, text in (("add", "register a destination table"), ("remove", "unregister a destination table")):

@@ -32,8 +32,8 @@ def register_tx_commands(sub: Any) -> None:
     t.add_parser("seq", formatter_class=fmt, help="print the sequence number a commit made now gets",
                  description="Print the sequence number a commit made now gets at least: this host's clock in "
                              "microseconds. Cells on a destination carry seqs as their timestamps, so a put or "
-                             "delete written there by hand takes this as its timestamp (README: Writing to a "
-                             "destination by hand).")
+                             "delete written there by hand takes this as its timestamp "
+                             "(docs/operations.md: Writing to a destination by hand).")
     for name, text in (("init", "create a producers' table or set up an existing one: the outbox's locality "
                                 "group and the visibility summarizer bootstrap and verify rely on (safe to repeat)"),
                        ("relay", "copy the outbox cells of a table into their queues, then delete them "

@@ -19,7 +19,7 @@ def current_seq() -> int:
     """The sequence number a commit made now gets at least: this host's wall clock in microseconds (a row
     transaction's seq is ``max(this, the row's previous seq + 1)``). Every cell on a destination carries its
     export's seq as its Accumulo timestamp, so a write by hand to a destination takes its timestamp from here
-    (README: Writing to a destination by hand); a write without one gets the tablet server's milliseconds,
+    (docs/operations.md: Writing to a destination by hand); a write without one gets the tablet server's milliseconds,
     about a thousand times smaller than any seq, and has no effect."""
     return time.time_ns() // 1000
 

@@ -1,7 +1,7 @@
 """The translator registry: every built-in translator, once, with what it takes and what it writes.
 
 The CLI's ``--translator`` help and checks, the Spark ``translator`` option, the native dispatch
-(:mod:`connector.export.native_translate`) and the README's table all derive from :data:`TRANSLATORS`. A
+(:mod:`connector.export.native_translate`) and the table of docs/reference.md all derive from :data:`TRANSLATORS`. A
 translator that also runs natively has a Rust module in ``connector/_native/src/translate`` registered in that
 crate's ``TRANSLATORS`` table; ``tests/test_native_translators.py`` checks that the two lists agree. Adding a
 native translator is: its Rust module and table line, its Python twin and the line below, their tests.
@@ -76,7 +76,7 @@ NATIVE_TRANSLATORS = tuple(t.name for t in TRANSLATORS if t.native)
 #: what the CLI shows as the translator's metavar
 METAVAR = "{" + ",".join([*(t.shown for t in TRANSLATORS), "module:callable"]) + "}"
 HELP = ("turns each export into destination cell changes: " + "; ".join(f"{t.shown}: {t.writes}" for t in TRANSLATORS)
-        + "; module:callable: your own (README: Translators)")
+        + "; module:callable: your own (docs/draining.md: Translators)")
 
 
 def check_translator_name(name: str) -> str:
@@ -108,7 +108,7 @@ def native_name(translator: Translator | Callable[..., object]) -> str | None:
 
 
 def markdown_table() -> str:
-    """The README's table of built-in translators."""
+    """The table of built-in translators in docs/reference.md."""
     rows = ["| name | export value | writes | runs |", "|---|---|---|---|"]
     for t in TRANSLATORS:
         shown = ", ".join(f"`{form}`" for form in (t.forms or (t.name,)))

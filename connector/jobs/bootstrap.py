@@ -10,8 +10,8 @@
    were all in the queue when the bootstrap began), then verify the destination and repair what was proved
    wrong (:func:`connector.snapshot.verify_destination`).
 
-The stream into the destination must run before step 1 (README: Building B from A): every commit after a
-row's read reaches the destination through it.
+The stream into the destination must run before step 1 (docs/bootstrap-and-cutover.md: The procedure): every
+commit after a row's read reaches the destination through it.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """How a drain runs: :class:`DrainSettings`, every knob of a drain declared once, with its default.
 
 The ``accumulo-export drain`` flags, the Spark data sources' options (``export-queue``,
-``accumulo-export``, ``export-queue-drain``) and the README's table of drain settings all derive from the
+``accumulo-export``, ``export-queue-drain``) and the table of drain settings in docs/reference.md all derive from the
 declarations below (:mod:`connector.settings`); the object is passed whole from the CLI or Spark options
 down to the drain of a bucket group. Adding a drain setting is: a field here, the code that uses it, and
-the README table regenerated (``python -m integration.docs --readme``).
+the reference's tables regenerated (``python -m integration.docs --reference``).
 
 Tags say which data sources take a setting as an option: ``plan`` (how a queue's reads are planned: the
 ``export-queue`` source and the streaming drain), ``export`` (how entries become cells on B: the
@@ -44,7 +44,8 @@ class DestinationSettings(Settings):
         None, HELP, parse=check_translator_name, metavar=METAVAR, tags={EXPORT},
         shown_default=f"the queue's, stored by 'queue init --translator'; else {DEFAULT_TRANSLATOR}")
     delete_mode: str = setting(DeleteMode.DELETE.value, "how deletes are written on B: delete (Accumulo deletes) "
-                               "or tombstone (tombstone puts, immune to the compaction hazard: README)",
+                               "or tombstone (tombstone puts, immune to the compaction hazard: "
+                               "docs/design.md: The compaction hazard)",
                                choices=[m.value for m in DeleteMode], tags={EXPORT})
     create_dest_table: bool = setting(False, "create the destination table when it does not exist (versioning "
                                       "iterator, one version); without it a missing table is refused, naming the "

@@ -5,10 +5,10 @@ the queue's translator and writes the cells at timestamp = the row's version (th
 writer; :class:`BootstrapSettings`). It records each range of A it finished, so a killed bootstrap resumes; the
 job that runs the ranges and the final check is :mod:`connector.jobs.bootstrap`.
 
-Why the destination ends exact while producers commit and the stream drains into it (the README's "Building
-B from A" has the whole argument): every destination cell derives from one row of A, and that row's commits
-carry rising seqs (``max(clock, previous + 1)``, whatever the producer's clock says). The snapshot of a row
-read at version v writes its cells at v; a commit after that read has a seq above v and reaches the
+Why the destination ends exact while producers commit and the stream drains into it (the whole argument is
+in docs/bootstrap-and-cutover.md: Why B ends exact): every destination cell derives from one row of A, and that
+row's commits carry rising seqs (``max(clock, previous + 1)``, whatever the producer's clock says). The snapshot
+of a row read at version v writes its cells at v; a commit after that read has a seq above v and reaches the
 destination through the stream, so it wins on every cell it touches; an export older than v either changes a
 cell the snapshot also writes (and loses to it) or is hidden by a later export of the same row. What is left
 (an old export whose successor the destination never received, a delete a full compaction dropped before an

@@ -34,7 +34,7 @@ import pyspark.sql.datasource as _datasource
 
 from .options import OptionError
 
-#: feature -> the oldest PySpark that has it (README: Spark versions)
+#: feature -> the oldest PySpark that has it (docs/spark.md: Spark versions)
 NEEDS = {
     "stream_arrow_writer": "4.1",
     "filter_pushdown": "5.0",

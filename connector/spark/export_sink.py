@@ -211,7 +211,7 @@ def write_report(report_dir: str | None, summary: DrainStats, batch_id: int | No
 class AccumuloExportDataSource(DataSource):
     """``df.write.format("accumulo-export").mode("append")`` and ``df.writeStream.format("accumulo-export")``.
 
-    Options (README: Spark data sources): ``dest.*`` (the destination's gateway), ``table``, the export
+    Options (docs/reference.md: Data source options): ``dest.*`` (the destination's gateway), ``table``, the export
     settings (``translator``, ``delete_mode``, ``create_dest_table``, ``buffer_bytes``, ``fail_fast``),
     ``report_dir``; to drain the queue the rows were read from, ``source.*`` and ``queue.*`` as for the
     ``export-queue`` source. Unknown options are refused when Spark creates the sink. Only the ``append``

@@ -6,7 +6,7 @@ the queue (``queue.``: :class:`~connector.queue.QueueConfig`), the drain's setti
 (:class:`~connector.queue.settings.DrainSettings`, by tag), and the source's own (:class:`SinkTarget`,
 :class:`TableRead`). A source checks the options it was given when Spark creates it, before anything is
 read or written: an unknown name is refused with the closest known one, a bad value names its option. The
-README's option tables are :func:`markdown_tables`. Options Spark itself passes to a source (a streaming
+option tables of docs/reference.md are :func:`markdown_tables`. Options Spark itself passes to a source (a streaming
 sink's ``checkpointLocation``) are allowed by name.
 
 This module imports no pyspark: the CLI, the docs and the tests use it without starting Spark.
@@ -141,7 +141,7 @@ def queue_config(options: Mapping[str, str], where: str = "option") -> QueueConf
 
 
 def markdown_tables() -> str:
-    """The README's option tables, one per data source (the warm-up source is internal): option, default,
+    """The option tables of docs/reference.md, one per data source (the warm-up source is internal): option, default,
     meaning."""
     out = ["The gateway options (under `source.` or `dest.`, or unprefixed for `accumulo`; the same keys as a "
            "cluster in `clusters.toml`):", "", "| option | default | meaning |", "|---|---|---|"]

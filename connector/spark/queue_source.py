@@ -103,7 +103,7 @@ class QueueRead:
 class ExportQueueDataSource(DataSource):
     """``spark.read.format("export-queue")`` and ``spark.readStream.format("export-queue")``.
 
-    Options (README: Spark data sources): ``source.*`` (cluster A's gateway), ``queue.table``, ``queue.id``,
+    Options (docs/reference.md: Data source options): ``source.*`` (cluster A's gateway), ``queue.table``, ``queue.id``,
     ``queue.buckets`` (and ``queue.key_serializer``/``value_serializer``), ``buckets_per_partition``;
     streaming: ``max_entries_per_trigger`` or ``max_bytes_per_trigger`` (row + value bytes; default: all
     available), ``sweep_seconds``. Unknown options are refused when Spark creates the source (at ``load()``).

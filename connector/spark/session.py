@@ -45,10 +45,11 @@ def ship_connector(spark: SparkSession, folder: str | None = None) -> Path:
     ``connector`` in the session's folder, which the server puts first on its Python workers' path. The
     server's Python must be of the same platform and a Python the native core was built for (3.11+), and have
     the connector's dependencies installed. Batch work runs from the shipped copy; streams need the package
-    installed on the server (README: Spark Connect). Returns the archive."""
+    installed on the server (docs/spark-connect.md: Not supported over Connect). Returns the archive."""
     if not is_connect(spark):
         raise TypeError("ship_connector is for Spark Connect sessions: a classic session's executors need the "
-                        "package installed, or a packed environment (README: Running the drain on a Spark cluster)")
+                        "package installed, or a packed environment "
+                        "(docs/spark.md: Running the drain on a Spark cluster)")
     package = Path(__file__).resolve().parent.parent
     out = Path(folder or tempfile.mkdtemp(prefix="connector-artifact-")) / "connector.zip"
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
@@ -81,7 +82,7 @@ def spark_session(master: str | None = None, app_name: str = "accumulo-export") 
     """A SparkSession with the data sources registered: on ``master``, else SPARK_MASTER, else what
     ``spark-submit`` was given, else ``local[2]``. Settings given to ``spark-submit --conf`` win over this
     function's defaults. A master ``sc://host:port`` (or SPARK_REMOTE) is a Spark Connect server: the session is
-    its client's, and the server's own settings apply (README: Spark Connect)."""
+    its client's, and the server's own settings apply (docs/spark-connect.md: Spark Connect)."""
     remote = master if master is not None and master.startswith(CONNECT_SCHEME) else None
     if master is None and not submitted() and os.environ.get("SPARK_REMOTE", "").startswith(CONNECT_SCHEME):
         remote = os.environ["SPARK_REMOTE"]

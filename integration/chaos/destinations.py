@@ -1,7 +1,8 @@
 """The destinations of the chaos run, all tables on B fed by the one queue on A:
 
 - the **primary**: the one every drain names (``--dest-table``). The first exists before anything commits,
-  so the stream alone keeps it exact. ``new-primary`` replaces it the README's way for a new destination:
+  so the stream alone keeps it exact. ``new-primary`` replaces it the documented way for a new destination
+  (docs/bootstrap-and-cutover.md: The procedure):
   every drain into the old one is stopped, the streams start into the new table, then it is bootstrapped.
   The old one then receives nothing and is no longer checked.
 - **registered** ones (``queue destinations add``): every drain exports to them too; each is bootstrapped
