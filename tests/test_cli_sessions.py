@@ -38,7 +38,8 @@ def test_drain_shows_live_progress_in_whole_lines_and_no_spark_noise(scenario, c
     live = [line for line in lines if line.startswith("drained ")]
     assert live, out.stderr
     for line in live:  # whole, unwrapped lines with every counter
-        assert re.fullmatch(r"drained [\d,]+ entries, [\d,]+/s, queue depth [\d,]+, dead-lettered [\d,]+, "
+        assert re.fullmatch(r"drained [\d,]+ entries, [\d,]+/s lately \([\d,]+/s over the run\), queue depth [\d,]+, "
+                            r"dead-lettered [\d,]+, "
                             r"rounds \d+", line), line
     assert not [line for line in lines if SPARK_NOISE.search(line)], out.stderr[-3000:]
     summary = json.loads(out.stdout.strip().splitlines()[-1])

@@ -23,14 +23,16 @@ PROGRESS_COUNT_LIMIT = 100_000  # a stream's progress report counts the queue up
 
 
 class DrainProgressView:
-    """Live drain progress: a rich bar on a terminal, plain unwrapped lines otherwise. The rate is that of the
-    last interval, not the average since the start. Called with every ``DrainReport`` the drain hands out
-    (and, for a stream, the queue's depth counted up to ``PROGRESS_COUNT_LIMIT``)."""
+    """Live drain progress: a rich bar on a terminal, plain unwrapped lines otherwise. Two rates, named: that
+    of the last interval ("lately") and the average since the view started ("over the run"; the summary's
+    ``entries_per_s`` is the same average over the whole run, start-up included). Called with every
+    ``DrainReport`` the drain hands out (and, for a stream, the queue's depth counted up to
+    ``PROGRESS_COUNT_LIMIT``)."""
 
     def __init__(self, console: Console, stream: bool,
                  observer: Callable[[DrainReport], None] | None = None) -> None:
         self.console, self.stream, self.observer = console, stream, observer
-        self._last = (time.monotonic(), 0)
+        self._last = self._start = (time.monotonic(), 0)
         self._bar: Any = None
         self._waiting_said = False
         if console.is_terminal and not stream:
@@ -53,11 +55,12 @@ class DrainProgressView:
         then, before = self._last
         rate = (exported - before) / (now - then) if now > then else 0.0
         self._last = (now, exported)
+        average = exported / (now - self._start[0]) if now > self._start[0] else 0.0
         depth = report.queue_depth if depth is None else depth
         what = "micro-batches" if self.stream else "rounds"
         shown = f"{depth:,}+" if self.stream and depth >= PROGRESS_COUNT_LIMIT else f"{depth:,}"
-        info = (f"{rate:,.0f}/s, queue depth {shown}, dead-lettered {report.dead_lettered:,}, "
-                f"{what} {report.rounds}")
+        info = (f"{rate:,.0f}/s lately ({average:,.0f}/s over the run), queue depth {shown}, "
+                f"dead-lettered {report.dead_lettered:,}, {what} {report.rounds}")
         if self._bar is not None:
             total = report.deleted + depth
             self._bar.update(self._task, completed=report.deleted, total=total,
