@@ -319,11 +319,14 @@ def render_guides(output: Path) -> list[str]:
     if REFERENCE.is_file() and with_generated_tables(REFERENCE.read_text()) != REFERENCE.read_text():
         problems.append("docs/reference.md: stale generated tables: run python -m integration.docs --reference")
     output.mkdir(parents=True, exist_ok=True)
-    for page in pages():
-        converter = markdown.Markdown(extensions=["tables", "fenced_code", "toc", "sane_lists"],
-                                      extension_configs={"toc": {"slugify": lambda text, _sep: slug(text)}})
-        body = _rewrite_links(converter.convert(page.read_text()), page, output)
-        (output / _html_name(page)).write_text(_page(_title(page), body))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for page in pages():
+            converter = markdown.Markdown(extensions=["tables", "fenced_code", "toc", "sane_lists"],
+                                          extension_configs={"toc": {"slugify": lambda text, _sep: slug(text)}})
+            body = _rewrite_links(converter.convert(page.read_text()), page, output)
+            (output / _html_name(page)).write_text(_page(_title(page), body))
+    problems += [f"{w.category.__name__}: {w.message} ({w.filename}:{w.lineno})" for w in caught]
     items = ['<h1>Accumulo export connector: documentation</h1>',
              f'<p><a href="readme.html">{html.escape(_title(README))}</a>: the front page (what it is, the two '
              "commands, the main flows, where to go next).</p>"]
