@@ -20,12 +20,12 @@ from connector.snapshot import BootstrapSettings, Destination, VerifyReport, sna
 from connector.snapshot.state import BootstrapState
 from connector.snapshot.verify import DEFAULT_EXAMPLES
 
-from .common import EXIT_NOT_CLEAN, UsageError, cluster_error, exit_status_of
+from .common import EXIT_NOT_CLEAN, UsageError, exit_status_of
 from .engine import EngineChoice
 from .every import repeat_every
 from .metrics import BootstrapProgress, Metrics, bootstrap_metrics
-from .options import Help, check_namespace, check_table_name, int_at_least, port_number, positive_seconds, queue_args
-from .queue import stored_config
+from .options import Help, check_table_name, int_at_least, port_number, positive_seconds, queue_args
+from .queue import source_queue
 from .verify_metrics import VerifyMetrics, metrics_file_path
 
 
@@ -84,17 +84,7 @@ def _job(args: argparse.Namespace) -> BootstrapJob:
         raise UsageError(str(exc)) from None
     if settings.snapshot is None:
         raise UsageError("--snapshot is required: module:callable (what one row implies) or combine=<cid>")
-    try:
-        with source.connect() as conn:
-            queue = stored_config(conn, args, f"the source {source.describe()}")
-    except AccumuloError as exc:
-        raise cluster_error(exc, f"source {source.describe()}") from None
-    try:
-        with dest.connect() as conn:
-            if settings.create_dest_table and not conn.table_exists(args.dest_table):
-                check_namespace(conn, args.dest_table, "--dest-table", f"the destination {dest.describe()}")
-    except AccumuloError as exc:
-        raise cluster_error(exc, f"destination {dest.describe()}") from None
+    queue = source_queue(source, dest, args, settings.create_dest_table)
     return BootstrapJob(source=source, dest=dest, queue=queue, table=args.producer_table,
                         dest_table=args.dest_table, settings=settings)
 

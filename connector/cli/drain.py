@@ -12,7 +12,6 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from connector.accumulo import AccumuloError
 from connector.accumulo.options import GatewayOptions
 from connector.clusters_config import cluster
 from connector.jobs import LOCAL_DRAIN_MAX_ENTRIES, DrainJob, DrainReport, Engine, run_drain
@@ -21,12 +20,12 @@ from connector.queue import DrainSettings, count_entries
 from connector.queue.progress import other_drains
 from connector.queue.settings import DEFAULT_SERVER_WAIT
 
-from .common import EXIT_DEAD_LETTERS, EXIT_INTERRUPTED, Terminated, UsageError, cluster_error
+from .common import EXIT_DEAD_LETTERS, EXIT_INTERRUPTED, Terminated, UsageError
 from .drain_stream import stream_locally, stream_with_spark
 from .engine import EngineChoice
-from .options import Help, check_namespace, check_table_name, queue_args
+from .options import Help, check_table_name, queue_args
 from .progress import DrainProgressView
-from .queue import stored_config
+from .queue import source_queue
 
 if TYPE_CHECKING:  # Spark loads only when a drain runs with it: local drains start faster without it
     from pyspark.sql import SparkSession
@@ -75,17 +74,7 @@ def cmd_drain(args: argparse.Namespace) -> int:
                       if s.name in DrainSettings.spark_only() and getattr(args, s.name, None) is not None]
         if spark_only:
             raise UsageError(f"{', '.join(map(str, spark_only))} applies to Spark streams, not to --engine local")
-    try:
-        with source.connect() as conn:
-            queue = stored_config(conn, args, f"the source {source.describe()}")
-    except AccumuloError as exc:
-        raise cluster_error(exc, f"source {source.describe()}") from None
-    try:
-        with dest.connect() as conn:
-            if settings.create_dest_table and not conn.table_exists(args.dest_table):
-                check_namespace(conn, args.dest_table, "--dest-table", f"the destination {dest.describe()}")
-    except AccumuloError as exc:
-        raise cluster_error(exc, f"destination {dest.describe()}") from None
+    queue = source_queue(source, dest, args, settings.create_dest_table)
     job = preflight(DrainJob(source=source, dest=dest, queue=queue, dest_table=args.dest_table, settings=settings))
     from .metrics import drain_metrics
 

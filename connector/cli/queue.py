@@ -9,6 +9,7 @@ import time
 from typing import IO, Any
 
 from connector.accumulo import AccumuloError, Connection, Mutation
+from connector.accumulo.options import GatewayOptions
 from connector.accumulo.wire.frames import DEFAULT_MAX_FRAME_BYTES, mutation_fits
 from connector.clusters_config import cluster
 from connector.export import prepare_destination_table, translator_from_name
@@ -96,6 +97,25 @@ def stored_config(conn: Connection, args: argparse.Namespace, where: str) -> Que
         raise UsageError(f"table {args.table!r} does not exist on {where} (create the queue with 'queue init')")
     return resolve_config(conn, args.table, args.queue, num_buckets=args.buckets,
                           key_serializer=args.key_serializer, value_serializer=args.value_serializer)
+
+
+def source_queue(source: GatewayOptions, dest: GatewayOptions, args: argparse.Namespace,
+                 create_dest_table: bool) -> QueueConfig:
+    """For a command that reads the queue on ``source`` and writes ``args.dest_table`` on ``dest``: the queue's
+    stored configuration, and, when the destination table is to be created, a check that its namespace exists
+    (so a typo in it is one line before anything runs)."""
+    try:
+        with source.connect() as conn:
+            queue = stored_config(conn, args, f"the source {source.describe()}")
+    except AccumuloError as exc:
+        raise cluster_error(exc, f"source {source.describe()}") from None
+    try:
+        with dest.connect() as conn:
+            if create_dest_table and not conn.table_exists(args.dest_table):
+                check_namespace(conn, args.dest_table, "--dest-table", f"the destination {dest.describe()}")
+    except AccumuloError as exc:
+        raise cluster_error(exc, f"destination {dest.describe()}") from None
+    return queue
 
 
 def _init_config(conn: Connection, args: argparse.Namespace) -> QueueConfig:
