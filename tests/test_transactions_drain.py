@@ -122,24 +122,32 @@ def _outbox(setup):
     return [(row, parse_outbox(q, v, ts)) for row, q, ts, v in pending_outbox(setup.conn_a, setup.txs.table)]
 
 
-def test_local_stream_relays_within_relay_seconds(setup, monkeypatch):
+def _stream_relays(setup, monkeypatch, words: list[str], within: float, clock_ahead_us: int = 0) -> float:
+    """Run a local stream (relay every 2 s), crash a producer after it committed ``words`` (its clock
+    ``clock_ahead_us`` ahead), and wait up to ``within`` seconds for the words on B; the seconds it took."""
     stop = threading.Event()
     reports = []
     runner = threading.Thread(target=lambda: reports.append(
         stream_drain(LocalEngine(), setup.job(relay_seconds=2.0, trigger_seconds=0.2), stop=stop)))
     runner.start()
+    expected = setup.expected(dict.fromkeys(words, 1))
     try:
-        setup.crash_after_commit(["p", "q"], monkeypatch)
+        setup.crash_after_commit(words, monkeypatch, clock_ahead_us=clock_ahead_us)
         crashed = time.monotonic()
-        deadline = crashed + 120
-        while setup.index_on_b() != setup.expected({"p": 1, "q": 1}) and time.monotonic() < deadline:
+        deadline = crashed + within
+        while setup.index_on_b() != expected and time.monotonic() < deadline:
             time.sleep(0.2)
         waited = time.monotonic() - crashed
     finally:
         stop.set()
         runner.join()
-    assert setup.index_on_b() == setup.expected({"p": 1, "q": 1}), "the stream never relayed the outbox"
-    assert reports[0].relayed == 2 and outbox_status(setup.conn_a, setup.txs.table).empty
+    assert setup.index_on_b() == expected, "the stream did not relay the outbox"
+    assert reports[0].relayed == len(words) and outbox_status(setup.conn_a, setup.txs.table).empty
+    return waited
+
+
+def test_local_stream_relays_within_relay_seconds(setup, monkeypatch):
+    waited = _stream_relays(setup, monkeypatch, ["p", "q"], within=120)
     print(f"relayed and exported {waited:.1f} s after the crash (relay_seconds=2)")
 
 
@@ -176,24 +184,8 @@ def test_periodic_relay_relays_a_clock_ahead_producer_at_its_second_look(setup, 
 def test_local_stream_relays_a_clock_ahead_producer_within_its_periods(setup, monkeypatch):
     """Issue 36 (4): a streaming drain relays what a crashed producer whose clock ran 90 s ahead left within
     a couple of its relay periods (2 s), not once our clock has caught up with its seqs, and exports it."""
-    stop = threading.Event()
-    reports = []
-    runner = threading.Thread(target=lambda: reports.append(
-        stream_drain(LocalEngine(), setup.job(relay_seconds=2.0, trigger_seconds=0.2), stop=stop)))
-    runner.start()
-    try:
-        setup.crash_after_commit(["h1", "h2"], monkeypatch, clock_ahead_us=AHEAD_US)
-        crashed = time.monotonic()
-        # a third of the skew: the rule this replaces waited until our clock passed the seqs
-        deadline = crashed + AHEAD_US / 3e6
-        while setup.index_on_b() != setup.expected({"h1": 1, "h2": 1}) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        waited = time.monotonic() - crashed
-    finally:
-        stop.set()
-        runner.join()
-    assert setup.index_on_b() == setup.expected({"h1": 1, "h2": 1}), "the stream did not relay the outbox"
-    assert reports[0].relayed == 2 and outbox_status(setup.conn_a, setup.txs.table).empty
+    # a third of the skew: the rule this replaces waited until our clock passed the seqs
+    waited = _stream_relays(setup, monkeypatch, ["h1", "h2"], within=AHEAD_US / 3e6, clock_ahead_us=AHEAD_US)
     print(f"relayed and exported {waited:.1f} s after the crash of a producer 90 s ahead (relay_seconds=2)")
 
 

@@ -6,12 +6,12 @@ The harness's own checks go through the launcher's gateways, which are never kil
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 from connector.accumulo.options import GatewayOptions
 from connector.clusters_config import write_clusters
 from integration.harness import Clusters, StandaloneGateway
+from integration.harness.standalone import start_all
 
 #: the clusters.toml name of each embedded cluster
 CONFIG_NAMES = {"a": "A", "b": "B"}
@@ -26,21 +26,7 @@ class GatewayPools:
 
     def start(self) -> None:
         """Start every gateway (side by side); raises the first failure."""
-        errors: list[BaseException] = []
-
-        def run(g: StandaloneGateway) -> None:
-            try:
-                g.start(timeout=180)
-            except BaseException as exc:  # noqa: BLE001 - raised below, on the caller's thread
-                errors.append(exc)
-
-        threads = [threading.Thread(target=run, args=(g,)) for pool in self.pools.values() for g in pool]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        if errors:
-            raise errors[0]
+        start_all([g for pool in self.pools.values() for g in pool], timeout=180)
 
     def write_config(self, path: Path) -> None:
         """The run's clusters.toml: A and B each as the pool of their gateways (the secret stays in its file)."""

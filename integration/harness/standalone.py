@@ -95,19 +95,20 @@ def gateway_pool(cluster: Cluster, count: int = 2, **options: Any) -> Iterator[l
     its own. ``pool_options`` names them all for a drain; ``options`` go to each ``StandaloneGateway``."""
     gateways = [StandaloneGateway(cluster, **options) for _ in range(count)]
     try:
-        _start_all(gateways)
+        start_all(gateways)
         yield gateways
     finally:
         for g in gateways:
             g.stop()
 
 
-def _start_all(gateways: list[StandaloneGateway]) -> None:
+def start_all(gateways: list[StandaloneGateway], timeout: float = 60.0) -> None:
+    """Start every gateway of ``gateways`` side by side (each its own JVM); raises the first failure."""
     errors: list[BaseException] = []
 
     def start(g: StandaloneGateway) -> None:
         try:
-            g.start()
+            g.start(timeout=timeout)
         except BaseException as exc:  # noqa: BLE001 - raised below, on the caller's thread
             errors.append(exc)
 
