@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -232,3 +233,40 @@ def test_make_cluster_cleans_up_on_sigterm(tmp_path):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert list(tmp_path.iterdir()) == []  # state folder (secret files), cluster data and JVM temp files
+
+
+def test_a_sigterm_while_the_spark_stream_starts_stops_it_once_started(scenario, spark, monkeypatch):
+    """A SIGTERM that arrives while the query starts (Spark's Python workers warming up) used to be raised in
+    the middle of a py4j call: the gateway connection broke and the stream ended with Py4JNetworkError, exit 1
+    (a chaos run's finding). It is held until the query has started, which is then stopped cleanly."""
+    import argparse
+    import io
+
+    from rich.console import Console
+
+    import connector.spark.drain_job as drain_job
+    from connector.cli.common import Terminated, handle_sigterm
+    from connector.cli.drain_stream import stream_with_spark
+    from connector.cli.progress import DrainProgressView
+
+    warm = drain_job.warm_python_workers
+
+    def sigterm_then_warm(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)  # its handler runs at once, here in the main thread
+        return warm(*args, **kwargs)
+
+    monkeypatch.setattr(drain_job, "warm_python_workers", sigterm_then_warm)
+    scenario.produce(50, seed=61)
+    previous = signal.getsignal(signal.SIGTERM)
+    handle_sigterm()
+    folders: list[str] = []
+    try:
+        view = DrainProgressView(Console(file=io.StringIO()), stream=True)
+        report, stop = stream_with_spark(argparse.Namespace(), scenario.job(), spark, view, folders)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        for folder in folders:
+            shutil.rmtree(folder, ignore_errors=True)
+    assert isinstance(stop, Terminated)
+    assert not [q for q in spark.streams.active], "the query was stopped"
+    assert report.dead_lettered == 0

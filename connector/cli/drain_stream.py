@@ -41,11 +41,11 @@ def stream_with_spark(args: argparse.Namespace, job: DrainJob, spark: SparkSessi
     report = DrainReport()
     # the tasks keep progress rows under this id (one per stream run), which the counters fold and remove
     counters = StreamCounters(job, report_dir, uuid.uuid4().hex)
-    query = start_stream(spark, job, checkpoint, report_dir, check=False, progress_id=counters.progress_id)
-    stream_started = time.monotonic()
-    kept = f" (checkpoint {checkpoint})" if job.settings.checkpoint else ""
-    print(f"streaming drain started{kept}; Ctrl-C or SIGTERM stops it", file=sys.stderr, flush=True)
-    with sigterm_as_event() as terminated:
+    with sigterm_as_event() as terminated:  # from the start: a SIGTERM while the query starts stops it once started
+        query = start_stream(spark, job, checkpoint, report_dir, check=False, progress_id=counters.progress_id)
+        stream_started = time.monotonic()
+        kept = f" (checkpoint {checkpoint})" if job.settings.checkpoint else ""
+        print(f"streaming drain started{kept}; Ctrl-C or SIGTERM stops it", file=sys.stderr, flush=True)
         try:
             with job.source.connect() as conn:
                 while query.isActive and not terminated.is_set():

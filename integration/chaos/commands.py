@@ -60,8 +60,9 @@ class Commands:
                 "--dest-table", dest_table, "--snapshot", SNAPSHOT]
 
     def bootstrap(self, dest_table: str, method: str) -> list[str]:
+        # a new primary's bootstrap starts beside its streams: whichever comes first creates the table
         return self.cli("bootstrap", *self._b_from_a(dest_table), "--engine", "local", "--method", method,
-                        "--settle-seconds", "60", "--json")
+                        "--settle-seconds", "60", "--json", "--create-dest-table")
 
     def verify(self, dest_table: str) -> list[str]:
         return self.cli("verify", *self._b_from_a(dest_table), "--repair", "--settle-seconds", "30", "--json")
