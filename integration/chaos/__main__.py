@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import secrets
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -16,6 +17,11 @@ from integration.harness import clusters
 
 from .run import ChaosOptions, ChaosRun
 from .schedule import draw_schedule
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one is enough: let the teardown finish
+    raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
             for a in phase.actions:
                 print(f"  p{phase.index} +{a.at:6.1f}s {a.describe()}")
         return 0
+    # SIGTERM (make interrupted, a CI time-out) unwinds like Ctrl-C: every process of the run and the clusters stop
+    signal.signal(signal.SIGTERM, _interrupt)
     run_dir = Path(tempfile.mkdtemp(prefix=f"chaos-{seed}-"))
     began = time.monotonic()
     print("starting embedded clusters A and B ...", flush=True)
