@@ -55,24 +55,27 @@ class Commands:
     def drain(self, dest_table: str, buffer_bytes: int) -> list[str]:
         return self.cli(*self._drain(dest_table), "--engine", "local", "--buffer-bytes", str(buffer_bytes))
 
-    def _b_from_a(self, dest_table: str) -> list[str]:
+    def _b_from_a(self, dest_table: str, delete_mode: str) -> list[str]:
         return ["--source", "A", *self.queue(), "--producer-table", self.counts, "--dest", "B",
-                "--dest-table", dest_table, "--snapshot", SNAPSHOT]
+                "--dest-table", dest_table, "--snapshot", SNAPSHOT, "--delete-mode", delete_mode]
 
-    def bootstrap(self, dest_table: str, method: str) -> list[str]:
+    def bootstrap(self, dest_table: str, method: str, delete_mode: str) -> list[str]:
         # a new primary's bootstrap starts beside its streams: whichever comes first creates the table
-        return self.cli("bootstrap", *self._b_from_a(dest_table), "--engine", "local", "--method", method,
-                        "--settle-seconds", "60", "--json", "--create-dest-table")
+        return self.cli("bootstrap", *self._b_from_a(dest_table, delete_mode), "--engine", "local", "--method",
+                        method, "--settle-seconds", "60", "--json", "--create-dest-table")
 
-    def verify(self, dest_table: str) -> list[str]:
-        return self.cli("verify", *self._b_from_a(dest_table), "--repair", "--settle-seconds", "30", "--json")
+    def verify(self, dest_table: str, delete_mode: str) -> list[str]:
+        return self.cli("verify", *self._b_from_a(dest_table, delete_mode), "--repair", "--settle-seconds", "30",
+                        "--json")
 
     def relay(self) -> list[str]:
         return self.cli("tx", "relay", "--cluster", "A", "--table", self.counts)
 
     def register(self, dest_table: str) -> list[str]:
+        """Registered destinations are written in tombstone mode (see :mod:`.destinations`)."""
         return self.cli("queue", "destinations", "add", "--cluster", "A", *self.queue(), "--dest", "B",
-                        "--dest-table", dest_table, "--translator", "difference", "--create-dest-table")
+                        "--dest-table", dest_table, "--translator", "difference", "--create-dest-table",
+                        "--delete-mode", "tombstone")
 
     def unregister(self, dest_table: str) -> list[str]:
         return self.cli("queue", "destinations", "remove", "--cluster", "A", *self.queue(), "--dest", "B",

@@ -388,7 +388,8 @@ class ChaosRun:
         if self._busy("verify") or not targets:
             return self.skip(a, "busy" if targets else "no destination ready")
         dest = targets[a.pick % len(targets)]
-        proc = self.start("verify", self.cmd.verify(dest.table), f"--repair of {dest.table}", dest=dest)
+        proc = self.start("verify", self.cmd.verify(dest.table, dest.delete_mode), f"--repair of {dest.table}",
+                          dest=dest)
         self.kill_later(proc, a.kill_after)
 
     def _compact(self, a: Action, cluster: str, table: str) -> None:
@@ -402,7 +403,10 @@ class ChaosRun:
         self._compact(a, "A", self.cmd.queue_table)
 
     def do_compact_b(self, a: Action) -> None:
-        live = [d for d in self.dests.all if not d.retired]
+        # delete-mode tables are exposed to the compaction hazard by design (see .destinations): not compacted
+        live = [d for d in self.dests.all if not d.retired and d.delete_mode == "tombstone"]
+        if not live:
+            return self.skip(a, "no tombstone-mode destination")
         dest = live[a.pick % len(live)]
         if not self.conn_b.table_exists(dest.table):  # a new primary's first drain creates it
             return self.skip(a, f"{dest.table} not created yet")
@@ -455,7 +459,7 @@ class ChaosRun:
         if any(p.meta.get("dest") is dest for p in self.procs if p.kind == "bootstrap" and p.alive()):
             return None
         dest.attempts += 1
-        proc = self.start("bootstrap", self.cmd.bootstrap(dest.table, dest.method),
+        proc = self.start("bootstrap", self.cmd.bootstrap(dest.table, dest.method, dest.delete_mode),
                           f"into {dest.table} ({'registered' if dest.registered else 'new primary'}, "
                           f"--method {dest.method}, attempt {dest.attempts})", dest=dest, retry_after=retry_after)
         self.kill_later(proc, kill_after)
