@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import contextlib
 import email.parser
+import fcntl
 import hashlib
 import json
 import os
@@ -34,7 +36,7 @@ import sys
 import tempfile
 import time
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -87,11 +89,23 @@ def run(command: Sequence[str | Path], *, input_text: str | None = None, env: di
     return proc.stdout
 
 
+@contextlib.contextmanager
+def wheel_build_lock() -> Iterator[None]:
+    """One wheel build at a time on this checkout: maturin stages the library in the crate's one target folder,
+    and two builds at once (two test workers) fail renaming it."""
+    target = ROOT / "connector" / "_native" / "target"
+    target.mkdir(parents=True, exist_ok=True)
+    with open(target / ".wheel-build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def build_wheel(out_dir: Path = SMOKE_DIR / "wheel") -> Path:
     """Build the wheel the documented way (``pip wheel --no-deps .``) and return it; it must be the one abi3
     wheel for every Python."""
     shutil.rmtree(out_dir, ignore_errors=True)
-    run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(ROOT), "-w", str(out_dir)], timeout=1800)
+    with wheel_build_lock():
+        run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(ROOT), "-w", str(out_dir)], timeout=1800)
     wheels = list(out_dir.glob("*.whl"))
     if len(wheels) != 1 or "-cp311-abi3-" not in wheels[0].name:
         raise SmokeError(f"expected one cp311-abi3 wheel in {out_dir}, found {[w.name for w in wheels]}")

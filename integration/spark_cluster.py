@@ -28,6 +28,7 @@ from pathlib import Path
 import pyspark
 
 from integration.harness import stop_process
+from integration.smoke_wheel import wheel_build_lock
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "accumulo-export-connector"
@@ -125,7 +126,8 @@ def executor_environment() -> Path:
         work = Path(tmp)
         # the wheel reuses the editable install's Rust build (same release profile)
         env = dict(os.environ, CARGO_TARGET_DIR=str(ROOT / "connector" / "_native" / "target"))
-        _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(work / "dist"), str(ROOT)], env)
+        with wheel_build_lock():
+            _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(work / "dist"), str(ROOT)], env)
         wheel = next((work / "dist").glob("*.whl"))
         venv = work / "env"
         _run([sys.executable, "-m", "venv", str(venv)])

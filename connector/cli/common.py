@@ -118,16 +118,6 @@ def sigterm_as_event() -> Iterator[threading.Event]:
         signal.signal(signal.SIGTERM, previous)
 
 
-@contextlib.contextmanager
-def sigterm_deferred() -> Iterator[None]:
-    """Within the block a SIGTERM is held back (its py4j calls must not be cut in the middle: Spark's gateway
-    connection would break and the stop fail) and raised as ``Terminated`` when the block ends."""
-    with sigterm_as_event() as received:
-        yield
-    if received.is_set():
-        raise Terminated()
-
-
 @dataclass
 class SparkLog:
     path: str

@@ -15,7 +15,7 @@ from connector.errors import ConnectorError
 from connector.jobs import Engine, LocalEngine
 from connector.settings import Settings, port, setting
 
-from .common import UsageError, sigterm_deferred, spark_output
+from .common import UsageError, spark_output
 
 if TYPE_CHECKING:  # Spark loads only when a command runs with it: local runs start faster without it
     from pyspark.sql import SparkSession
@@ -70,8 +70,7 @@ class EngineChoice(Settings):
         with spark_output(verbose=verbose) as spark_log:
             master = self.master or os.environ.get("SPARK_MASTER") or "local[2]"
             print(f"starting Spark ({master}) ...", file=sys.stderr, flush=True)
-            with sigterm_deferred():  # a SIGTERM while Spark starts stops the command once it has started
-                spark = spark_session(self.master, app)
+            spark = spark_session(self.master, app)
             interrupted = False
             try:
                 yield SparkEngine(spark), spark
