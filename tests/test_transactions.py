@@ -193,6 +193,35 @@ def test_unknown_outcome_that_applied_is_not_committed_twice(conn_a, monkeypatch
     assert outbox_status(conn_a, txs.table).empty
 
 
+def test_a_read_of_many_rows_cut_short_by_a_lost_connection_is_read_again(conn_a, monkeypatch):
+    """A batch scanner does not resume after a lost page: a gateway killed while ``run_all`` read its rows
+    raised ConnectionLostError out of it (a producer of the chaos run, seed 202, died of it). The read starts
+    over on a fresh socket; the rows are read whole and each function runs on its row's real state."""
+    from connector.accumulo import Connection, ConnectionLostError
+
+    queue = _queue(conn_a)
+    txs = _txs(conn_a)
+    words = [f"w{i}" for i in range(5)]
+    txs.run_all([(w, bump(queue)) for w in words])  # every row at count 1
+    real_scan = Connection.batch_scan
+    cut = []
+
+    def lost_after_one_cell(self, *args, **kwargs):
+        cells = real_scan(self, *args, **kwargs)
+        if not cut:
+            cut.append(True)
+            yield next(iter(cells))
+            raise ConnectionLostError("nextK on gw: TSocket read 0 bytes (the gateway was killed)")
+        yield from cells
+
+    monkeypatch.setattr(Connection, "batch_scan", lost_after_one_cell)
+    seqs = txs.run_all([(w, bump(queue)) for w in words])
+    txs.close()
+    assert cut and len(seqs) == len(words) and all(seqs)
+    counts = {c.row.decode(): int(c.value) for c in conn_a.scan(txs.table) if c.cf == b"c"}
+    assert counts == dict.fromkeys(words, 2), "each row counted once more from its real state"
+
+
 def test_crash_between_commit_and_relay_then_relay_twice(conn_a, monkeypatch):
     from connector.transactions import relayer as relayer_module
 

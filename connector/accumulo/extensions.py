@@ -21,8 +21,6 @@ import threading
 import weakref
 from typing import Any
 
-import tenacity
-
 from .errors import AccumuloError, ConnectionLostError
 from .session import Session
 
@@ -57,14 +55,7 @@ def gateway_extensions(conn: Session) -> tuple[str, frozenset[str]]:
     upstream proxy). Asked once per gateway of ``conn``, then remembered. A socket lost while asking (a
     gateway restarted, or failed over to another of the pool) is replaced and the question asked again, within
     the connection's retry policy."""
-    policy = conn.retry_policy()
-    retrying = tenacity.Retrying(
-        stop=tenacity.stop_after_attempt(policy.attempts) | tenacity.stop_after_delay(policy.max_seconds),
-        wait=tenacity.wait_random_exponential(multiplier=policy.initial_wait, max=policy.max_wait),
-        retry=tenacity.retry_if_exception_type(ConnectionLostError),
-        reraise=True,
-    )
-    return retrying(_ask_extensions, conn)
+    return conn.retry_policy().starting_over(ConnectionLostError)(_ask_extensions, conn)
 
 
 def _ask_extensions(conn: Session) -> tuple[str, frozenset[str]]:

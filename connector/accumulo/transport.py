@@ -54,6 +54,16 @@ class RetryPolicy:
         """This policy for a connection that has not reached a gateway yet."""
         return replace(self, attempts=min(self.attempts, self.first_contact_attempts))
 
+    def starting_over(self, error: type[BaseException]) -> tenacity.Retrying:
+        """A tenacity loop within this policy's bounds that tries again after ``error``: for work that starts
+        over from scratch when a connection was lost in its middle (a read rebuilt, a question asked again)."""
+        return tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(self.attempts) | tenacity.stop_after_delay(self.max_seconds),
+            wait=tenacity.wait_random_exponential(multiplier=self.initial_wait, max=self.max_wait),
+            retry=tenacity.retry_if_exception_type(error),
+            reraise=True,
+        )
+
     def run(self, call: Callable[[], T], on_retry: Callable[[BaseException], None], what: str) -> T:
         """Run ``call``; on a transient error call ``on_retry`` (reconnect) and try again, within bounds."""
 

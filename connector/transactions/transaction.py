@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from connector.accumulo import Cell, Connection, Mutation, Range
+from connector.accumulo import Cell, Connection, ConnectionLostError, Mutation, Range
 from connector.accumulo.mutation import BytesLike, to_bytes
 
 from .layout import MalformedOutboxError, OutboxCell, TxLayout, parse_outbox, version_value
@@ -36,7 +36,13 @@ class RowState:
 
 
 def read_rows(conn: Connection, table: str, layout: TxLayout, rows: list[bytes]) -> dict[bytes, RowState]:
-    """The state of each row (rows without cells come back empty)."""
+    """The state of each row (rows without cells come back empty). A read cut short by a lost connection (a
+    gateway killed mid-read: a batch scanner does not resume) is read again from the start, within the
+    connection's retry policy: nothing was used yet."""
+    return conn.retry_policy().starting_over(ConnectionLostError)(_read_rows, conn, table, layout, rows)
+
+
+def _read_rows(conn: Connection, table: str, layout: TxLayout, rows: list[bytes]) -> dict[bytes, RowState]:
     states = {r: RowState(r) for r in rows}
     if len(rows) == 1:
         cells: Iterable[Cell] = conn.scan(table, Range.exact_row(rows[0]), batch_size=1000)
