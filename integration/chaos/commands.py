@@ -41,7 +41,7 @@ class Commands:
 
     def _drain(self, dest_table: str) -> list[str]:
         return ["drain", "--source", "A", *self.queue(), "--dest", "B", "--dest-table", dest_table,
-                "--create-dest-table"]
+                "--create-dest-table", "--delete-mode", "tombstone"]
 
     def stream_local(self, dest_table: str) -> list[str]:
         return self.cli(*self._drain(dest_table), "--stream", "--engine", "local", "--trigger-seconds", "0.5",

@@ -36,7 +36,7 @@ class Dest:
 
     @property
     def delete_mode(self) -> str:
-        return "tombstone" if self.registered else "delete"
+        return "tombstone"  # delete mode: Accumulo's own full compactions alone showed the hazard (CI, seed 36)
 
 
 class Destinations:
