@@ -321,20 +321,24 @@ class ChaosRun:
         self.log.skipped += 1
         self.log(f"{a.what}: skipped ({why})")
 
-    def _kill_kind(self, a: Action, kind: str, restart: Callable[[], None]) -> None:
+    def _victim(self, a: Action, kind: str) -> Proc | None:
+        """The running process of ``kind`` that action ``a`` picks; None (the action skipped) when none runs."""
         victims = self.running(kind)
         if not victims:
             self.skip(a, f"no {kind} running")
-            return
-        self.kill(victims[a.pick % len(victims)], a.what)
-        self.after(a.restart_after, f"restart {kind}", restart)
+            return None
+        return victims[a.pick % len(victims)]
+
+    def _kill_kind(self, a: Action, kind: str, restart: Callable[[], None]) -> None:
+        victim = self._victim(a, kind)
+        if victim is not None:
+            self.kill(victim, a.what)
+            self.after(a.restart_after, f"restart {kind}", restart)
 
     def do_kill_producer(self, a: Action) -> None:
-        victims = self.running("producer")
-        if not victims:
-            self.skip(a, "no producer running")
+        victim = self._victim(a, "producer")
+        if victim is None:
             return
-        victim = victims[a.pick % len(victims)]
         spec = victim.meta["spec"]
         assert isinstance(spec, ProducerSpec)
         self.kill(victim, a.what)
@@ -347,11 +351,9 @@ class ChaosRun:
         self._kill_kind(a, "stream-spark", self.ensure_streams)
 
     def do_kill_bootstrap(self, a: Action) -> None:
-        victims = self.running("bootstrap")
-        if not victims:
-            self.skip(a, "no bootstrap running")
+        victim = self._victim(a, "bootstrap")
+        if victim is None:
             return
-        victim = victims[a.pick % len(victims)]
         victim.meta["retry_after"] = a.restart_after
         self.kill(victim, a.what)
 
