@@ -41,7 +41,7 @@ def main(tag: str, work: Path, url: str) -> dict:
         for i in range(ENTRIES):
             q.add(f"k{i}", {"row": f"r{i:03d}", "cf": "f", "cq": "q", "value": f"v{i}"}, seq=i + 1)
     job = DrainJob(source=a, dest=b, queue=queue, dest_table=f"smoke{tag}_connect_d",
-                   settings=DrainSettings(translator="cells"))
+                   settings=DrainSettings(translator="cells", create_dest_table=True))
     session = SparkSession.builder.remote(url).create()
     try:
         ship_connector(session, str(work))
