@@ -407,3 +407,27 @@ def test_a_conditional_writer_and_the_extension_check_survive_a_gateway_restart(
     finally:
         conn.close()
         gw.stop()
+
+
+def test_table_properties_changed_at_once_by_many_writers_all_take(accumulo):
+    """Accumulo refuses a table property change that races another ("Invalid table property", a ZooKeeper version
+    conflict): a CI run's bootstrap died of it recording its feeder while its stream did the same. Each change
+    is made again until it takes, and an iterator attached at once by many writers is attached once."""
+    from connector.export.tombstones import install_tombstone_filter
+
+    conn = accumulo["b"].connect()
+    table = unique_table("props")
+    conn.create_table(table)
+
+    def work(i: int) -> None:
+        with accumulo["b"].connect() as mine:
+            for j in range(6):
+                mine.set_table_property(table, f"table.custom.k{i}", str(j))
+            install_tombstone_filter(mine, table)
+
+    assert run_in_threads(work, 8) == []
+    props = conn.table_properties(table)
+    assert [props.get(f"table.custom.k{i}") for i in range(8)] == ["5"] * 8
+    assert props["table.iterator.scan.exportTombstones"].endswith("RegExFilter")
+    conn.delete_table(table)
+    conn.close()

@@ -11,12 +11,14 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
+import tenacity
 
 from ._idl import proxy
 from .bulk import BulkImport
 from .cells import Cell, IteratorSetting, Range
 from .conditional import ConditionalWriter
 from .errors import (
+    AccumuloError,
     AccumuloSecurityError,
     ConnectionLostError,
     InvalidMutationError,
@@ -41,6 +43,19 @@ from .writer import BatchWriter
 SERVER_WAIT_MARGIN = 30.0
 DEFAULT_PORT = 42424
 
+
+
+def _property_race(exc: BaseException) -> bool:
+    """Whether ``exc`` is Accumulo refusing a table property change because another writer changed the table's
+    properties at the same moment: its manager reports the ZooKeeper version conflict as "Invalid table
+    property". Eight threads setting one property each of one table saw 7 of them refused."""
+    return isinstance(exc, AccumuloError) and "Invalid table property" in str(exc)
+
+
+#: table property changes, made again while they race others (a genuinely invalid property fails after these)
+_PROPERTY_RACE = tenacity.Retrying(retry=tenacity.retry_if_exception(_property_race),
+                                   wait=tenacity.wait_random_exponential(multiplier=0.05, max=1.0),
+                                   stop=tenacity.stop_after_attempt(8), reraise=True)
 
 class Connection:
     """A connection to an Accumulo Thrift gateway.
@@ -328,7 +343,9 @@ class Connection:
         self.call("addSplits", table, {to_bytes(s, "split") for s in splits})
 
     def set_table_property(self, table: str, name: str, value: str) -> None:
-        self.call("setTableProperty", table, name, value)
+        """Set one property of ``table``; a change refused because another changed the table's properties at the
+        same moment is made again (:func:`_property_race`)."""
+        _PROPERTY_RACE(self.call, "setTableProperty", table, name, value)
 
     def remove_table_property(self, table: str, name: str) -> None:
         self.call("removeTableProperty", table, name)
@@ -340,7 +357,7 @@ class Connection:
                         scopes: Sequence[str] = ("scan", "minc", "majc")) -> None:
         """Attach a server-side iterator to ``table`` for the given scopes (scan, minc, majc)."""
         scope_ids = {getattr(proxy.IteratorScope, s.upper()) for s in scopes}
-        self.call("attachIterator", table, setting.to_thrift(), scope_ids)
+        _PROPERTY_RACE(self.call, "attachIterator", table, setting.to_thrift(), scope_ids)
 
     def flush_table(self, table: str, start_row: BytesLike | None = None, end_row: BytesLike | None = None,
                     wait: bool = True) -> None:
