@@ -75,6 +75,7 @@ _EXPORTS = {
     "batch_snapshot": "connector.snapshot",
     "Destination": "connector.snapshot",
     "verify_destination": "connector.snapshot",
+    "purge_destination": "connector.snapshot",
     "snapshot_source": "connector.snapshot",
     "register_destination": "connector.queue",
     # Spark (loads pyspark)
@@ -121,7 +122,14 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time the names load
     )
     from connector.queue import DrainSettings, ExportQueue, QueueConfig, drain_queue, queue_status, register_destination
     from connector.settings import OptionError
-    from connector.snapshot import BootstrapSettings, Destination, batch_snapshot, snapshot_source, verify_destination
+    from connector.snapshot import (
+        BootstrapSettings,
+        Destination,
+        batch_snapshot,
+        purge_destination,
+        snapshot_source,
+        verify_destination,
+    )
     from connector.spark import run_batch, ship_connector, spark_session, start_stream
     from connector.transactions import (
         RowTransactions,

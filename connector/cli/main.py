@@ -23,6 +23,7 @@ from .combine import cmd_combine, register_combine_commands
 from .common import EXIT_INTERRUPTED, EXIT_SIGTERM, Terminated, exit_status_lines, exit_status_of, handle_sigterm
 from .drain import cmd_drain, register_drain_command
 from .options import Parser
+from .purge import cmd_purge, register_purge_command
 from .queue import cmd_queue, register_queue_commands
 from .tx import cmd_tx, register_tx_commands
 from .wait import cmd_wait, register_wait_command
@@ -81,11 +82,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=version_text(),
                    help="print the connector's version, with Python's and PySpark's, and exit")
     sub = p.add_subparsers(dest="command", required=True,
-                           metavar="{queue,drain,bootstrap,verify,wait,combine,tx}")
+                           metavar="{queue,drain,bootstrap,verify,wait,purge-tombstones,combine,tx}")
     register_queue_commands(sub)
     register_drain_command(sub)
     register_bootstrap_commands(sub)
     register_wait_command(sub)
+    register_purge_command(sub)
     register_tx_commands(sub)
     register_combine_commands(sub)
     return p
@@ -99,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         check_environment()  # a misspelt ACCUMULO_GATEWAY_SECRET_FILE must not quietly mean another secret
         command = {"queue": cmd_queue, "drain": cmd_drain, "bootstrap": cmd_bootstrap, "verify": cmd_verify,
-                   "wait": cmd_wait, "combine": cmd_combine, "tx": cmd_tx}[args.command]
+                   "wait": cmd_wait, "purge-tombstones": cmd_purge, "combine": cmd_combine, "tx": cmd_tx}[args.command]
         return command(args)
     except ConnectorError as exc:  # ours, raised on purpose: one line; anything else is a bug, with its trace
         if args.verbose:

@@ -34,7 +34,7 @@ from .core import (
     translation_reason,
 )
 from .native_translate import changes_to_updates, translate_batch
-from .tombstones import TOMBSTONE, DeleteMode, install_tombstone_filter
+from .tombstones import DEFAULT_DELETE_MODE, TOMBSTONE, DeleteMode, install_tombstone_filter
 from .translators import DEFAULT_TRANSLATOR, native_name, translator_from_name
 
 
@@ -85,7 +85,7 @@ class AccumuloExporter:
         table: str,
         translator: Translator | str = DEFAULT_TRANSLATOR,
         *,
-        delete_mode: DeleteMode | str = DeleteMode.DELETE,
+        delete_mode: DeleteMode | str = DEFAULT_DELETE_MODE,
         writer_options: dict[str, Any] | None = None,
     ) -> None:
         self.connection = connection

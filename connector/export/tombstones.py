@@ -4,22 +4,29 @@ Accumulo drops a delete marker when a major compaction covers all of a tablet's 
 the delete (timestamp at or below it) that arrives *after* that compaction is visible again: an exporter
 that receives exports out of order can resurrect stale cells.
 
-``DeleteMode.DELETE`` (default) writes real Accumulo deletes: cheapest, and correct as long as no export
-arrives later than a full major compaction of the cells it touches. ``DeleteMode.TOMBSTONE`` is immune:
-a delete is written as a put of a tombstone value at ``ts = seq``. The versioning iterator (one version)
+``DeleteMode.TOMBSTONE`` (the default, :data:`DEFAULT_DELETE_MODE`) is immune: a delete is written as a put of
+a tombstone value at ``ts = seq``. The versioning iterator (one version)
 keeps the newest of tombstone and puts, compactions keep it too, so a late older put stays hidden. A
 scan-time ``RegExFilter`` (built into Accumulo), stacked above the versioning iterator, hides the tombstones
-from readers. Tombstones cost a little space until ``purge_tombstones(horizon)`` turns the ones below a
-safe horizon (a seq below which no export can still arrive, e.g. the oldest seq left in the export queue)
-into real deletes, which the next major compaction removes.
+from readers. Tombstones cost a little space until a purge (:mod:`connector.snapshot.purge`, the command
+``accumulo-export purge-tombstones``) proves which ones no late export can need and turns them into real deletes,
+which the next full major compaction removes.
+
+``DeleteMode.DELETE`` writes real Accumulo deletes: cheaper, but correct only as long as no export arrives later
+than a full major compaction of the cells it touches. Exports do arrive late (a crashed producer's outbox relayed
+after a newer commit of its row was drained), and Accumulo compacts on its own, so a delete-mode destination can
+show a stale cell until the next verify repairs it: choose it only where that is acceptable.
 """
 
 from __future__ import annotations
 
 import enum
 import logging
+from collections.abc import Iterable, Iterator
 
-from connector.accumulo import AccumuloError, Connection, IteratorSetting, Mutation
+import pyarrow as pa
+
+from connector.accumulo import UPDATE_SCHEMA, AccumuloError, Connection, IteratorSetting
 
 TOMBSTONE = b"\x00accumulo-export:tombstone\x00"
 log = logging.getLogger(__name__)
@@ -31,6 +38,10 @@ FILTER_PRIORITY = 30  # above the versioning iterator (20): filter the newest ve
 class DeleteMode(enum.StrEnum):
     DELETE = "delete"
     TOMBSTONE = "tombstone"
+
+
+#: how deletes are written unless a job is told otherwise (the module's description says why)
+DEFAULT_DELETE_MODE = DeleteMode.TOMBSTONE
 
 
 def _tombstone_regex() -> str:
@@ -64,26 +75,47 @@ def install_tombstone_filter(conn: Connection, table: str) -> None:
         log.debug("the tombstone filter of %s was attached meanwhile by another writer (%s)", table, exc)
 
 
-def purge_tombstones(conn: Connection, table: str, horizon: int) -> int:
-    """Replace tombstones with ``ts < horizon`` by real deletes at the same timestamp; returns how many.
-
-    Only safe when no export with ``seq < horizon`` can still arrive. The next full major compaction then
-    removes the deletes and what they hide.
-    """
-    selection = [
-        IteratorSetting(FILTER_PRIORITY + 1, "purgeSelectTombstones",
-                        "org.apache.accumulo.core.iterators.user.RegExFilter",
-                        {"valueRegex": _tombstone_regex()}),
-        IteratorSetting(FILTER_PRIORITY + 2, "purgeBelowHorizon",
-                        "org.apache.accumulo.core.iterators.user.TimestampFilter",
-                        {"end": f"LONG{horizon - 1}", "endInclusive": "true"}),
-    ]
-    # The table's own scan filter hides tombstones; remove it for this scan by overriding its option.
+def tombstones_below(conn: Connection, table: str, horizon: int | None,
+                     batch_size: int = 10_000) -> Iterator[pa.RecordBatch]:
+    """The tombstones of ``table`` with ``ts < horizon`` (every one when ``horizon`` is None), as scan pages
+    of their keys (row, cf, cq, cv, ts)."""
+    selection = [IteratorSetting(FILTER_PRIORITY + 1, "purgeSelectTombstones",
+                                 "org.apache.accumulo.core.iterators.user.RegExFilter",
+                                 {"valueRegex": _tombstone_regex()})]
+    if horizon is not None:
+        selection.append(IteratorSetting(FILTER_PRIORITY + 2, "purgeBelowHorizon",
+                                         "org.apache.accumulo.core.iterators.user.TimestampFilter",
+                                         {"end": f"LONG{horizon - 1}", "endInclusive": "true"}))
+    # The table's own scan filter hides tombstones; this scan overrides its option to see them.
     visible = IteratorSetting(FILTER_PRIORITY, FILTER_NAME, "org.apache.accumulo.core.iterators.user.RegExFilter",
                               {"valueRegex": _tombstone_regex(), "negate": "false"})
+    for page in conn.scan_batches(table, iterators=[visible, *selection], batch_size=batch_size):
+        yield page.select(["row", "cf", "cq", "cv", "ts"])
+
+
+def delete_cells(conn: Connection, table: str, keys: Iterable[pa.RecordBatch]) -> int:
+    """Write a real delete at each key of ``keys`` (row, cf, cq, cv, ts: at the cell's own timestamp, so only
+    that version and older ones are hidden); return how many, once they are durable."""
     count = 0
     with conn.batch_writer(table) as writer:
-        for cell in conn.scan(table, iterators=[visible, *selection]):
-            writer.add_mutation(Mutation(cell.row).delete(cell.cf, cell.cq, visibility=cell.cv, timestamp=cell.ts))
-            count += 1
+        for page in keys:
+            if page.num_rows == 0:
+                continue
+            deletes = pa.RecordBatch.from_arrays(
+                [page.column("row"), page.column("cf"), page.column("cq"), page.column("cv"), page.column("ts"),
+                 pa.nulls(page.num_rows, pa.binary()), pa.array([True] * page.num_rows, pa.bool_())],
+                schema=UPDATE_SCHEMA)
+            writer.add_cells(deletes)
+            count += page.num_rows
     return count
+
+
+def purge_tombstones(conn: Connection, table: str, horizon: int | None) -> int:
+    """Replace the tombstones with ``ts < horizon`` (every one when None) by real deletes at the same timestamp;
+    returns how many.
+
+    Only safe when no export with ``seq < horizon`` can still arrive: :func:`connector.snapshot.purge_destination`
+    proves that for a destination before it calls this. The next full major compaction then removes the deletes
+    and what they hide.
+    """
+    return delete_cells(conn, table, tombstones_below(conn, table, horizon))

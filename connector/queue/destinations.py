@@ -39,7 +39,7 @@ from connector.export import AccumuloExporter
 from connector.export.core import EntryFailure, SequencedExport
 from connector.export.fanout import FanoutExporter
 from connector.export.shared import shared_exporter
-from connector.export.tombstones import DeleteMode
+from connector.export.tombstones import DEFAULT_DELETE_MODE, DeleteMode
 from connector.export.translators import check_translator_name
 from connector.serializers import DEFAULT_SERIALIZER
 
@@ -72,7 +72,7 @@ class Destination:
     gateway: GatewayOptions
     table: str
     translator: str
-    delete_mode: str = DeleteMode.DELETE.value
+    delete_mode: str = DEFAULT_DELETE_MODE.value
 
     def __post_init__(self) -> None:
         try:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from connector.export.tombstones import DeleteMode
+from connector.export.tombstones import DEFAULT_DELETE_MODE, DeleteMode
 from connector.export.translators import DEFAULT_TRANSLATOR, HELP, METAVAR, check_translator_name
 from connector.settings import Settings, integer, seconds, setting
 
@@ -43,8 +43,10 @@ class DestinationSettings(Settings):
     translator: str | None = setting(
         None, HELP, parse=check_translator_name, metavar=METAVAR, tags={EXPORT},
         shown_default=f"the queue's, stored by 'queue init --translator'; else {DEFAULT_TRANSLATOR}")
-    delete_mode: str = setting(DeleteMode.DELETE.value, "how deletes are written on B: delete (Accumulo deletes) "
-                               "or tombstone (tombstone puts, immune to the compaction hazard: "
+    delete_mode: str = setting(DEFAULT_DELETE_MODE.value, "how deletes are written on B: tombstone (a put of a "
+                               "tombstone that hides older puts for good, even one arriving after a full "
+                               "compaction; reclaimed by 'purge-tombstones') or delete (Accumulo deletes: cheaper, "
+                               "but a late export after a full compaction shows a stale cell until a repair: "
                                "docs/design.md: The compaction hazard)",
                                choices=[m.value for m in DeleteMode], tags={EXPORT})
     create_dest_table: bool = setting(False, "create the destination table when it does not exist (versioning "

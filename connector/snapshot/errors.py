@@ -27,3 +27,8 @@ class VerifyError(SnapshotError, RuntimeError):
 class VerifyRefusedError(SnapshotError, ValueError):
     """A verify, a repair or a bootstrap's final check would not be sound as asked: the destination table is
     missing, or another queue or producer table feeds it (the message says what to give instead)."""
+
+
+class PurgeRefusedError(SnapshotError, ValueError):
+    """A purge of a destination's tombstones was refused before it changed anything: the destination table does
+    not exist, another queue feeds it, or a bootstrap of it is unfinished."""

@@ -183,9 +183,10 @@ class BootstrapState:
             age = (self.server_time_ms() - max(lease[1], beat[1] if beat else 0)) / 1000
             if age < LEASE_SECONDS and not _dead_here(holder):
                 raise BootstrapError(
-                    f"another bootstrap of {self.destination} is running (pid {holder.get('pid')} on "
-                    f"{holder.get('host')}, last heard of {max(age, 0):.0f} s ago); two at once are refused. If it "
-                    f"was killed, its lease expires {LEASE_SECONDS - age:.0f} s from now and a rerun resumes")
+                    f"{holder.get('what', 'another bootstrap')} of {self.destination} is running (pid "
+                    f"{holder.get('pid')} on {holder.get('host')}, last heard of {max(age, 0):.0f} s ago); two at "
+                    f"once are refused. If it was killed, its lease expires {LEASE_SECONDS - age:.0f} s from now "
+                    "and a rerun resumes")
         # exactly what was judged free: a holder that renewed since, or a contender that took it first, wins
         judged = [Condition(STATE_FAMILY, LEASE, lease[0] if lease else None),
                   Condition(STATE_FAMILY, BEAT, beat[0] if beat else None)]

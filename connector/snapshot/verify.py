@@ -39,7 +39,7 @@ import pyarrow as pa
 from connector.accumulo import Connection
 from connector.accumulo.summaries import visibility_summary
 from connector.export import AccumuloExporter
-from connector.export.tombstones import DeleteMode
+from connector.export.tombstones import DEFAULT_DELETE_MODE, DeleteMode
 from connector.queue import QueueConfig
 from connector.queue.feeders import destination_feeders, queue_id
 from connector.transactions.targets import recorded_sources
@@ -148,7 +148,7 @@ class Destination:
     conn: Connection
     table: str
     translator: str
-    delete_mode: str = DeleteMode.DELETE.value
+    delete_mode: str = DEFAULT_DELETE_MODE.value
 
 
 Progress = Callable[[str], None]

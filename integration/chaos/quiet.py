@@ -72,7 +72,8 @@ def _restart_gateways(run: ChaosRun) -> None:
 
 
 def _finish_one_shots(run: ChaosRun, result: QuietResult) -> None:
-    waiting = [p for p in run.procs if p.alive() and p.kind in ("drain", "verify", "compact", "relay", "register")]
+    waiting = [p for p in run.procs if p.alive() and p.kind in ("drain", "verify", "compact", "relay", "purge",
+                                                                  "register")]
     if waiting:
         run.log(f"waiting for {', '.join(p.name for p in waiting)} to end")
     deadline = time.monotonic() + ONE_SHOT_SECONDS

@@ -240,8 +240,10 @@ class ChaosRun:
                 self.log(f"{p.name} exit 0 after {p.age():.1f}s{self.result_of(p)}")
                 self.ended_well(p)
                 continue
-            if p.kind == "bootstrap" and "lease" in p.tail(20):
-                self.log(f"{p.name} refused: a killed bootstrap's lease still holds ({p.last_error()[:160]})")
+            if p.kind in ("bootstrap", "purge") and ("lease" in p.tail(20) or "is unfinished" in p.tail(20)):
+                # one lease per destination: a bootstrap and a purge of it refuse each other (and a killed one's
+                # lease holds a minute); a purge also refuses an unfinished bootstrap
+                self.log(f"{p.name} refused: {p.last_error()[:200]}")
             else:
                 self.log.error(f"{p.name} exit {rc} after {p.age():.1f}s: {p.last_error()}")
             self.ended_badly(p)
@@ -390,8 +392,7 @@ class ChaosRun:
         if self._busy("verify") or not targets:
             return self.skip(a, "busy" if targets else "no destination ready")
         dest = targets[a.pick % len(targets)]
-        proc = self.start("verify", self.cmd.verify(dest.table, dest.delete_mode), f"--repair of {dest.table}",
-                          dest=dest)
+        proc = self.start("verify", self.cmd.verify(dest.table), f"--repair of {dest.table}", dest=dest)
         self.kill_later(proc, a.kill_after)
 
     def _compact(self, a: Action, cluster: str, table: str) -> None:
@@ -405,14 +406,21 @@ class ChaosRun:
         self._compact(a, "A", self.cmd.queue_table)
 
     def do_compact_b(self, a: Action) -> None:
-        # delete-mode tables are exposed to the compaction hazard by design (see .destinations): not compacted
-        live = [d for d in self.dests.all if not d.retired and d.delete_mode == "tombstone"]
+        live = [d for d in self.dests.all if not d.retired]
         if not live:
-            return self.skip(a, "no tombstone-mode destination")
+            return self.skip(a, "no destination fed")
         dest = live[a.pick % len(live)]
         if not self.conn_b.table_exists(dest.table):  # a new primary's first drain creates it
             return self.skip(a, f"{dest.table} not created yet")
         self._compact(a, "B", dest.table)
+
+    def do_purge(self, a: Action) -> None:
+        targets = self.dests.checked()
+        if self._busy("purge") or not targets:
+            return self.skip(a, "busy" if targets else "no destination ready")
+        dest = targets[a.pick % len(targets)]
+        self.kill_later(self.start("purge", self.cmd.purge(dest.table), f"tombstones of {dest.table}", dest=dest),
+                        a.kill_after)
 
     def do_relay(self, a: Action) -> None:
         if self._busy("relay"):
@@ -461,7 +469,7 @@ class ChaosRun:
         if any(p.meta.get("dest") is dest for p in self.procs if p.kind == "bootstrap" and p.alive()):
             return None
         dest.attempts += 1
-        proc = self.start("bootstrap", self.cmd.bootstrap(dest.table, dest.method, dest.delete_mode),
+        proc = self.start("bootstrap", self.cmd.bootstrap(dest.table, dest.method),
                           f"into {dest.table} ({'registered' if dest.registered else 'new primary'}, "
                           f"--method {dest.method}, attempt {dest.attempts})", dest=dest, retry_after=retry_after)
         self.kill_later(proc, kill_after)

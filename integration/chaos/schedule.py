@@ -15,7 +15,8 @@ import random
 from dataclasses import dataclass, field
 
 #: the process kinds the harness starts (and may kill); the summary counts kills per kind
-KINDS = ("producer", "stream-local", "stream-spark", "drain", "bootstrap", "verify", "compact", "relay", "gateway")
+KINDS = ("producer", "stream-local", "stream-spark", "drain", "bootstrap", "verify", "compact", "relay", "purge",
+         "gateway")
 
 #: what a phase's actions do, with their weights (how often each is drawn)
 ACTION_WEIGHTS: dict[str, float] = {
@@ -29,6 +30,7 @@ ACTION_WEIGHTS: dict[str, float] = {
     "compact-a": 0.8,            # a full compaction of A's queue table
     "compact-b": 1.0,            # a full compaction of a destination table on B
     "relay": 0.8,                # accumulo-export tx relay
+    "purge": 0.6,                # purge-tombstones of a destination (its grace: PURGE_GRACE_SECONDS)
     "register": 0.5,             # register a new destination with the queue, then bootstrap it
     "new-primary": 0.35,         # a new destination replaces the stream's: streams onto it, then bootstrap it
 }
@@ -164,6 +166,8 @@ def _action(rng: random.Random, t: float, what: str) -> Action:
         return Action(t, what, pick, kill_after=_maybe(rng, 0.4, 1, 20))
     if what in ("compact-a", "compact-b"):
         return Action(t, what, pick, kill_after=_maybe(rng, 0.5, 0.2, 3))
+    if what == "purge":
+        return Action(t, what, pick, kill_after=_maybe(rng, 0.3, 1, 40))
     if what == "relay":
         return Action(t, what, pick, kill_after=_maybe(rng, 0.5, 0.1, 2))
     # register, new-primary: a bootstrap, killed early (before or while it writes) or late (in its final check)

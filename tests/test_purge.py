@@ -1,0 +1,157 @@
+"""Purging a tombstone-mode destination's tombstones (connector/snapshot/purge.py, ``accumulo-export
+purge-tombstones``): only what the queue's watermark proves no late export can need, only what was there before
+the watermark was read, nothing while a bootstrap of the destination runs or is unfinished, nothing where another
+queue feeds the table. On real Accumulo."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from connector.accumulo import Mutation
+from connector.export import AccumuloExporter, SequencedExport
+from connector.export.tombstones import TOMBSTONE, tombstones_below
+from connector.queue import ExportQueue, QueueConfig
+from connector.queue.feeders import Feeder, record_feeder
+from connector.snapshot.errors import BootstrapError, PurgeRefusedError
+from connector.snapshot.purge import purge_destination
+from connector.snapshot.state import BootstrapState, Plan, destination_id
+
+from .conftest import run_cli, unique_table
+
+pytestmark = pytest.mark.cluster
+
+
+def _cell(row: str) -> dict[str, str]:
+    return {"row": row, "cf": "f", "cq": "q", "value": "v"}
+
+
+def _delete(seq: int, row: str) -> SequencedExport:
+    return SequencedExport(row, {"old": [_cell(row)], "new": []}, seq)
+
+
+def _put(seq: int, row: str) -> SequencedExport:
+    return SequencedExport(row, {"old": [], "new": [_cell(row)]}, seq)
+
+
+@pytest.fixture
+def setup(conn_a, conn_b):
+    """A queue on A holding one entry at seq 5, and a tombstone-mode destination on B holding tombstones at seqs
+    3 ("low") and 9 ("high") over older puts, and a live cell "kept" at seq 4."""
+    queue = QueueConfig(table=unique_table("purgeq"), qid="p", num_buckets=2)
+    ExportQueue(conn_a, queue).init()
+    with ExportQueue(conn_a, queue) as q:
+        q.add("waiting", {"old": [], "new": []}, seq=5)
+    table = unique_table("purged")
+    with AccumuloExporter(conn_b, table, "difference").ensure_table(create=True) as exporter:  # default mode
+        exporter.export([_put(1, "low"), _put(2, "high"), _put(4, "kept"), _delete(3, "low"), _delete(9, "high")])
+    yield queue, table
+    conn_b.delete_table(table)
+    conn_a.delete_table(queue.table)
+
+
+def _tombstones(conn, table) -> list[tuple[bytes, int]]:
+    return sorted((row, ts) for page in tombstones_below(conn, table, None)
+                  for row, ts in zip(page.column("row").to_pylist(), page.column("ts").to_pylist(), strict=True))
+
+
+def _visible(conn, table) -> list[bytes]:
+    return sorted(c.row for c in conn.scan(table))
+
+
+def test_the_default_mode_writes_tombstones_and_a_purge_turns_those_below_the_watermark_into_deletes(
+        setup, conn_a, conn_b):
+    queue, table = setup
+    assert _tombstones(conn_b, table) == [(b"high", 9), (b"low", 3)]
+    report = purge_destination(conn_a, queue, conn_b, table, "B", grace=0)
+    assert (report.horizon, report.listed, report.deleted) == (5, 1, 1)
+    assert _tombstones(conn_b, table) == [(b"high", 9)], "the tombstone above the waiting seq 5 must stay"
+    assert _visible(conn_b, table) == [b"kept"]
+    conn_b.compact_table(table, wait=True)  # the delete and what it hid are gone for good
+    raw = sorted((c.row, c.ts) for c in conn_b.scan(table, iterators=[]))
+    assert (b"low", 3) not in raw and (b"low", 1) not in raw
+    assert _visible(conn_b, table) == [b"kept"]
+
+
+def test_a_dry_run_changes_nothing_and_says_what_it_would_purge(setup, conn_a, conn_b):
+    queue, table = setup
+    report = purge_destination(conn_a, queue, conn_b, table, "B", grace=3600, dry_run=True)
+    assert (report.listed, report.deleted, report.dry_run) == (1, 0, True)
+    assert "would turn 1 into real deletes" in report.describe()
+    assert _tombstones(conn_b, table) == [(b"high", 9), (b"low", 3)]
+
+
+def test_only_tombstones_that_were_there_before_the_watermark_was_read_are_purged(setup, conn_a, conn_b):
+    """A tombstone written during the grace, below the horizon (a producer whose clock runs behind), may guard an
+    export a writer read after the watermark: it waits for the next purge."""
+    queue, table = setup
+
+    def during_the_grace(line: str) -> None:
+        if "for writers" in line:
+            conn_b.write(table, [Mutation("late").put("f", "q", "v", timestamp=1),
+                                 Mutation("late").put("f", "q", TOMBSTONE, timestamp=2)])
+
+    report = purge_destination(conn_a, queue, conn_b, table, "B", grace=0.5, progress=during_the_grace)
+    assert report.deleted == 1
+    assert _tombstones(conn_b, table) == [(b"high", 9), (b"late", 2)]
+
+
+def test_a_purge_refuses_a_table_another_queue_feeds(setup, conn_a, conn_b):
+    queue, table = setup
+    record_feeder(conn_b, table, Feeder("another-queue-id", "othertable", "o"))
+    with pytest.raises(PurgeRefusedError, match="also fed by queue 'o' of table 'othertable'"):
+        purge_destination(conn_a, queue, conn_b, table, "B", grace=0)
+    assert len(_tombstones(conn_b, table)) == 2
+
+
+def test_a_purge_waits_for_no_bootstrap_of_its_destination(setup, conn_a, conn_b):
+    """A bootstrap writes cells at old row versions: none may run during a purge, nor be left unfinished."""
+    queue, table = setup
+    state = BootstrapState(conn_a, queue, destination_id("B", table))
+    state.acquire()
+    try:
+        with pytest.raises(BootstrapError, match="another bootstrap of B/.* is running"):
+            purge_destination(conn_a, queue, conn_b, table, "B", grace=0)
+        state.start(Plan(table="producer", snapshot="m:f", ranges=((None, None),), started_ms=0))
+    finally:
+        state.release()
+    with pytest.raises(PurgeRefusedError, match="a bootstrap of B/.* is unfinished"):
+        purge_destination(conn_a, queue, conn_b, table, "B", grace=0)
+    assert len(_tombstones(conn_b, table)) == 2
+    state.acquire()
+    state.clear()
+    state.release()
+    assert purge_destination(conn_a, queue, conn_b, table, "B", grace=0).deleted == 1
+
+
+def test_a_bootstrap_started_during_a_purge_is_refused_naming_it(setup, conn_a, conn_b):
+    queue, table = setup
+    refused: list[str] = []
+
+    def during_the_grace(line: str) -> None:
+        if "for writers" in line:
+            try:
+                BootstrapState(conn_a, queue, destination_id("B", table)).acquire()
+            except BootstrapError as exc:
+                refused.append(str(exc))
+
+    purge_destination(conn_a, queue, conn_b, table, "B", grace=0.2, progress=during_the_grace)
+    assert len(refused) == 1 and refused[0].startswith("a tombstone purge of B/"), refused
+
+
+def test_the_command_purges_and_reports_as_json(setup, cli_env, conn_b):
+    queue, table = setup
+    args = ["purge-tombstones", "--source", "A", "--table", queue.table, "--queue", queue.qid, "--dest", "B",
+            "--dest-table", table]
+    dry = run_cli(cli_env, *args, "--dry-run", "--json")
+    assert dry.returncode == 0, dry.stderr
+    assert json.loads(dry.stdout) | {"seconds": 0} == {
+        "destination": f"B/{table}", "horizon": 5, "listed": 1, "deleted": 0, "grace_seconds": 0.0, "seconds": 0,
+        "dry_run": True, "waiting_outbox_cells": 0, "waiting_entries": 1, "waiting_dead_letters": 0}
+    done = run_cli(cli_env, *args, "--grace", "0")
+    assert done.returncode == 0, done.stderr
+    assert "tombstones below seq 5: turned 1 of 1 listed into real deletes" in done.stdout
+    missing = run_cli(cli_env, *args[:-1], table + "x", "--grace", "0")
+    assert missing.returncode == 2 and "does not exist" in missing.stderr, missing.stderr
+    assert run_cli(cli_env, *args, "--grace", "-1").returncode == 2
