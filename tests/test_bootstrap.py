@@ -11,6 +11,7 @@ import dataclasses
 import threading
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
@@ -88,10 +89,10 @@ def bootstrap_job(scenario: Scenario, dest_table: str, **settings) -> BootstrapJ
 class Stream:
     """An in-process streaming drain of the scenario's queue into ``dest_table``, on a thread."""
 
-    def __init__(self, scenario: Scenario, dest_table: str) -> None:
+    def __init__(self, scenario: Scenario, dest_table: str, **settings: Any) -> None:
         self.stop = threading.Event()
         job = scenario.job(dest_table=dest_table, trigger_seconds=0.2, relay_seconds=1.0, sweep_seconds=2.0,
-                           create_dest_table=True)
+                           create_dest_table=True, **settings)
         self.errors: list[BaseException] = []
         self.thread = threading.Thread(target=self._run, args=(job,), daemon=True)
         self.thread.start()
@@ -243,36 +244,38 @@ def test_a_commit_visible_only_after_its_row_was_read_wins_and_rows_deleted_on_a
 
 
 def test_a_compaction_that_dropped_a_delete_cannot_resurrect_a_snapshot_cell(scenario):
-    """(c): the snapshot read a row at count 1; the stream then delivered 'count 1 -> 2' and a full major
-    compaction dropped its delete marker; the snapshot's older (1, apple) arrives after it. Without the final
-    check it would show; with it (the default), it is deleted at its own timestamp."""
+    """(c): the snapshot read a row at count n; the stream then delivered 'count n -> n+1' and a full major
+    compaction of B followed; the snapshot's older (n, apple) arrives after it. In delete mode the compaction
+    dropped the delete marker: without the final check the old cell shows, with it (the default) it is deleted
+    at its own timestamp. In tombstone mode (the default) the tombstone survives the compaction and hides it."""
     txs = RowTransactions(scenario.conn_a, scenario.counts)
     commit(txs, scenario, "apple", 1)
     dest = unique_table("fresh")
     outcomes = {}
-    for final_check in (False, True):
-        table = f"{dest}_{int(final_check)}"
-        stream = Stream(scenario, table)
+    for count, (mode, final_check) in enumerate((("delete", False), ("delete", True), ("tombstone", False)), 2):
+        table = f"{dest}_{mode}_{int(final_check)}"
+        stream = Stream(scenario, table, delete_mode=mode)
         released, reached = hold(b"apple")
         box: dict[str, object] = {}
-        job = bootstrap_job(scenario, table, snapshot=GATED, final_check=final_check)
+        job = bootstrap_job(scenario, table, snapshot=GATED, final_check=final_check, delete_mode=mode)
         worker = threading.Thread(target=lambda j=job, out=box: out.update(report=run_bootstrap(LocalEngine(), j)),
                                   daemon=True)
         worker.start()
         try:
             assert reached.wait(120)
-            commit(txs, scenario, "apple", 2 if not final_check else 3)
+            commit(txs, scenario, "apple", count)
             drained(scenario)
-            scenario.conn_b.compact_table(table, wait=True)  # drops the delete of the (old count, apple) cell
+            scenario.conn_b.compact_table(table, wait=True)  # in delete mode: drops the delete of the old cell
             released.set()
             worker.join(300)
             drained(scenario)
         finally:
             released.set()
             stream.close()
-        outcomes[final_check] = sorted(actual_index(scenario.conn_b, table))
-    assert outcomes[False] == [(b"00000001", b"apple"), (b"00000002", b"apple")]  # the hazard, shown
-    assert outcomes[True] == [(b"00000003", b"apple")]
+        outcomes[mode, final_check] = sorted(actual_index(scenario.conn_b, table))
+    assert outcomes["delete", False] == [(b"00000001", b"apple"), (b"00000002", b"apple")]  # the hazard, shown
+    assert outcomes["delete", True] == [(b"00000003", b"apple")]
+    assert outcomes["tombstone", False] == [(b"00000004", b"apple")]
     txs.close()
 
 

@@ -44,7 +44,7 @@ from .schedule import Action, Phase, ProducerSpec, Schedule
 ROOT = Path(__file__).resolve().parents[2]
 
 #: at most this many of a one-shot kind run at once (2 cores): an action beyond it is skipped as busy
-LIMITS = {"drain": 2, "verify": 1, "compact": 2, "relay": 1, "bootstrap": 1}
+LIMITS = {"drain": 2, "verify": 1, "compact": 2, "relay": 1, "bootstrap": 1, "purge": 1}
 #: commands stopped by SIGTERM end with one of these (-15: SIGTERM came before the command's handler was set)
 STOPPED = (0, 130, 143, -15)
 #: kinds that run until told to stop: ending otherwise is an error (and they start again)
