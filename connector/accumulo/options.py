@@ -121,6 +121,12 @@ class GatewayOptions(Settings):
             out.pop(prefix + "name", None)
         return out
 
+    @property
+    def label(self) -> str:
+        """How stored records name this cluster (a bootstrap's state row, a destination's metrics): its name, else
+        its gateway address."""
+        return self.name or f"{self.host}:{self.port}"
+
     def describe(self) -> str:
         """How messages name this cluster: by its name when it has one, else by its gateway address."""
         if self.name:

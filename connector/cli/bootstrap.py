@@ -24,18 +24,16 @@ from .common import EXIT_NOT_CLEAN, UsageError, exit_status_of
 from .engine import EngineChoice
 from .every import repeat_every
 from .metrics import BootstrapProgress, Metrics, bootstrap_metrics
-from .options import Help, check_table_name, int_at_least, port_number, positive_seconds, queue_args
+from .options import Help, check_table_name, int_at_least, port_number, positive_seconds, source_and_destination_args
 from .queue import source_queue
 from .verify_metrics import VerifyMetrics, metrics_file_path
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    queue_args(p, "--source")
+    source_and_destination_args(p)
     p.add_argument("--producer-table", required=True,
                    help="the table on A whose rows the destination derives from (row transactions' table, or a "
                         "combine queue's)")
-    p.add_argument("--dest", required=True, help="destination cluster name from the config file")
-    p.add_argument("--dest-table", required=True, help="destination table")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 

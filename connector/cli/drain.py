@@ -23,7 +23,7 @@ from connector.queue.settings import DEFAULT_SERVER_WAIT
 from .common import EXIT_DEAD_LETTERS, EXIT_INTERRUPTED, Terminated, UsageError
 from .drain_stream import stream_locally, stream_with_spark
 from .engine import EngineChoice
-from .options import Help, check_table_name, queue_args
+from .options import Help, check_table_name, source_and_destination_args
 from .progress import DrainProgressView
 from .queue import source_queue
 
@@ -40,9 +40,7 @@ def register_drain_command(sub: Any) -> None:
                                    "each entry after its export is durable. Batch mode drains what the queue "
                                    "holds when it starts, then stops (entries queued meanwhile are left for the "
                                    "next run: the summary's 'remaining'); --stream runs until Ctrl-C.")
-    queue_args(d, "--source")
-    d.add_argument("--dest", required=True, help="destination cluster name from the config file")
-    d.add_argument("--dest-table", required=True, help="destination table")
+    source_and_destination_args(d)
     d.add_argument("--allow-dead-letters", action="store_true",
                    help=f"exit 0 even when entries were dead-lettered (else exit status {EXIT_DEAD_LETTERS})")
     d.add_argument("--stream", action="store_true", help="keep draining new entries until Ctrl-C")

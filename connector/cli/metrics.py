@@ -286,7 +286,7 @@ def drain_watermarks(job: DrainJob) -> Watermarks:
     from connector.transactions import queue_watermark
 
     # the bootstrap state names a destination by its cluster's name or its gateway; a label never names a host
-    primary = destination_id(job.dest.name or f"{job.dest.host}:{job.dest.port}", job.dest_table)
+    primary = destination_id(job.dest.label, job.dest_table)
     label = destination_id(job.dest.name, job.dest_table) if job.dest.name else job.dest_table
 
     def scan(conn: Connection) -> dict[str, Watermark | None]:

@@ -86,6 +86,13 @@ def check_namespace(conn: Connection, table: str, flag: str, where: str) -> None
                          f"(Accumulo shell: createnamespace {namespace}) or use a table outside it")
 
 
+def source_and_destination_args(p: argparse.ArgumentParser) -> None:
+    """The flags of a command that reads a queue on A and works on a destination table on B."""
+    queue_args(p, "--source")
+    p.add_argument("--dest", required=True, help="destination cluster name from the config file")
+    p.add_argument("--dest-table", required=True, help="destination table")
+
+
 def queue_args(p: argparse.ArgumentParser, cluster_flag: str = "--cluster") -> None:
     """The flags naming an export queue (and the cluster holding it, under ``cluster_flag``)."""
     p.add_argument(cluster_flag, required=True, help="cluster name from the config file")

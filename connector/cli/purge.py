@@ -14,7 +14,7 @@ from connector.clusters_config import cluster
 from connector.snapshot.purge import DEFAULT_GRACE_SECONDS, purge_destination
 
 from .common import UsageError, cluster_error
-from .options import Help, check_table_name, queue_args
+from .options import Help, check_table_name, source_and_destination_args
 from .queue import source_queue
 
 
@@ -29,9 +29,7 @@ def register_purge_command(sub: Any) -> None:
                                    "table then reclaims the space. It holds the destination's bootstrap lease "
                                    "meanwhile and refuses a destination another queue feeds or whose bootstrap is "
                                    "unfinished (docs/operations.md: Tombstones).")
-    queue_args(p, "--source")
-    p.add_argument("--dest", required=True, help="destination cluster name from the config file")
-    p.add_argument("--dest-table", required=True, help="destination table")
+    source_and_destination_args(p)
     p.add_argument("--grace", type=float, default=DEFAULT_GRACE_SECONDS, metavar="SECONDS",
                    help="seconds between listing the tombstones and deleting them: longer than any writer holds an "
                         "export it read (a drain batch, a Spark attempt on a lost executor)")
@@ -48,7 +46,7 @@ def cmd_purge(args: argparse.Namespace) -> int:
     where = f"source {source.describe()} / destination {dest.describe()}"
     try:
         with source.connect() as a, dest.connect() as b:
-            report = purge_destination(a, queue, b, args.dest_table, args.dest, grace=args.grace,
+            report = purge_destination(a, queue, b, args.dest_table, dest.label, grace=args.grace,
                                        dry_run=args.dry_run, progress=_say)
     except AccumuloError as exc:
         raise cluster_error(exc, where) from None

@@ -69,7 +69,7 @@ class BootstrapJob:
 
     @property
     def destination(self) -> str:
-        return destination_id(self.dest.name or f"{self.dest.host}:{self.dest.port}", self.dest_table)
+        return destination_id(self.dest.label, self.dest_table)
 
 
 @dataclass

@@ -109,11 +109,11 @@ def purge_destination(a: Connection, queue: QueueConfig, dest: Connection, dest_
                                 f"of that queue too, which this purge cannot see; nothing was changed")
     token = json.dumps({"owner": secrets.token_hex(8), "what": "a tombstone purge", **process_identity()}).encode()
     state = BootstrapState(a, queue, destination, token)
-    if state.plan() is not None:
-        raise PurgeRefusedError(f"a bootstrap of {destination} is unfinished (rerun it, or forget it with "
-                                "'accumulo-export bootstrap --forget'); purge once it has finished")
     state.acquire()  # no bootstrap writes old versions while the purge runs
     try:
+        if state.plan() is not None:
+            raise PurgeRefusedError(f"a bootstrap of {destination} is unfinished (rerun it, or forget it with "
+                                    "'accumulo-export bootstrap --forget'); purge once it has finished")
         say(f"listing the tombstones of {dest_table}")
         listed = list(tombstones_below(dest, dest_table, None))
         mark = queue_watermark(a, queue)  # after the listing: every tombstone listed was there before it
