@@ -194,7 +194,10 @@ def test_spark_stream_is_scraped_while_it_drains(conn_a, cli_env):
     config = fill_queue(conn_a, 300, bad=True)
     port = free_port()
     proc = popen(cli_env, *drain_cmd(config, port, "--stream", "--trigger-seconds", "0.5", "--allow-dead-letters"))
-    seen = watch(proc, port, lambda s: drained(s, 300) and set(bucket_lags(s).values()) == {0.0})
+    # exports are counted while a micro-batch runs, the micro-batch itself once it ended: wait for both (a CI
+    # run's last scrape came between the two)
+    seen = watch(proc, port, lambda s: drained(s, 300) and set(bucket_lags(s).values()) == {0.0}
+                 and value(s, "accumulo_export_batches_total") >= 1)
     stdout, stderr = stop(proc)
     assert proc.returncode == 0, stderr[-3000:]
     check_stream_scrapes(seen, 300, 8)
