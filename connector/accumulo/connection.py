@@ -44,7 +44,6 @@ SERVER_WAIT_MARGIN = 30.0
 DEFAULT_PORT = 42424
 
 
-
 def _property_race(exc: BaseException) -> bool:
     """Whether ``exc`` is Accumulo refusing a table property change because another writer changed the table's
     properties at the same moment: its manager reports the ZooKeeper version conflict as "Invalid table
@@ -56,6 +55,7 @@ def _property_race(exc: BaseException) -> bool:
 _PROPERTY_RACE = tenacity.Retrying(retry=tenacity.retry_if_exception(_property_race),
                                    wait=tenacity.wait_random_exponential(multiplier=0.05, max=1.0),
                                    stop=tenacity.stop_after_attempt(8), reraise=True)
+
 
 class Connection:
     """A connection to an Accumulo Thrift gateway.
