@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -207,3 +208,9 @@ def drain_args(s: Scenario) -> list[str]:
             "--buckets", str(s.queue.num_buckets), "--dest-table", s.index, "--translator", "difference"]
 
 
+def one_line_error(err: BaseException, message: str) -> None:
+    """Issue 39 item 5: a source's refusal reaches the driver as the one line naming the option (after Spark's
+    error class; Spark adds its SQLSTATE on a line of its own), without the planner process's traceback."""
+    first, *rest = str(err).strip().splitlines()
+    assert re.search(message, first), first
+    assert all(line.strip().startswith("SQLSTATE") for line in rest), str(err)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
 import sys
 
 import pyarrow as pa
@@ -195,3 +196,28 @@ def test_rows_become_arrow_batches_of_the_sink_s_schema():
     assert all(b.schema.equals(schema) for b in batches)
     assert pa.Table.from_batches(batches).to_pylist()[1] == {"key": b"k1", "seq": 1, "error": None}
     assert list(rows_to_batches(iter([]), schema)) == []
+
+
+def test_only_an_input_error_in_a_spark_python_process_drops_its_traceback(monkeypatch):
+    """Issue 39 item 5, the rule of ``planner_errors``; the real planner's one line is
+    ``tests/test_spark_read.py::test_a_misspelt_option_is_one_line_naming_it``."""
+    from connector.spark.planner_errors import input_errors_in_one_line
+
+    @input_errors_in_one_line
+    class Source:
+        def __init__(self, error: Exception) -> None:
+            raise error
+
+    for name in ("SPARK_HIDE_TRACEBACK", "PYTHON_WORKER_FACTORY_SECRET"):  # put back as they were, afterwards
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
+    with pytest.raises(OptionError):
+        Source(OptionError("option 'x': bad"))
+    assert "SPARK_HIDE_TRACEBACK" not in os.environ  # a driver (tests, the CLI) keeps every traceback
+    monkeypatch.setenv("PYTHON_WORKER_FACTORY_SECRET", "s")
+    with pytest.raises(RuntimeError):
+        Source(RuntimeError("a bug"))
+    assert "SPARK_HIDE_TRACEBACK" not in os.environ  # not the user's input: its frames say where
+    with pytest.raises(OptionError):
+        Source(OptionError("option 'x': bad"))
+    assert os.environ["SPARK_HIDE_TRACEBACK"] == "1"

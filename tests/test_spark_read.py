@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import os
 import pickle
 
 import pytest
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 from connector.accumulo import Mutation, Range
 from connector.spark import compat
 from connector.spark.table_source import tablet_spans
-from tests.conftest import unique_table
+from tests.conftest import one_line_error, unique_table
 
 SPLITS = [b"c", b"g", b"m", b"t"]
 AUTH = b"RS20A"  # granted to the gateway user; RS20B is not
@@ -127,15 +128,26 @@ def test_authorizations_decide_which_visibilities_are_read(spark, accumulo, spli
 ])
 def test_bad_options_are_named(spark, accumulo, split_table, options, message):
     table, _ = split_table
-    with pytest.raises(Exception, match=message):
+    with pytest.raises(Exception, match=message) as err:
         read(spark, accumulo, table, **options).collect()
+    one_line_error(err.value, message)
+
+
+def test_a_misspelt_option_is_one_line_naming_it(spark, accumulo, split_table):
+    table, _ = split_table
+    with pytest.raises(Exception, match="did you mean 'table'") as err:
+        spark.read.format("accumulo").options(**accumulo["a"].gateway_options().to_options(""), tabel=table).load()
+    one_line_error(err.value, "accumulo option: unknown option 'tabel' \\(did you mean 'table'\\?\\)")
+    assert "SPARK_HIDE_TRACEBACK" not in os.environ  # only Spark's planner process reports so
 
 
 def test_missing_table_and_wrong_schema_are_clear(spark, accumulo):
-    with pytest.raises(Exception, match="option 'table': no table 'no_such_table_20' on"):
+    with pytest.raises(Exception, match="option 'table': no table 'no_such_table_20' on") as err:
         read(spark, accumulo, "no_such_table_20").collect()
-    with pytest.raises(Exception, match="option 'table' is required"):
+    one_line_error(err.value, "option 'table': no table 'no_such_table_20' on")
+    with pytest.raises(Exception, match="option 'table' is required") as err:
         read(spark, accumulo, "").collect()
+    one_line_error(err.value, "option 'table' is required")
     opts = {**accumulo["a"].gateway_options().to_options(""), "table": "t"}
     with pytest.raises(Exception, match="fixed schema"):
         spark.read.format("accumulo").schema("row string").options(**opts).load().collect()

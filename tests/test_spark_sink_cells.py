@@ -11,7 +11,7 @@ from connector.accumulo import Mutation
 from connector.export.core import BatchTranslationError
 from connector.spark.cell_frames import cell_columns, columnar_cells
 from connector.spark.options import OptionError
-from tests.conftest import unique_table
+from tests.conftest import one_line_error, unique_table
 
 
 def write(spark, accumulo, rows, ddl: str, partitions: int = 1, **options: str) -> str:
@@ -197,3 +197,12 @@ def test_both_sink_paths_cut_as_the_drain_does_by_data_bytes(limit):
             if start + len(batch) < len(sizes_in_order):
                 assert held + sizes_in_order[start + len(batch)] > limit
             start += len(batch)
+
+
+def test_a_misspelt_sink_option_is_one_line_naming_it(spark, accumulo):
+    df = spark.createDataFrame([("r", "f", "q", "v", 1)], "row string, cf string, cq string, value string, seq long")
+    opts = {**accumulo["b"].gateway_options().to_options("dest."), "table": unique_table("cells"),
+            "translater": "cells"}
+    with pytest.raises(Exception, match="unknown option 'translater'") as err:
+        df.write.format("accumulo-export").mode("append").options(**opts).save()
+    one_line_error(err.value, "unknown option 'translater' \\(did you mean 'translator'\\?\\)")

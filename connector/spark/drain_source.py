@@ -42,6 +42,7 @@ from connector.transactions.relay import RelayStats
 
 from .export_sink import SinkSettings
 from .options import EXPORT_QUEUE_DRAIN, WARM_UP, OptionError, StreamProgress, WarmUp, checked
+from .planner_errors import input_errors_in_one_line
 from .queue_source import BucketGroup, ExportQueueDataSource, QueueRead, QueueStreamReader
 from .worker_heap import freeze_worker_heap
 
@@ -67,6 +68,7 @@ class DrainGroup(BucketGroup):
         self.micro_batch, self.task = micro_batch, task
 
 
+@input_errors_in_one_line
 class QueueDrainDataSource(ExportQueueDataSource):
     """``spark.readStream.format("export-queue-drain")``: streaming only."""
 
@@ -156,6 +158,7 @@ class DrainStreamReader(QueueStreamReader):
         yield counters.append_column(MICRO_BATCH, pa.array([partition.micro_batch], pa.int64()))
 
 
+@input_errors_in_one_line
 class WarmUpDataSource(DataSource):
     """``spark.read.format("export-queue-warm-up")``: ``partitions`` tasks that read nothing; each loads the
     connector and opens the drain's connections (source, destination exporter) in its Python worker, which
@@ -178,6 +181,7 @@ class WarmUpDataSource(DataSource):
         return WarmUpReader(self.sink.on_driver(), self.partitions)
 
 
+@input_errors_in_one_line
 class WarmUpReader(DataSourceReader):
     def __init__(self, sink: SinkSettings, partitions: int) -> None:
         self.sink, self.count = sink, partitions

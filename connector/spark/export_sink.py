@@ -63,6 +63,7 @@ from .options import (
     checked,
     queue_config,
 )
+from .planner_errors import input_errors_in_one_line
 from .worker_heap import freeze_worker_heap
 
 #: the save modes the sink implements
@@ -208,6 +209,7 @@ def write_report(report_dir: str | None, summary: DrainStats, batch_id: int | No
     os.replace(tmp, os.path.join(report_dir, name))
 
 
+@input_errors_in_one_line
 class AccumuloExportDataSource(DataSource):
     """``df.write.format("accumulo-export").mode("append")`` and ``df.writeStream.format("accumulo-export")``.
 

@@ -39,6 +39,7 @@ from .compat import (
     SupportsTriggerAvailableNow,
 )
 from .options import EXPORT_QUEUE, SOURCE_PREFIX, GatewayOptions, StreamTrigger, checked, queue_config
+from .planner_errors import input_errors_in_one_line
 from .worker_heap import freeze_worker_heap
 
 SCHEMA = ("key binary, value binary, seq long, bucket int, entry_row binary, entry_ts long, error string")
@@ -100,6 +101,7 @@ class QueueRead:
         return self.settings.buckets_per_partition or self.config.tablet_buckets
 
 
+@input_errors_in_one_line
 class ExportQueueDataSource(DataSource):
     """``spark.read.format("export-queue")`` and ``spark.readStream.format("export-queue")``.
 
@@ -138,6 +140,7 @@ class ExportQueueDataSource(DataSource):
         check_config(self.queue_read.gateway.shared(), self.queue_read.config)
 
 
+@input_errors_in_one_line
 class QueueBatchReader(DataSourceReader):
     def __init__(self, read: QueueRead) -> None:
         self.gateway, self.config, self.per_partition = read.gateway, read.config, read.per_partition

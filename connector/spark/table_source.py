@@ -33,6 +33,7 @@ from connector.accumulo.cells import Key, following_prefix
 
 from .compat import require
 from .options import ACCUMULO, GatewayOptions, OptionError, TableRead, checked
+from .planner_errors import input_errors_in_one_line
 from .worker_heap import freeze_worker_heap
 
 if TYPE_CHECKING:
@@ -192,6 +193,7 @@ def _columns(raw: str | None) -> tuple[Column, ...] | None:
     return tuple(out)
 
 
+@input_errors_in_one_line
 class AccumuloTableDataSource(DataSource):
     """``spark.read.format("accumulo")``: the cells of a table (see the module's documentation)."""
 
@@ -217,6 +219,7 @@ class AccumuloTableDataSource(DataSource):
         return (FilteringTableReader if self.settings.pushdown else TableReader)(self.settings, arrow)
 
 
+@input_errors_in_one_line
 class TableReader(DataSourceReader):
     def __init__(self, settings: ReadSettings, arrow_schema: pa.Schema) -> None:
         self.settings = settings
@@ -235,6 +238,7 @@ class TableReader(DataSourceReader):
                 batch.columns, schema=self.arrow_schema)
 
 
+@input_errors_in_one_line
 class FilteringTableReader(TableReader):
     """The reader with option ``pushdown``: Spark hands it the query's filters before planning (only then:
     Spark refuses a reader that takes filters while ``spark.sql.python.filterPushdown.enabled`` is off).

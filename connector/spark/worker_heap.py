@@ -24,11 +24,16 @@ _FREEZES = 2
 _frozen = 0
 
 
+def in_spark_python_process() -> bool:
+    """Whether this is one of the Python processes Spark starts (workers and planners), not a driver."""
+    return "PYTHON_WORKER_FACTORY_SECRET" in os.environ
+
+
 def freeze_worker_heap() -> None:
     """At the start of a worker's first two tasks (later calls return at once): collect, then freeze what is
     alive."""
     global _frozen
-    if _frozen < _FREEZES and "PYTHON_WORKER_FACTORY_SECRET" in os.environ:
+    if _frozen < _FREEZES and in_spark_python_process():
         gc.collect()
         gc.freeze()
         _frozen += 1
