@@ -411,3 +411,37 @@ def test_every_reader_of_a_stored_combine_configuration_gets_all_of_it(setup):
     old = {"num_buckets": 4}  # stored before the other fields were
     assert CombineConfig.from_stored("t", "c", old) == CombineConfig(table="t", cid="c", num_buckets=4)
     assert QueueConfig.from_stored("t", "q", old) == QueueConfig(table="t", qid="q", num_buckets=4)
+
+
+def test_a_combine_tables_bootstrap_builds_what_draining_its_exports_built(setup, accumulo):
+    """Issue 37 item 2: ``--snapshot combine=wc`` (the ``changes`` observer in its batch form: no Python per
+    key) and the same observer named by module (the per-row form) each build, on a new table, the cells that
+    draining the combine's exports built, at the same timestamps; a key whose value was deleted implies
+    nothing."""
+    from connector.jobs import LocalEngine
+    from connector.jobs.bootstrap import BootstrapJob, run_bootstrap
+    from connector.snapshot import BootstrapSettings
+
+    rng = random.Random(37)
+    with CombineQueue(setup.conn_a, setup.combine) as q:
+        q.update_all([(w, 1) for w in zipf_words(rng, 2000, 150)] + [("gone", 1), ("é \"q\"", 2)])
+    combine_all(setup.conn_a, setup.combine, "sum", "changes", setup.export)
+    with CombineQueue(setup.conn_a, setup.combine) as q:
+        q.update_all([("gone", -1), ("w0001", 5)])
+    combine_all(setup.conn_a, setup.combine, "sum", "changes", setup.export)
+    drained = unique_table("drained")
+    drain_queue(setup.conn_a, setup.export, AccumuloExporter(setup.conn_b, drained, "value=count").ensure_table())
+
+    def visible(table: str) -> list[tuple]:
+        return sorted((c.row, c.cf, c.cq, c.ts, c.value) for c in setup.conn_b.scan(table))
+
+    expected = visible(drained)
+    assert len(expected) == len(setup.values()) and b"gone" not in {c[0] for c in expected}
+    for snapshot in ("combine=wc", "combine=wc:connector.combine.functions:changes_observer"):
+        dest = unique_table("boot")
+        settings = BootstrapSettings(snapshot=snapshot, translator="value=count", create_dest_table=True)
+        report = run_bootstrap(LocalEngine(), BootstrapJob(
+            source=accumulo["a"].gateway_options(), dest=accumulo["b"].gateway_options(), queue=setup.export,
+            table=setup.combine.table, dest_table=dest, settings=settings))
+        assert report.totals.failed == 0, report.totals.errors
+        assert visible(dest) == expected, snapshot

@@ -149,3 +149,58 @@ def test_a_chunk_agrees_with_reading_the_rows_one_by_one(cells):
         vcell = rows[row].get((b"!tx", b"v"))
         expected = parse_version(vcell[1]) if vcell else max((ts for ts, _ in own.values()), default=0)
         assert version == expected
+
+
+#: combine values of every JSON kind, the unicode a JSON writer may escape, floats that must round-trip
+COMBINE_VALUES = st.one_of(st.integers(), st.floats(allow_nan=False, allow_infinity=False), st.text(), st.booleans(),
+                           st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=3), st.integers(),
+                                                                                 max_size=3))
+
+
+@given(st.dictionaries(st.one_of(st.text(), st.integers()), st.one_of(st.none(), COMBINE_VALUES), max_size=12))
+def test_the_combine_snapshots_batch_form_gives_the_per_row_forms_bytes(state):
+    """Issue 37 item 2: ``combine=<cid>`` runs without Python per key where it can give the same exports; a
+    key with pending updates and no value (None here) implies nothing in both forms."""
+    from connector.combine import CombineConfig
+    from connector.queue import QueueConfig
+    from connector.snapshot.functions import CombineSnapshot
+    from connector.snapshot.implied import _batch_snapshot
+    from connector.snapshot.rows import RowChunk
+
+    config = CombineConfig(table="t", cid="wc", num_buckets=20)
+    json_serde = JsonSerializer()
+    cells, versions = [], {}
+    for n, (key, value) in enumerate(state.items()):
+        row = config.layout.key_row(json_serde.dumps(key))
+        versions[row] = 100 + n
+        if value is not None:
+            cells.append((row, b"s", b"val", b"", 100 + n, json_serde.dumps(value)))
+        cells.append((row, b"u", b"p1-%d" % n, b"", 7, b"1"))
+    cells.sort()
+    chunk = RowChunk(pa.RecordBatch.from_pylist(
+        [dict(zip(ROWS_SCHEMA.names, (*c, versions[c[0]]), strict=True)) for c in cells], schema=ROWS_SCHEMA),
+        pa.array(sorted(versions), pa.binary()), pa.array([versions[r] for r in sorted(versions)], pa.int64()))
+    snapshot = CombineSnapshot(config)
+    queue = QueueConfig(table="q", qid="q", num_buckets=4)
+    per_row, failed = snapshot_exports(chunk.snap_rows(), snapshot, *queue.serializers())
+    batch = snapshot.batch(queue)
+    assert batch is not None and not failed
+    exports, none, failures = _batch_snapshot(batch, chunk)
+    assert none is None and not failures
+    assert exports.to_pylist() == per_row.to_pylist()
+    assert len(exports) == sum(v is not None for v in state.values())
+
+
+def test_the_combine_snapshot_keeps_the_per_row_form_where_bytes_could_differ():
+    from connector.combine import CombineConfig
+    from connector.queue import QueueConfig
+    from connector.snapshot.functions import CombineSnapshot
+
+    config = CombineConfig(table="t", cid="wc", num_buckets=4)
+    json_queue = QueueConfig(table="q", qid="q", num_buckets=4)
+    assert CombineSnapshot(config).batch(json_queue) is not None
+    assert CombineSnapshot(config, "app.observers:index").batch(json_queue) is None  # the user's observer
+    assert CombineSnapshot(config).batch(QueueConfig(table="q", qid="q", num_buckets=4,
+                                                     value_serializer="packed")) is None
+    assert CombineSnapshot(CombineConfig(table="t", cid="wc", num_buckets=4, key_serializer="bytes")).batch(
+        json_queue) is None

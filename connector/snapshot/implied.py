@@ -23,7 +23,7 @@ from connector.export.core import EntryFailure
 from connector.queue import QueueConfig
 
 from .errors import SnapshotError
-from .functions import SnapshotSource, is_batch_snapshot
+from .functions import BatchSnapshot, CombineSnapshot, SnapshotSource, is_batch_snapshot
 from .rows import EXPORT_SCHEMA, RowChunk, SnapshotFailure, read_row_chunks, snapshot_exports
 
 Bounds = tuple[bytes | None, bytes | None]
@@ -86,8 +86,9 @@ def implied_updates(chunk: RowChunk, source: SnapshotSource, queue: QueueConfig,
     and the rows that failed (their snapshot raised, or one of their exports could not be translated: what
     they imply is unknown, so their cells are missing or partial)."""
     stats = SnapshotStats(rows=len(chunk.rows), outbox=chunk.outbox)
-    if is_batch_snapshot(source.snapshot):
-        exports, cells, failures = _batch_snapshot(source.snapshot, chunk)
+    batch = _batch_form(source, queue)
+    if batch is not None:
+        exports, cells, failures = _batch_snapshot(batch, chunk)
     else:
         key_serde, value_serde = queue.serializers()
         exports, failures = snapshot_exports(chunk.snap_rows(), source.snapshot, key_serde, value_serde)
@@ -109,6 +110,14 @@ def implied_updates(chunk: RowChunk, source: SnapshotSource, queue: QueueConfig,
                     + [f"row {row[:100]!r}: {u.reason}" for row, u in zip(untranslated, untranslatable, strict=True)]
                     )[:SnapshotStats.MAX_ERRORS]
     return exports, updates, stats, [f.row for f in failures] + untranslated
+
+
+def _batch_form(source: SnapshotSource, queue: QueueConfig) -> BatchSnapshot | None:
+    """The snapshot's batch form: the user's, or a built-in one where it gives the per-row form's bytes."""
+    fn = source.snapshot
+    if isinstance(fn, CombineSnapshot):
+        return fn.batch(queue)
+    return fn if is_batch_snapshot(fn) else None  # type: ignore[return-value]
 
 
 def _batch_snapshot(fn: object, chunk: RowChunk) -> tuple[pa.RecordBatch, pa.RecordBatch | None,
