@@ -413,18 +413,20 @@ def test_every_reader_of_a_stored_combine_configuration_gets_all_of_it(setup):
     assert QueueConfig.from_stored("t", "q", old) == QueueConfig(table="t", qid="q", num_buckets=4)
 
 
-def test_a_combine_tables_bootstrap_builds_what_draining_its_exports_built(setup, accumulo):
-    """Issue 37 item 2: ``--snapshot combine=wc`` (the ``changes`` observer in its batch form: no Python per
-    key) and the same observer named by module (the per-row form) each build, on a new table, the cells that
-    draining the combine's exports built, at the same timestamps; a key whose value was deleted implies
-    nothing."""
+@pytest.mark.parametrize("awkward", [[], ['é "q"']], ids=["plain keys", "a key with an escape"])
+def test_a_combine_tables_bootstrap_builds_what_draining_its_exports_built(setup, accumulo, awkward):
+    """Issue 37 item 2: ``--snapshot combine=wc`` (the ``changes`` observer in its batch form, no Python per
+    key: with plain keys it writes the ``value`` translator's cells itself, with a key whose JSON has an escape
+    it gives exports to that translator) and the same observer named by module (the per-row form) each build,
+    on a new table, the cells that draining the combine's exports built, at the same timestamps; a key whose
+    value was deleted implies nothing."""
     from connector.jobs import LocalEngine
     from connector.jobs.bootstrap import BootstrapJob, run_bootstrap
     from connector.snapshot import BootstrapSettings
 
     rng = random.Random(37)
     with CombineQueue(setup.conn_a, setup.combine) as q:
-        q.update_all([(w, 1) for w in zipf_words(rng, 2000, 150)] + [("gone", 1), ("é \"q\"", 2)])
+        q.update_all([(w, 1) for w in zipf_words(rng, 2000, 150)] + [("gone", 1), ("ü", 2)] + [(k, 3) for k in awkward])
     combine_all(setup.conn_a, setup.combine, "sum", "changes", setup.export)
     with CombineQueue(setup.conn_a, setup.combine) as q:
         q.update_all([("gone", -1), ("w0001", 5)])

@@ -155,19 +155,14 @@ def test_a_chunk_agrees_with_reading_the_rows_one_by_one(cells):
 COMBINE_VALUES = st.one_of(st.integers(), st.floats(allow_nan=False, allow_infinity=False), st.text(), st.booleans(),
                            st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=3), st.integers(),
                                                                                  max_size=3))
+COMBINE_KEYS = st.one_of(st.text(), st.integers(), st.floats(allow_nan=False, allow_infinity=False))
 
 
-@given(st.dictionaries(st.one_of(st.text(), st.integers()), st.one_of(st.none(), COMBINE_VALUES), max_size=12))
-def test_the_combine_snapshots_batch_form_gives_the_per_row_forms_bytes(state):
-    """Issue 37 item 2: ``combine=<cid>`` runs without Python per key where it can give the same exports; a
-    key with pending updates and no value (None here) implies nothing in both forms."""
-    from connector.combine import CombineConfig
-    from connector.queue import QueueConfig
-    from connector.snapshot.functions import CombineSnapshot
-    from connector.snapshot.implied import _batch_snapshot
+def combine_chunk(config, state: dict):
+    """A chunk of a combine table's key rows: each key's ``s:val`` (none for a None value, a key whose value
+    was deleted) and a pending update, at versions 100, 101, ..."""
     from connector.snapshot.rows import RowChunk
 
-    config = CombineConfig(table="t", cid="wc", num_buckets=20)
     json_serde = JsonSerializer()
     cells, versions = [], {}
     for n, (key, value) in enumerate(state.items()):
@@ -177,18 +172,67 @@ def test_the_combine_snapshots_batch_form_gives_the_per_row_forms_bytes(state):
             cells.append((row, b"s", b"val", b"", 100 + n, json_serde.dumps(value)))
         cells.append((row, b"u", b"p1-%d" % n, b"", 7, b"1"))
     cells.sort()
-    chunk = RowChunk(pa.RecordBatch.from_pylist(
+    rows = sorted(versions)
+    return RowChunk(pa.RecordBatch.from_pylist(
         [dict(zip(ROWS_SCHEMA.names, (*c, versions[c[0]]), strict=True)) for c in cells], schema=ROWS_SCHEMA),
-        pa.array(sorted(versions), pa.binary()), pa.array([versions[r] for r in sorted(versions)], pa.int64()))
+        pa.array(rows, pa.binary()), pa.array([versions[r] for r in rows], pa.int64()))
+
+
+@given(st.dictionaries(COMBINE_KEYS, st.one_of(st.none(), COMBINE_VALUES), max_size=12))
+def test_the_combine_snapshots_batch_form_gives_the_per_row_forms_bytes(state):
+    """Issue 37 item 2: ``combine=<cid>`` runs without Python per key where it gives the same exports, and
+    with the ``value`` translator the cells that translator makes of them; a key with pending updates and no
+    value (None here) implies nothing in every form."""
+    from connector.combine import CombineConfig
+    from connector.export import SequencedExport
+    from connector.export.value import ValueTranslator
+    from connector.queue import QueueConfig
+    from connector.snapshot.functions import CombineSnapshot
+    from connector.snapshot.implied import _batch_snapshot
+
+    config = CombineConfig(table="t", cid="wc", num_buckets=20)
+    chunk = combine_chunk(config, state)
     snapshot = CombineSnapshot(config)
     queue = QueueConfig(table="q", qid="q", num_buckets=4)
     per_row, failed = snapshot_exports(chunk.snap_rows(), snapshot, *queue.serializers())
-    batch = snapshot.batch(queue)
-    assert batch is not None and not failed
-    exports, none, failures = _batch_snapshot(batch, chunk)
+    assert not failed and len(per_row) == sum(v is not None for v in state.values())
+    exports, none, failures = _batch_snapshot(snapshot.batch(queue), chunk)
     assert none is None and not failures
     assert exports.to_pylist() == per_row.to_pylist()
-    assert len(exports) == sum(v is not None for v in state.values())
+
+    translator = ValueTranslator(b"count", b"n")
+    exports, cells, failures = _batch_snapshot(snapshot.batch(queue, translator), chunk)
+    assert not failures
+    if cells is None:  # a key or value the translator writes otherwise or refuses: the exports, as above
+        assert exports.to_pylist() == per_row.to_pylist()
+        return
+    key_serde, value_serde = queue.serializers()
+    expected = [(change.row, change.cf, change.cq, change.value, e["seq"], e["source"])
+                for e in per_row.to_pylist()
+                for change in translator(SequencedExport(key_serde.loads(e["key"]), value_serde.loads(e["value"]),
+                                                         e["seq"]))]
+    got = cells.select(["row", "cf", "cq", "value", "ts", "source"]).to_pylist()
+    assert [tuple(c.values()) for c in got] == expected
+
+
+def test_the_combine_snapshot_writes_a_value_translators_cells_itself_for_plain_keys_and_values():
+    from connector.combine import CombineConfig
+    from connector.export.value import ValueTranslator
+    from connector.queue import QueueConfig
+    from connector.snapshot.functions import CombineSnapshot
+    from connector.snapshot.implied import _batch_snapshot
+
+    config = CombineConfig(table="t", cid="wc", num_buckets=20)
+    queue = QueueConfig(table="q", qid="q", num_buckets=4)
+    batch = CombineSnapshot(config).batch(queue, ValueTranslator(b"count", b""))
+    plain = {"apple": 3, "é ü": -1.5, 7: "text", "x": [1, 2], "y": {"a": True}, "gone": None}
+    _, cells, _ = _batch_snapshot(batch, combine_chunk(config, plain))
+    assert cells is not None
+    assert sorted(zip(cells["row"].to_pylist(), cells["value"].to_pylist(), strict=True)) == sorted(
+        [(b"apple", b"3"), ("é ü".encode(), b"-1.5"), (b"7", b"text"), (b"x", b"[1,2]"), (b"y", b'{"a":true}')])
+    for awkward in ({"say \"hi\"": 1}, {"": 1}, {True: 1}, {"k": ["ü"]}, {"k": 'a\\b'}):
+        exports, cells, _ = _batch_snapshot(batch, combine_chunk(config, awkward))
+        assert cells is None and len(exports) == 1, awkward
 
 
 def test_the_combine_snapshot_keeps_the_per_row_form_where_bytes_could_differ():

@@ -27,8 +27,8 @@ Built in: ``mirror``, the row's own cells as they are (a replica of the producer
 Python per cell), and ``combine=<cid>`` for a combine queue's table (each key's current value, observed as the change
 ``None -> value`` by the ``changes`` observer or the one named by ``combine=<cid>:<module:callable>``): its
 rows bootstrap like any producer's. With ``changes``, JSON values and the queue's key serializer, it runs in the
-batch form (:meth:`CombineSnapshot.batch`); the queue's translator still runs per export where it is not native
-(``value``).
+batch form (:meth:`CombineSnapshot.batch`), and with the ``value`` translator it gives that translator's cells
+itself.
 
 Each destination cell must derive from one row of A: the snapshot of a row says everything on B that row
 implies (a cross-row aggregate goes through the combine queue, whose rows then bootstrap like any other).
@@ -49,6 +49,7 @@ from connector.combine import CombineConfig, CombineLayout, observer_from_name
 from connector.combine.config import read_combine_config
 from connector.combine.functions import Change
 from connector.combine.layout import COMBINE_TX_LAYOUT, STATE_FAMILY, VALUE_QUALIFIER
+from connector.export.value import ValueTranslator
 from connector.plugins import callable_from_name
 from connector.queue import QueueConfig
 from connector.settings import OptionError
@@ -116,17 +117,21 @@ class CombineSnapshot:
         return [(export_key, export_value) for _, export_key, export_value in
                 observer_from_name(self.observer)([change])]
 
-    def batch(self, queue: QueueConfig) -> BatchSnapshot | None:
+    def batch(self, queue: QueueConfig, translator: object = None) -> BatchSnapshot | None:
         """This snapshot in the batch form, with no Python per key, where it gives the very bytes the per-row
         form gives for ``queue``: the ``changes`` observer, the key serializer the combine's and the queue's
-        alike and one that writes each key one way, JSON values on both sides. None otherwise (the per-row form
+        alike and one that writes each key one way, JSON values on both sides. With the queue's ``translator``
+        a :class:`~connector.export.value.ValueTranslator`, it gives that translator's cells itself (a batch
+        holding a key or value it cannot write so gives exports instead). None otherwise (the per-row form
         runs)."""
         c = self.config
         if (self.observer != "changes" or c.key_serializer != queue.key_serializer
                 or c.key_serializer not in _CANONICAL or {c.value_serializer, queue.value_serializer} != {"json"}):
             return None
         prefix = len(c.layout.buckets.bucket_prefix(0))  # every bucket's: its hex is zero-padded
-        return batch_snapshot(functools.partial(_changes_batch, prefix))
+        if isinstance(translator, ValueTranslator) and c.key_serializer == "json":
+            return batch_snapshot(functools.partial(_changes_cells, prefix, translator.cf, translator.cq))
+        return batch_snapshot(functools.partial(_changes_exports, prefix))
 
 
 #: serializers whose ``dumps(loads(b))`` is ``b`` for every ``b`` they wrote, so a key passes through as it is
@@ -135,15 +140,54 @@ _CANONICAL = frozenset({"json", "bytes"})
 _NEW, _OLD_NONE = pa.scalar(b'{"new":', pa.binary()), pa.scalar(b',"old":null}', pa.binary())
 
 
-def _changes_batch(prefix: int, cells: pa.RecordBatch) -> pa.RecordBatch:
-    """The ``changes`` observer's exports of each key's current value (``s:val``), serialized: the key is
-    the row after its ``<cid>:<bucketHex>:`` prefix, the value ``{"new":<value>,"old":null}``."""
+def _current(cells: pa.RecordBatch, prefix: int) -> tuple[pa.Array, pa.Array, pa.Array]:
+    """Each key's row, serialized key (the row after its ``<cid>:<bucketHex>:``) and current value (``s:val``)."""
     current = cells.filter(pc.and_(pc.equal(cells.column("cf"), pa.scalar(STATE_FAMILY, pa.binary())),
                                    pc.equal(cells.column("cq"), pa.scalar(VALUE_QUALIFIER, pa.binary()))))
     rows = current.column("row")
-    value = pc.binary_join_element_wise(_NEW, current.column("value"), _OLD_NONE, pa.scalar(b"", pa.binary()))
     longest = pc.max(pc.binary_length(rows)).as_py() or prefix  # binary_slice without a stop fails (arrow 26)
-    return pa.record_batch({"key": pc.binary_slice(rows, prefix, longest), "value": value, "source": rows})
+    return rows, pc.binary_slice(rows, prefix, longest), current.column("value")
+
+
+def _changes_exports(prefix: int, cells: pa.RecordBatch) -> pa.RecordBatch:
+    """The ``changes`` observer's exports of each key's current value, serialized: ``{"new":<value>,"old":null}``
+    under the key."""
+    rows, key, value = _current(cells, prefix)
+    value = pc.binary_join_element_wise(_NEW, value, _OLD_NONE, pa.scalar(b"", pa.binary()))
+    return pa.record_batch({"key": key, "value": value, "source": rows})
+
+
+def _changes_cells(prefix: int, cf: bytes, cq: bytes, cells: pa.RecordBatch) -> pa.RecordBatch:
+    """The cells ``ValueTranslator(cf, cq)`` makes of the ``changes`` exports: row = the key, value = the
+    current value, each as that translator writes it (see :func:`_as_written`); the exports when a key or value
+    of the batch is one it writes otherwise or refuses."""
+    rows, key, value = _current(cells, prefix)
+    row, data = _as_written(key, value=False), _as_written(value, value=True)
+    if row is None or data is None:
+        return _changes_exports(prefix, cells)
+    n = len(rows)
+    return pa.record_batch({"row": row, "cf": pa.array([cf] * n, pa.binary()), "cq": pa.array([cq] * n, pa.binary()),
+                            "value": data, "source": rows})
+
+
+def _as_written(json_texts: pa.Array, *, value: bool) -> pa.Array | None:
+    """What ``ValueTranslator`` writes for these canonical JSON texts (``JsonSerializer``'s): a string without
+    escapes as its text, a number as its JSON text (Python's ``str`` of it); for a value, also true, false,
+    lists and objects as their JSON when it is ASCII (the translator's ``json.dumps`` escapes the rest). None if
+    any other text (an escape, an empty key, null, a key that is no text or number) is among them."""
+    text = json_texts.cast(pa.string())
+    first = pc.utf8_slice_codeunits(text, 0, 1)
+    quoted = pc.equal(first, '"')
+    number = pc.match_substring_regex(first, "^[-0-9]$")
+    ok = pc.or_(quoted, number)
+    if value:
+        ok = pc.or_(ok, pc.and_(pc.is_in(first, pa.array(["t", "f", "[", "{"])), pc.string_is_ascii(text)))
+    if not pc.all(ok).as_py() or pc.any(pc.and_(quoted, pc.match_substring(text, "\\"))).as_py():
+        return None
+    unquoted = pc.replace_substring_regex(text, '^"(.*)"$', "\\1")
+    if not value and pc.any(pc.equal(pc.binary_length(unquoted), 0)).as_py():
+        return None
+    return unquoted.cast(pa.binary())
 
 
 def snapshot_source(conn: Connection, table: str, name: str) -> SnapshotSource:

@@ -86,7 +86,7 @@ def implied_updates(chunk: RowChunk, source: SnapshotSource, queue: QueueConfig,
     and the rows that failed (their snapshot raised, or one of their exports could not be translated: what
     they imply is unknown, so their cells are missing or partial)."""
     stats = SnapshotStats(rows=len(chunk.rows), outbox=chunk.outbox)
-    batch = _batch_form(source, queue)
+    batch = _batch_form(source, queue, exporter)
     if batch is not None:
         exports, cells, failures = _batch_snapshot(batch, chunk)
     else:
@@ -112,11 +112,11 @@ def implied_updates(chunk: RowChunk, source: SnapshotSource, queue: QueueConfig,
     return exports, updates, stats, [f.row for f in failures] + untranslated
 
 
-def _batch_form(source: SnapshotSource, queue: QueueConfig) -> BatchSnapshot | None:
+def _batch_form(source: SnapshotSource, queue: QueueConfig, exporter: AccumuloExporter) -> BatchSnapshot | None:
     """The snapshot's batch form: the user's, or a built-in one where it gives the per-row form's bytes."""
     fn = source.snapshot
     if isinstance(fn, CombineSnapshot):
-        return fn.batch(queue)
+        return fn.batch(queue, exporter.translator)
     return fn if is_batch_snapshot(fn) else None  # type: ignore[return-value]
 
 
