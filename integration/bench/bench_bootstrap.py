@@ -8,6 +8,9 @@ function (``snapshot`` below) exports each row's cells as one difference update 
 inverted index ``<value> i:<row>`` (so B's rows are spread over the whole key space, as an index's are). The
 bootstrap's final check is off: this measures writing; ``bench_verify.py`` measures checking.
 
+``--snapshot combine`` bootstraps a combine queue's table instead (``--rows`` keys, each one cell on B through the
+``value`` translator; ``combine-row`` the same through the per-key form).
+
 Prints rows, cells and seconds per path, the split of the live bootstrap's time, and a final
 ``ratio=<java seconds / bulk seconds>`` line (>= 1: the bulk path is at least as fast as Java's
 BatchWriter). Run: ``make bench`` or ``.venv/bin/python integration/bench/bench_bootstrap.py [--rows N]``.
@@ -32,6 +35,7 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 
 from connector.accumulo import UPDATE_SCHEMA, Cell  # noqa: E402
+from connector.combine import CombineConfig, CombineQueue  # noqa: E402
 from connector.jobs import LocalEngine  # noqa: E402
 from connector.jobs.bootstrap import BootstrapJob, run_bootstrap  # noqa: E402
 from connector.queue import ExportQueue, QueueConfig  # noqa: E402
@@ -59,9 +63,32 @@ def snapshot_batch(cells: pa.RecordBatch) -> pa.RecordBatch:
                             "value": pa.array([b""] * n, pa.binary()), "source": cells["row"]})
 
 
-#: --snapshot: the function each form names (mirror: the built-in replica, each row's own cells as they are)
+#: --snapshot: the function each form names (mirror: the built-in replica, each row's own cells as they are;
+#: combine: a combine queue's table, each key's current value as one cell through the value translator, in the
+#: batch form; combine-row: the same observer named by module, which runs once per key as before issue 37)
 SNAPSHOTS = {"row": "integration.bench.bench_bootstrap:snapshot",
-             "batch": "integration.bench.bench_bootstrap:snapshot_batch", "mirror": "mirror"}
+             "batch": "integration.bench.bench_bootstrap:snapshot_batch", "mirror": "mirror", "combine": "combine=c",
+             "combine-row": "combine=c:connector.combine.functions:changes_observer"}
+COMBINE_TRANSLATOR = "value=count"
+
+
+def fill_combine(conn, table: str, keys: int, batch_rows: int = 50_000) -> None:
+    """A combine queue ``c`` (16 buckets) whose keys ``"k%08d"`` each hold a current value (a count) at a
+    version, as ``combine run`` leaves them: ``s:seq`` and ``s:val``, both at ts = the version."""
+    config = CombineConfig(table=table, cid="c", num_buckets=16)
+    CombineQueue(conn, config).init()
+    version = time.time_ns() // 1000
+    with conn.batch_writer(table) as writer:
+        for start in range(0, keys, batch_rows):
+            n = range(start, min(start + batch_rows, keys))
+            rows = [config.layout.key_row(b'"k%08d"' % i) for i in n]  # set-up only: one murmur3 per key
+            size = len(rows)
+            writer.add_cells(pa.record_batch(
+                [pa.array([r for r in rows for _ in (0, 1)], pa.binary()),
+                 pa.array([b"s"] * 2 * size, pa.binary()), pa.array([b"seq", b"val"] * size, pa.binary()),
+                 pa.array([b""] * 2 * size, pa.binary()), pa.array([version] * 2 * size, pa.int64()),
+                 pa.array([v for i in n for v in (str(version).encode(), str(i % 977 + 1).encode())], pa.binary()),
+                 pa.array([False] * 2 * size)], schema=UPDATE_SCHEMA))
 
 
 def fill_a(conn, table: str, rows: int, batch_rows: int = 20_000) -> None:
@@ -99,7 +126,8 @@ def java_write(cluster, classpath: str, table: str, cells: int) -> float:
 
 
 def bootstrap(a, b, queue: QueueConfig, table: str, dest: str, method: str, snapshot: str) -> tuple[float, dict]:
-    settings = BootstrapSettings(snapshot=snapshot, translator="difference", final_check=False, method=method,
+    translator = COMBINE_TRANSLATOR if snapshot.startswith("combine") else "difference"
+    settings = BootstrapSettings(snapshot=snapshot, translator=translator, final_check=False, method=method,
                                  create_dest_table=True)
     job = BootstrapJob(source=a.gateway_options(), dest=b.gateway_options(), queue=queue, table=table,
                        dest_table=dest, settings=settings)
@@ -145,16 +173,19 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--snapshot", choices=sorted(SNAPSHOTS), default="batch",
                         help="the snapshot function's form: batch (pyarrow.compute over whole rows), row, or the "
-                             "built-in mirror")
+                             "built-in mirror; or combine: a combine queue's table of --rows keys, one cell each "
+                             "(the value translator), through the built-in combine snapshot")
     opts = parser.parse_args()
     with clusters(["a", "b"]) as running:
         a, b = running["a"], running["b"]
+        combine = opts.snapshot.startswith("combine")
         with a.connect() as conn:
-            fill_a(conn, "boot_rows", opts.rows)
+            (fill_combine if combine else fill_a)(conn, "boot_rows", opts.rows)
             queue = QueueConfig(table="boot_queue", qid="q", num_buckets=16)
             ExportQueue(conn, queue).init()
-        cells = opts.rows * CELLS_PER_ROW
-        print(f"A: {opts.rows:,} rows of {CELLS_PER_ROW} cells; B gets {cells:,} cells; snapshot form "
+        per_row = 1 if combine else CELLS_PER_ROW
+        cells = opts.rows * per_row
+        print(f"A: {opts.rows:,} rows of {per_row} cells; B gets {cells:,} cells; snapshot form "
               f"{opts.snapshot}", flush=True)
         load = os.getloadavg()[0]
         java_s = java_write(b, running.classpath, "boot_java", cells)
