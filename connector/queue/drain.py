@@ -22,7 +22,8 @@ end of the run: a delete lost in a crash only means that entry is exported again
 deletes may skip the tablet server's write-ahead log (``writer_options={"durability": "none"}``); dead letters
 never do. The default keeps the table's durability: without the log, every delete since the last minor
 compaction can come back in a tablet server crash, and in delete mode a late re-export widens the compaction
-hazard (docs/design.md: The compaction hazard); profiled, the log was 3.6% of A's tablet server samples.
+hazard (docs/design.md: The compaction hazard); under tombstones it can undo what the tombstone purge proved
+(DESIGN.md: "The drain's deletes keep A's write-ahead log"), so never skip the log where tombstones are purged.
 
 Reading (:func:`read_bucket_batches`, read ahead by :func:`~connector.queue.batches.prefetched`) and processing
 (:class:`EntryProcessor`) are separate so that the Spark sink can feed the processor with batches read by its
