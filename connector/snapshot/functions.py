@@ -166,8 +166,8 @@ def _changes_cells(prefix: int, cf: bytes, cq: bytes, cells: pa.RecordBatch) -> 
     if row is None or data is None:
         return _changes_exports(prefix, cells)
     n = len(rows)
-    return pa.record_batch({"row": row, "cf": pa.array([cf] * n, pa.binary()), "cq": pa.array([cq] * n, pa.binary()),
-                            "value": data, "source": rows})
+    return pa.record_batch({"row": row, "cf": pa.repeat(pa.scalar(cf, pa.binary()), n),
+                            "cq": pa.repeat(pa.scalar(cq, pa.binary()), n), "value": data, "source": rows})
 
 
 def _as_written(json_texts: pa.Array, *, value: bool) -> pa.Array | None:

@@ -158,9 +158,9 @@ def _batch_snapshot(fn: object, chunk: RowChunk) -> tuple[pa.RecordBatch, pa.Rec
     if shape is _EXPORT_COLUMNS:
         return pa.record_batch([column("key"), column("value"), seq, sources], schema=EXPORT_SCHEMA), None, []
     n = len(sources)
-    cv = column("cv") if "cv" in out.column_names else pa.array([b""] * n, pa.binary())
+    cv = column("cv") if "cv" in out.column_names else pa.repeat(pa.scalar(b"", pa.binary()), n)
     cells = pa.record_batch([column("row"), column("cf"), column("cq"), cv, seq, column("value"),
-                             pa.array([False] * n, pa.bool_()), sources], schema=IMPLIED_SCHEMA)
+                             pa.repeat(pa.scalar(False), n), sources], schema=IMPLIED_SCHEMA)
     return no_exports, cells, []
 
 
