@@ -152,7 +152,10 @@ def _current(cells: pa.RecordBatch, prefix: int) -> tuple[pa.Array, pa.Array, pa
 def _changes_exports(prefix: int, cells: pa.RecordBatch) -> pa.RecordBatch:
     """The ``changes`` observer's exports of each key's current value, serialized: ``{"new":<value>,"old":null}``
     under the key."""
-    rows, key, value = _current(cells, prefix)
+    return _exports(*_current(cells, prefix))
+
+
+def _exports(rows: pa.Array, key: pa.Array, value: pa.Array) -> pa.RecordBatch:
     value = pc.binary_join_element_wise(_NEW, value, _OLD_NONE, pa.scalar(b"", pa.binary()))
     return pa.record_batch({"key": key, "value": value, "source": rows})
 
@@ -164,7 +167,7 @@ def _changes_cells(prefix: int, cf: bytes, cq: bytes, cells: pa.RecordBatch) -> 
     rows, key, value = _current(cells, prefix)
     row, data = _as_written(key, value=False), _as_written(value, value=True)
     if row is None or data is None:
-        return _changes_exports(prefix, cells)
+        return _exports(rows, key, value)
     n = len(rows)
     return pa.record_batch({"row": row, "cf": pa.repeat(pa.scalar(cf, pa.binary()), n),
                             "cq": pa.repeat(pa.scalar(cq, pa.binary()), n), "value": data, "source": rows})
