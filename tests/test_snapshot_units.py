@@ -8,7 +8,7 @@ import json
 
 import pyarrow as pa
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from connector.accumulo import Cell
@@ -16,6 +16,7 @@ from connector.serializers import JsonSerializer
 from connector.snapshot.compare import ACTUAL_SCHEMA, compare, digests, expected_cells, split_by_range
 from connector.snapshot.functions import check_snapshot_name
 from connector.snapshot.implied import tablet_bounds
+from connector.snapshot.native_digest import keys_distinct
 from connector.snapshot.rows import ROWS_SCHEMA, SnapRow, _chunk, snapshot_exports
 from connector.snapshot.state import Plan
 
@@ -71,6 +72,48 @@ def test_expected_cells_keep_the_newest_put_and_drop_what_a_delete_hides():
                                     (b"r", b"c", 5, b"y"), (b"r", b"c", 3, None))])    # an older delete does not
     assert sorted((r["cq"], r["value"], r["ts"]) for r in table.to_pylist()) == [(b"a", b"new", 9), (b"c", b"y", 5)]
     assert expected_cells([]).num_rows == 0
+    puts_only = expected_cells([updates((b"r", b"a", 9, b"new"), (b"r", b"b", 5, b"x")),
+                                updates((b"r", b"a", 5, b"old"))])
+    assert sorted((r["cq"], r["value"], r["ts"]) for r in puts_only.to_pylist()) == [(b"a", b"new", 9), (b"b", b"x", 5)]
+
+
+def visible_by_model(cells: list[tuple[bytes, bytes, int, bytes | None]]) -> list[tuple[bytes, bytes, int, bytes]]:
+    """What Accumulo shows of these puts and deletes, by the rule itself: per key, the newest put, unless a delete
+    at the same or a newer timestamp hides it (of equal newest puts, each is kept)."""
+    out = []
+    for key in {(r, q) for r, q, _, _ in cells}:
+        puts = [(ts, v) for r, q, ts, v in cells if (r, q) == key and v is not None]
+        deletes = [ts for r, q, ts, v in cells if (r, q) == key and v is None]
+        if not puts:
+            continue
+        newest = max(ts for ts, _ in puts)
+        if deletes and max(deletes) >= newest:
+            continue
+        out += [(key[0], key[1], ts, v) for ts, v in puts if ts == newest]
+    return sorted(out)
+
+
+@given(st.lists(st.tuples(st.sampled_from([b"r", b"s", b"t\x00"]), st.sampled_from([b"a", b"b", b"c", b""]),
+                          st.integers(1, 4), st.one_of(st.none(), st.sampled_from([b"1", b"2", b""]))),
+                max_size=12),
+       st.booleans())
+@example([(b"r", b"a", 1, b"1"), (b"r", b"a", 2, b"2")], False)  # puts only, a key twice
+def test_expected_cells_agree_with_the_rule_whether_keys_repeat_or_not(cells, puts_only):
+    if puts_only:  # distinct keys, puts only: the path that keeps every cell as it is
+        cells = list({(r, q): (r, q, ts, v if v is not None else b"x") for r, q, ts, v in cells}.values())
+    halves = [updates(*cells[: len(cells) // 2]), updates(*cells[len(cells) // 2:])]
+    table = expected_cells(halves)
+    assert sorted((c["row"], c["cq"], c["ts"], c["value"]) for c in table.to_pylist()) == visible_by_model(cells)
+    assert table.schema.names == ["row", "cf", "cq", "cv", "value", "ts", "source"]
+
+
+def test_keys_distinct_looks_at_the_key_alone():
+    def cells(*keys: tuple[bytes, bytes]) -> pa.Table:
+        return pa.Table.from_batches([updates(*((r, q, 1, b"v%d" % i) for i, (r, q) in enumerate(keys)))])
+
+    assert keys_distinct(cells((b"r", b"a"), (b"r", b"b"), (b"ra", b""), (b"r", b"a\x00")))
+    assert not keys_distinct(cells((b"r", b"a"), (b"s", b"a"), (b"r", b"a")))  # values differ, keys do not
+    assert keys_distinct(cells()) and keys_distinct(cells((b"r", b"a")))
 
 
 def test_compare_names_missing_unexpected_and_different_cells_and_ignores_timestamps():
@@ -92,6 +135,7 @@ def test_digests_match_exactly_when_the_content_does():
     cc, cs = digests(changed, splits)
     assert (ec[0], es[0]) == (cc[0], cs[0]) and es[1] != cs[1]
     assert set(split_by_range(e, splits)) == {0, 1}
+    assert set(split_by_range(e, splits, only=[1])) == {1} and split_by_range(e, splits, only=[]) == {}
 
 
 def test_plan_round_trips_and_snapshot_names_are_checked():

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .native_digest import range_digests, range_indices
+from .native_digest import keys_distinct, range_digests, range_indices
 
 KEY = ["row", "cf", "cq", "cv"]
 #: the expected side: a cell, its row's version and the A row it derives from
@@ -65,6 +65,8 @@ def expected_cells(updates: Iterable[pa.RecordBatch]) -> pa.Table:
     if not batches:
         return EXPECTED_SCHEMA.empty_table()
     table = pa.Table.from_batches(batches)
+    if not pc.any(table.column("delete")).as_py() and keys_distinct(table):
+        return table.select(EXPECTED_SCHEMA.names).cast(EXPECTED_SCHEMA)  # puts only, one per key: all visible
     puts = table.filter(pc.invert(table.column("delete")))
     deletes = table.filter(table.column("delete")).select([*KEY, "ts"])
     puts = puts.select([*KEY, "value", "ts", "source"])
@@ -78,14 +80,17 @@ def expected_cells(updates: Iterable[pa.RecordBatch]) -> pa.Table:
     return puts.select(EXPECTED_SCHEMA.names).cast(EXPECTED_SCHEMA)
 
 
-def split_by_range(table: pa.Table, splits: Sequence[bytes]) -> dict[int, pa.Table]:
-    """The rows of ``table`` per tablet range of ``splits`` (only the ranges that hold some)."""
-    if not table.num_rows:
+def split_by_range(table: pa.Table, splits: Sequence[bytes], only: Sequence[int] | None = None) -> dict[int, pa.Table]:
+    """The rows of ``table`` per tablet range of ``splits`` (only the ranges that hold some; of those, only the
+    ranges ``only`` names when given)."""
+    if not table.num_rows or (only is not None and not only):
         return {}
     index = range_indices(table.column("row").combine_chunks(), splits)
     out = {}
+    wanted = None if only is None else set(only)
     for i in pc.unique(index).to_pylist():
-        out[i] = table.filter(pc.equal(index, i))
+        if wanted is None or i in wanted:
+            out[i] = table.filter(pc.equal(index, i))
     return out
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from connector import _native
 
@@ -20,3 +21,14 @@ def range_digests(cells: pa.RecordBatch, splits: Sequence[bytes]) -> tuple[list[
 def range_indices(rows: pa.Array, splits: Sequence[bytes]) -> pa.Array:
     """The index of the tablet range holding each row."""
     return pa.array(_native.range_indices(rows, list(splits)))
+
+
+def keys_distinct(cells: pa.Table) -> bool:
+    """True when no two cells of ``cells`` (columns row, cf, cq, cv) have the same key: their keys' hashes all
+    differ. Two keys whose hashes collide answer False, which is always safe to act on."""
+    empty = pa.scalar(b"", pa.binary())
+    hashes = [pa.array(_native.cell_hashes(pa.record_batch([*batch.columns, pa.repeat(empty, batch.num_rows)],
+                                                           names=["row", "cf", "cq", "cv", "value"])), pa.uint64())
+              for batch in cells.select(["row", "cf", "cq", "cv"]).to_batches()]
+    n = sum(len(h) for h in hashes)
+    return n < 2 or pc.count_distinct(pa.chunked_array(hashes, pa.uint64())).as_py() == n

@@ -11,19 +11,30 @@ bootstrap's final check is off: this measures writing; ``bench_verify.py`` measu
 ``--snapshot combine`` bootstraps a combine queue's table instead (``--rows`` keys, each one cell on B through the
 ``value`` translator; ``combine-row`` the same through the per-key form).
 
-Prints rows, cells and seconds per path, the split of the live bootstrap's time, and a final
-``ratio=<java seconds / bulk seconds>`` line (>= 1: the bulk path is at least as fast as Java's
-BatchWriter). Run: ``make bench`` or ``.venv/bin/python integration/bench/bench_bootstrap.py [--rows N]``.
+The Java writer first writes up to 2M cells unmeasured, so that B's tablet server is as warm for it as for
+the bootstrap paths that follow (a cold one took 1.6-1.9 times as long at 2M cells). Each side's time ends when
+its cells are on B (the writer's ``close()`` returned, the bulk load returned): compactions still running then
+are left out on both sides.
+
+Prints rows, cells and seconds per path; per path, the CPU seconds each kind of process used and each kind's
+peak resident memory during that path alone (the peaks are reset before it, ``/proc/<pid>/clear_refs``) and
+this process's resident memory at each tenth of the path (bounded memory shows as a plateau); and a final
+``ratio=<java seconds / bulk seconds>`` line (>= 1: the bulk path is at least as fast as Java's BatchWriter).
+``--paths bulk`` runs the bulk path only (a large ``--rows``: 2,000,000 rows are 20M cells).
+Run: ``make bench`` or ``.venv/bin/python integration/bench/bench_bootstrap.py [--rows N] [--paths bulk]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -46,6 +57,7 @@ from integration.harness import BENCH_WRITER, clusters, java_command  # noqa: E4
 
 CELLS_PER_ROW = 10
 VALUE_BYTES = 32
+TICK = os.sysconf("SC_CLK_TCK")
 
 
 def snapshot(row: bytes, cells: Sequence[Cell]) -> list[tuple[str, dict]]:
@@ -138,29 +150,110 @@ def bootstrap(a, b, queue: QueueConfig, table: str, dest: str, method: str, snap
     return seconds, {"rows": t.rows, "cells": t.cells, "failed": t.failed, "task_seconds": round(t.seconds, 2)}
 
 
-def peak_rss() -> dict[str, int]:
-    """The peak resident memory (MiB, VmHWM) of this process and of every process of the embedded clusters
-    (their tablet servers and gateways), by kind."""
-    out: dict[str, int] = {}
+def _harness_processes() -> dict[int, str]:
+    """pid -> kind of this process and of every process of the embedded clusters: ``<process> <cluster>``
+    (``TabletServer b``, say) for a cluster's processes, one kind for the gateways (one JVM hosts both)."""
+    out: dict[int, str] = {}
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
         try:
             command = Path(f"/proc/{pid}/cmdline").read_bytes()
-            status = Path(f"/proc/{pid}/status").read_text()
         except OSError:
             continue
         if int(pid) == os.getpid():
-            kind = "python (this bootstrap)"
+            out[int(pid)] = "python (this benchmark)"
         elif b"accumulo-harness" in command:
             found = re.search(rb"-Dproc=(\w+)", command)
-            kind = found.group(1).decode() if found else "gateways and launcher"
-        else:
+            cluster = re.search(rb"/(\w+)-tmp\x00", command)
+            out[int(pid)] = (f"{found.group(1).decode()} {cluster.group(1).decode() if cluster else '?'}" if found
+                             else "gateways and launcher")
+    return out
+
+
+def cpu_by_kind() -> dict[str, float]:
+    """CPU seconds (user + system) each kind of ``_harness_processes`` has used so far."""
+    out: dict[str, float] = {}
+    for pid, kind in _harness_processes().items():
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
             continue
-        hwm = re.search(r"VmHWM:\s+(\d+) kB", status)
+        out[kind] = out.get(kind, 0.0) + (int(fields[11]) + int(fields[12])) / TICK
+    return out
+
+
+def reset_peak_rss() -> None:
+    """Start every harness process's peak resident memory (VmHWM) over from its current size."""
+    for pid in _harness_processes():
+        with contextlib.suppress(OSError):  # gone, or not ours to reset: its peak then covers its whole life
+            Path(f"/proc/{pid}/clear_refs").write_text("5")
+
+
+def peak_rss() -> dict[str, int]:
+    """The peak resident memory (MiB, VmHWM, since the last ``reset_peak_rss``) by process kind."""
+    out: dict[str, int] = {}
+    for pid, kind in _harness_processes().items():
+        try:
+            hwm = re.search(r"VmHWM:\s+(\d+) kB", Path(f"/proc/{pid}/status").read_text())
+        except OSError:
+            continue
         if hwm:
             out[kind] = max(out.get(kind, 0), int(hwm.group(1)) // 1024)
     return out
+
+
+def _children_cpu() -> float:
+    """CPU seconds of this process's exited, reaped children (the Java writer's JVM)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def cpu_since(before: dict[str, float]) -> dict[str, float]:
+    """CPU seconds each kind of process used since ``before`` (``cpu_by_kind``)."""
+    return {k: v - before.get(k, 0.0) for k, v in sorted(cpu_by_kind().items()) if v - before.get(k, 0.0) >= 0.05}
+
+
+def print_cpu(cpu: dict[str, float], seconds: float) -> None:
+    """One line: each kind's CPU seconds, their sum, and the cores they kept busy over ``seconds``."""
+    print("  CPU seconds by process kind: " + ", ".join(f"{k} {v:.1f}" for k, v in sorted(cpu.items()))
+          + f" (all {sum(cpu.values()):.1f}; {sum(cpu.values()) / seconds:.2f} cores busy on average)", flush=True)
+
+
+class RssSampler:
+    """This process's resident memory once a second while the block runs (is it bounded, or does it grow with
+    the work done?)."""
+
+    def __init__(self) -> None:
+        self.samples: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
+
+    def _run(self) -> None:
+        while True:
+            found = re.search(r"VmRSS:\s+(\d+) kB", Path("/proc/self/status").read_text())
+            self.samples.append(int(found.group(1)) // 1024 if found else 0)
+            if self._stop.wait(1.0):
+                return
+
+    def __enter__(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def tenths(self) -> list[int]:
+        """The samples at 10%, 20%, ..., 100% of the block's time (MiB)."""
+        n = len(self.samples)
+        return [self.samples[min(n - 1, max(0, round(n * k / 10) - 1))] for k in range(1, 11)] if n else []
+
+
+def _flush(cluster, table: str) -> None:
+    """Flush ``table`` to files (after its path was timed): its minor compaction is not the next path's cost."""
+    with cluster.connect() as conn:
+        conn.flush_table(table, wait=True)
 
 
 def count(cluster, table: str) -> int:
@@ -175,7 +268,13 @@ def main() -> None:
                         help="the snapshot function's form: batch (pyarrow.compute over whole rows), row, or the "
                              "built-in mirror; or combine: a combine queue's table of --rows keys, one cell each "
                              "(the value translator), through the built-in combine snapshot")
+    parser.add_argument("--paths", default="live,bulk",
+                        help="the bootstrap paths to run, in order, comma separated (live, bulk); the ratio= line "
+                             "takes the bulk path's time")
     opts = parser.parse_args()
+    paths = opts.paths.split(",")
+    if not set(paths) <= {"live", "bulk"} or not paths:
+        parser.error(f"--paths: expected live and/or bulk, got {opts.paths!r}")
     with clusters(["a", "b"]) as running:
         a, b = running["a"], running["b"]
         combine = opts.snapshot.startswith("combine")
@@ -183,24 +282,47 @@ def main() -> None:
             (fill_combine if combine else fill_a)(conn, "boot_rows", opts.rows)
             queue = QueueConfig(table="boot_queue", qid="q", num_buckets=16)
             ExportQueue(conn, queue).init()
+            conn.flush_table("boot_rows", wait=True)  # A's minor compaction of the fill is not any path's cost
         per_row = 1 if combine else CELLS_PER_ROW
         cells = opts.rows * per_row
         print(f"A: {opts.rows:,} rows of {per_row} cells; B gets {cells:,} cells; snapshot form "
               f"{opts.snapshot}", flush=True)
         load = os.getloadavg()[0]
+        # a warm-up first: the bootstrap paths run on JVMs (B's tablet server's above all) that earlier work warmed
+        warm_cells = min(cells, 2_000_000)
+        warm_s = java_write(b, running.classpath, "boot_java_warm_up", warm_cells)
+        _flush(b, "boot_java_warm_up")
+        print(f"java BatchWriter, warm-up (not compared): {warm_cells:,} cells in {warm_s:.2f} s", flush=True)
+        cpu_before, children_before = cpu_by_kind(), _children_cpu()
         java_s = java_write(b, running.classpath, "boot_java", cells)
+        cpu = cpu_since(cpu_before)
+        cpu["java writer"] = _children_cpu() - children_before
+        _flush(b, "boot_java")
         print(f"java BatchWriter: {cells:,} cells in {java_s:.2f} s ({cells / java_s:,.0f} cells/s)", flush=True)
+        print_cpu(cpu, java_s)
         results = {}
-        for method in ("live", "bulk"):
-            seconds, detail = bootstrap(a, b, queue, "boot_rows", f"boot_{method}", method, SNAPSHOTS[opts.snapshot])
+        for method in paths:
+            reset_peak_rss()
+            cpu_before = cpu_by_kind()
+            with RssSampler() as rss:
+                seconds, detail = bootstrap(a, b, queue, "boot_rows", f"boot_{method}", method,
+                                            SNAPSHOTS[opts.snapshot])
+            cpu = cpu_since(cpu_before)
+            peaks = peak_rss()
             results[method] = seconds
+            _flush(b, f"boot_{method}")
             assert count(b, f"boot_{method}") == cells, method
             print(f"bootstrap {method}: {detail['cells']:,} cells from {detail['rows']:,} rows in {seconds:.2f} s "
                   f"({detail['cells'] / seconds:,.0f} cells/s; tasks {detail['task_seconds']} s)", flush=True)
-        print("peak RSS (MiB) by process kind: " + ", ".join(f"{k} {v:,}" for k, v in sorted(peak_rss().items())))
+            print_cpu(cpu, seconds)
+            print("  peak RSS (MiB) by process kind: " + ", ".join(f"{k} {v:,}" for k, v in sorted(peaks.items())),
+                  flush=True)
+            print("  this process's RSS (MiB) at each tenth of the path: " + " ".join(map(str, rss.tenths())),
+                  flush=True)
         print(f"load average at the start: {load:.1f}")
-        print(f"live/java={java_s / results['live']:.2f}")
-        print(f"ratio={java_s / results['bulk']:.2f}")
+        if "live" in results:
+            print(f"live/java={java_s / results['live']:.2f}")
+        print(f"ratio={java_s / results.get('bulk', results.get('live', 0.0)):.2f}")
 
 
 if __name__ == "__main__":

@@ -6,8 +6,9 @@ reads A, computes what each row implies (snapshot, native translation), digests 
 destination (natively) and compares with the destination's digests; a correct destination needs no
 cell-by-cell comparison and no second pass.
 
-Prints both times and a final ``ratio=<plain read seconds / verify seconds>`` line (>= 0.5: verify costs at
-most twice a plain read of both sides). Run: ``.venv/bin/python integration/bench/bench_verify.py [--rows N]``.
+Prints both times, the CPU seconds each kind of process used in each (a round's mean), and a final
+``ratio=<plain read seconds / verify seconds>`` line (>= 0.5: verify costs at most twice a plain read of both
+sides). Run: ``.venv/bin/python integration/bench/bench_verify.py [--rows N]``.
 """
 
 from __future__ import annotations
@@ -24,12 +25,17 @@ from connector.jobs import LocalEngine  # noqa: E402
 from connector.jobs.bootstrap import BootstrapJob, run_bootstrap  # noqa: E402
 from connector.queue import ExportQueue, QueueConfig  # noqa: E402
 from connector.snapshot import BootstrapSettings, Destination, snapshot_source, verify_destination  # noqa: E402
-from integration.bench.bench_bootstrap import CELLS_PER_ROW, SNAPSHOTS, fill_a  # noqa: E402
+from integration.bench.bench_bootstrap import CELLS_PER_ROW, SNAPSHOTS, cpu_by_kind, cpu_since, fill_a, print_cpu  # noqa: E402
 from integration.harness import clusters  # noqa: E402
 
 
 def plain_read(conn, table: str) -> int:
     return sum(page.num_rows for page in conn.scan_batches(table, batch_size=10_000))
+
+
+def _add(totals: dict[str, float], cpu: dict[str, float]) -> None:
+    for kind, seconds in cpu.items():
+        totals[kind] = totals.get(kind, 0.0) + seconds
 
 
 def main() -> None:
@@ -56,21 +62,27 @@ def main() -> None:
                                                                  final_check=False)))
         load = os.getloadavg()[0]
         reads, verifies = [], []
+        read_cpu: dict[str, float] = {}
+        verify_cpu: dict[str, float] = {}
         with a.connect() as conn_a, b.connect() as conn_b:
             source = snapshot_source(conn_a, "verify_rows", snapshot)
             for _ in range(opts.rounds):
-                started = time.perf_counter()
+                before, started = cpu_by_kind(), time.perf_counter()
                 n = plain_read(conn_a, "verify_rows") + plain_read(conn_b, "verify_dest")
                 reads.append(time.perf_counter() - started)
-                started = time.perf_counter()
+                _add(read_cpu, cpu_since(before))
+                before, started = cpu_by_kind(), time.perf_counter()
                 report = verify_destination(conn_a, "verify_rows", source, queue,
                                             Destination(conn_b, "verify_dest", "difference"))
                 verifies.append(time.perf_counter() - started)
+                _add(verify_cpu, cpu_since(before))
                 assert report.differences == 0 and report.expected == opts.rows * CELLS_PER_ROW, report.to_json()
         read_s, verify_s = sorted(reads)[len(reads) // 2], sorted(verifies)[len(verifies) // 2]
         print(f"plain read of A and B: {n:,} cells in {read_s:.2f} s")
+        print_cpu({k: v / opts.rounds for k, v in read_cpu.items()}, sum(reads) / opts.rounds)
         print(f"verify: {report.expected:,} cells in {report.ranges} ranges, {report.matched} matched by digest, "
               f"in {verify_s:.2f} s")
+        print_cpu({k: v / opts.rounds for k, v in verify_cpu.items()}, sum(verifies) / opts.rounds)
         print(f"load average at the start: {load:.1f}")
         print(f"ratio={read_s / verify_s:.2f}")
 
