@@ -131,6 +131,7 @@ def test_digests_match_exactly_when_the_content_does():
     same = actual((b"z", b"q", 50, b"2"), (b"a", b"q", 70, b"1"))  # other order, other timestamps
     changed = actual((b"a", b"q", 1, b"1"), (b"z", b"q", 1, b"3"))
     assert digests(e, splits) == digests(same, splits)
+    assert digests(iter(same.to_batches(max_chunksize=1)), splits) == digests(same, splits)  # a page at a time
     ec, es = digests(e, splits)
     cc, cs = digests(changed, splits)
     assert (ec[0], es[0]) == (cc[0], cs[0]) and es[1] != cs[1]

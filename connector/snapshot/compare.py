@@ -94,11 +94,11 @@ def split_by_range(table: pa.Table, splits: Sequence[bytes], only: Sequence[int]
     return out
 
 
-def digests(table: pa.Table, splits: Sequence[bytes]) -> tuple[list[int], list[int]]:
-    """Per tablet range: (counts, hash sums) of the cells of ``table``."""
+def digests(cells: pa.Table | Iterable[pa.RecordBatch], splits: Sequence[bytes]) -> tuple[list[int], list[int]]:
+    """Per tablet range: (counts, hash sums) of the cells of ``cells``, a table or batches taken one at a time."""
     counts, sums = [0] * (len(splits) + 1), [0] * (len(splits) + 1)
-    for batch in table.select(["row", "cf", "cq", "cv", "value"]).to_batches():
-        c, s = range_digests(batch, splits)
+    for batch in cells.to_batches() if isinstance(cells, pa.Table) else cells:
+        c, s = range_digests(batch.select(["row", "cf", "cq", "cv", "value"]), splits)
         counts = [a + b for a, b in zip(counts, c, strict=True)]
         sums = [(a + b) % (1 << 64) for a, b in zip(sums, s, strict=True)]
     return counts, sums

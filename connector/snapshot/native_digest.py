@@ -28,7 +28,7 @@ def keys_distinct(cells: pa.Table) -> bool:
     differ. Two keys whose hashes collide answer False, which is always safe to act on."""
     empty = pa.scalar(b"", pa.binary())
     hashes = [pa.array(_native.cell_hashes(pa.record_batch([*batch.columns, pa.repeat(empty, batch.num_rows)],
-                                                           names=["row", "cf", "cq", "cv", "value"])), pa.uint64())
+                                                           names=["row", "cf", "cq", "cv", "value"])))
               for batch in cells.select(["row", "cf", "cq", "cv"]).to_batches()]
     n = sum(len(h) for h in hashes)
     return n < 2 or pc.count_distinct(pa.chunked_array(hashes, pa.uint64())).as_py() == n

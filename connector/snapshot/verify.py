@@ -34,6 +34,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from itertools import takewhile
 from typing import Any
 
 import pyarrow as pa
@@ -319,13 +320,12 @@ def _actual_digests(dest: Destination, bounds: list[tuple[bytes | None, bytes | 
     page at a time (a range's cells are never all in memory); given up once ``stop`` is set."""
     out: list[tuple[int, int]] = []
     for i, b in enumerate(bounds):
-        count = total = 0
-        for page in dest.conn.scan_batches(dest.table, bounds_range(b), batch_size=10_000):
-            if stop.is_set():
-                return out
-            counts, sums = digests(pa.Table.from_batches([page]).cast(ACTUAL_SCHEMA), splits)
-            count, total = count + counts[i], (total + sums[i]) % (1 << 64)
-        out.append((count, total))
+        pages = takewhile(lambda _: not stop.is_set(),
+                          dest.conn.scan_batches(dest.table, bounds_range(b), batch_size=10_000))
+        counts, sums = digests((page.cast(ACTUAL_SCHEMA) for page in pages), splits)
+        if stop.is_set():
+            break
+        out.append((counts[i], sums[i]))
     return out
 
 

@@ -23,6 +23,7 @@ pub mod wire;
 use std::sync::Arc;
 
 use arrow_array::builder::Int32Builder;
+use arrow_array::UInt64Array;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
@@ -210,17 +211,19 @@ fn range_indices(
 }
 
 /// The content hash of each cell of `cells` (columns row, cf, cq, cv, value), as `range_digests` adds
-/// them up.
+/// them up: a uint64 Arrow array (no Python int per cell).
 #[pyfunction]
-fn cell_hashes(py: Python<'_>, cells: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
+fn cell_hashes(py: Python<'_>, cells: &Bound<'_, PyAny>) -> PyResult<ArrowExport> {
     let cols = import_batch(cells)?;
     let fields = hashed_fields(&cols)?;
     let len = cols.len;
-    Ok(py.detach(|| {
-        (0..len)
-            .map(|i| digest::cell_hash(fields.each_ref().map(|f| f.get(i).unwrap_or_default())))
-            .collect()
-    }))
+    let hashes =
+        py.detach(|| {
+            UInt64Array::from_iter_values((0..len).map(|i| {
+                digest::cell_hash(fields.each_ref().map(|f| f.get(i).unwrap_or_default()))
+            }))
+        });
+    Ok(ArrowExport::array(Arc::new(hashes)))
 }
 
 /// The `packed` bytes of a difference update, cells or an operation log (`connector/packed.py`).
