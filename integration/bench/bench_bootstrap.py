@@ -53,11 +53,11 @@ from connector.queue import ExportQueue, QueueConfig  # noqa: E402
 from connector.snapshot import BootstrapSettings, batch_snapshot  # noqa: E402
 from connector.transactions import TxLayout  # noqa: E402
 from connector.transactions.rows import prepare_producer_table  # noqa: E402
+from integration.bench.bench_cpu_per_entry import TICK, own_processes  # noqa: E402
 from integration.harness import BENCH_WRITER, clusters, java_command  # noqa: E402
 
 CELLS_PER_ROW = 10
 VALUE_BYTES = 32
-TICK = os.sysconf("SC_CLK_TCK")
 
 
 def snapshot(row: bytes, cells: Sequence[Cell]) -> list[tuple[str, dict]]:
@@ -150,35 +150,29 @@ def bootstrap(a, b, queue: QueueConfig, table: str, dest: str, method: str, snap
     return seconds, {"rows": t.rows, "cells": t.cells, "failed": t.failed, "task_seconds": round(t.seconds, 2)}
 
 
-def _harness_processes() -> dict[int, str]:
-    """pid -> kind of this process and of every process of the embedded clusters: ``<process> <cluster>``
-    (``TabletServer b``, say) for a cluster's processes, one kind for the gateways (one JVM hosts both)."""
-    out: dict[int, str] = {}
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
+def _harness_processes() -> dict[int, tuple[str, list[str]]]:
+    """pid -> (kind, ``/proc`` stat fields) of this process and of the embedded clusters' processes among its
+    descendants. A cluster's process is ``<process> <cluster>`` (``TabletServer b``, say); the gateways are
+    one kind (one JVM hosts both)."""
+    out: dict[int, tuple[str, list[str]]] = {}
+    for pid, (cmdline, fields) in own_processes().items():
+        if pid == os.getpid():
+            kind = "python (this benchmark)"
+        elif "accumulo-harness" in cmdline:
+            found = re.search(r"-Dproc=(\w+)", cmdline)
+            cluster = re.search(r"/(\w+)-tmp(?: |$)", cmdline)
+            kind = (f"{found.group(1)} {cluster.group(1) if cluster else '?'}" if found
+                    else "gateways and launcher")
+        else:
             continue
-        try:
-            command = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if int(pid) == os.getpid():
-            out[int(pid)] = "python (this benchmark)"
-        elif b"accumulo-harness" in command:
-            found = re.search(rb"-Dproc=(\w+)", command)
-            cluster = re.search(rb"/(\w+)-tmp\x00", command)
-            out[int(pid)] = (f"{found.group(1).decode()} {cluster.group(1).decode() if cluster else '?'}" if found
-                             else "gateways and launcher")
+        out[pid] = (kind, fields)
     return out
 
 
 def cpu_by_kind() -> dict[str, float]:
     """CPU seconds (user + system) each kind of ``_harness_processes`` has used so far."""
     out: dict[str, float] = {}
-    for pid, kind in _harness_processes().items():
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
+    for kind, fields in _harness_processes().values():
         out[kind] = out.get(kind, 0.0) + (int(fields[11]) + int(fields[12])) / TICK
     return out
 
@@ -193,7 +187,7 @@ def reset_peak_rss() -> None:
 def peak_rss() -> dict[str, int]:
     """The peak resident memory (MiB, VmHWM, since the last ``reset_peak_rss``) by process kind."""
     out: dict[str, int] = {}
-    for pid, kind in _harness_processes().items():
+    for pid, (kind, _) in _harness_processes().items():
         try:
             hwm = re.search(r"VmHWM:\s+(\d+) kB", Path(f"/proc/{pid}/status").read_text())
         except OSError:

@@ -17,6 +17,7 @@ import argparse
 import os
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -31,11 +32,6 @@ from integration.harness import clusters  # noqa: E402
 
 def plain_read(conn, table: str) -> int:
     return sum(page.num_rows for page in conn.scan_batches(table, batch_size=10_000))
-
-
-def _add(totals: dict[str, float], cpu: dict[str, float]) -> None:
-    for kind, seconds in cpu.items():
-        totals[kind] = totals.get(kind, 0.0) + seconds
 
 
 def main() -> None:
@@ -62,20 +58,20 @@ def main() -> None:
                                                                  final_check=False)))
         load = os.getloadavg()[0]
         reads, verifies = [], []
-        read_cpu: dict[str, float] = {}
-        verify_cpu: dict[str, float] = {}
+        read_cpu: Counter[str] = Counter()  # CPU seconds by process kind, summed over the rounds
+        verify_cpu: Counter[str] = Counter()
         with a.connect() as conn_a, b.connect() as conn_b:
             source = snapshot_source(conn_a, "verify_rows", snapshot)
             for _ in range(opts.rounds):
                 before, started = cpu_by_kind(), time.perf_counter()
                 n = plain_read(conn_a, "verify_rows") + plain_read(conn_b, "verify_dest")
                 reads.append(time.perf_counter() - started)
-                _add(read_cpu, cpu_since(before))
+                read_cpu.update(cpu_since(before))
                 before, started = cpu_by_kind(), time.perf_counter()
                 report = verify_destination(conn_a, "verify_rows", source, queue,
                                             Destination(conn_b, "verify_dest", "difference"))
                 verifies.append(time.perf_counter() - started)
-                _add(verify_cpu, cpu_since(before))
+                verify_cpu.update(cpu_since(before))
                 assert report.differences == 0 and report.expected == opts.rows * CELLS_PER_ROW, report.to_json()
         read_s, verify_s = sorted(reads)[len(reads) // 2], sorted(verifies)[len(verifies) // 2]
         print(f"plain read of A and B: {n:,} cells in {read_s:.2f} s")
