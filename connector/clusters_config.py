@@ -1,7 +1,8 @@
 """Named clusters: a TOML file mapping names to gateway addresses and the locations of their secrets.
 
-Default path ``~/.config/accumulo-export/clusters.toml``; the ACCUMULO_EXPORT_CONFIG environment variable
-overrides it. The embedded harness writes one for the clusters it starts. Example::
+Default path ``$XDG_CONFIG_HOME/accumulo-export/clusters.toml`` (``~/.config`` when XDG_CONFIG_HOME is unset or
+empty); the ACCUMULO_EXPORT_CONFIG environment variable overrides it. The embedded harness writes one for the
+clusters it starts. Example::
 
     [clusters.A]
     host = "127.0.0.1"
@@ -25,6 +26,7 @@ one that names a source that is missing is an error, never a fall-back to anothe
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import tomllib
 from pathlib import Path
@@ -34,7 +36,8 @@ from connector.accumulo.options import GatewayOptions, refuse_secrets
 from connector.settings import Group, OptionError, Surface, check_environment, refuse_unknown
 
 CONFIG_ENV = "ACCUMULO_EXPORT_CONFIG"
-DEFAULT_PATH = Path("~/.config/accumulo-export/clusters.toml")
+#: the file's place under the user's configuration folder
+CONFIG_RELATIVE = Path("accumulo-export/clusters.toml")
 #: the keys of a ``[clusters.<name>]`` table (the table's name is the cluster's name)
 CLUSTER_KEYS = GatewayOptions.option_names() - {"name"}
 #: the surface the property tests walk: every key a cluster may have
@@ -47,9 +50,18 @@ class ConfigError(OptionError):
     """The cluster file is missing, unreadable or wrong; the message names the file, the cluster and the key."""
 
 
+def default_path() -> Path:
+    """The cluster file's place when ACCUMULO_EXPORT_CONFIG is not set: under XDG_CONFIG_HOME (the XDG base
+    directory rule: used only when set to an absolute path), else under ``~/.config``."""
+    base = os.environ.get("XDG_CONFIG_HOME", "")
+    folder = Path(base) if os.path.isabs(base) else Path("~/.config").expanduser()
+    return folder / CONFIG_RELATIVE
+
+
 def config_path() -> Path:
     check_environment()
-    return Path(os.environ.get(CONFIG_ENV) or DEFAULT_PATH).expanduser()
+    given = os.environ.get(CONFIG_ENV)
+    return Path(given).expanduser() if given else default_path()
 
 
 def load_clusters(path: Path | None = None) -> dict[str, GatewayOptions]:
@@ -110,23 +122,30 @@ def cluster(name: str, path: Path | None = None) -> GatewayOptions:
 
 
 def write_clusters(path: Path, clusters: dict[str, GatewayOptions]) -> None:
-    """Write a config file (secret locations only) with mode 0600."""
+    """Write a config file (secret locations only) with mode 0600. Every name and value is quoted, so the file
+    parses back to what was given whatever characters a path or a cluster's name holds."""
     lines = []
     for name, g in clusters.items():
-        lines.append(f"[clusters.{name}]")
+        lines.append(f"[clusters.{_toml_string(name)}]")
         if g.hosts:
-            lines.append("hosts = [" + ", ".join(f'"{h}"' for h in g.hosts) + "]")
+            lines.append("hosts = [" + ", ".join(_toml_string(str(h)) for h in g.hosts) + "]")
         else:
-            lines += [f'host = "{g.host}"', f"port = {g.port}"]
+            lines += [f"host = {_toml_string(g.host)}", f"port = {int(g.port)}"]
         if g.secret_file:
-            lines.append(f'secret_file = "{g.secret_file}"')
+            lines.append(f"secret_file = {_toml_string(str(g.secret_file))}")
         elif g.secret_env:
-            lines.append(f'secret_env = "{g.secret_env}"')
-        lines += [f'{k} = "{getattr(g, k)}"' for k in _TLS_KEYS if getattr(g, k)]
+            lines.append(f"secret_env = {_toml_string(g.secret_env)}")
+        lines += [f"{k} = {_toml_string(str(getattr(g, k)))}" for k in _TLS_KEYS if getattr(g, k)]
         if g.server_wait is not None:
-            lines.append(f"server_wait = {g.server_wait!r}")
+            lines.append(f"server_wait = {float(g.server_wait)!r}")
         lines.append("")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write("\n".join(lines))
+
+
+def _toml_string(text: str) -> str:
+    # a JSON string is a TOML basic string (both escape '"', '\\' and control characters alike) once characters
+    # beyond U+FFFF stay whole (TOML refuses JSON's surrogate pairs) and DEL, which TOML wants escaped, is
+    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")

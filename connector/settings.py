@@ -481,7 +481,7 @@ ENV_PREFIXES = ("ACCUMULO_EXPORT_", "ACCUMULO_GATEWAY_")
 #: every environment variable this package reads, with what it does
 ENVIRONMENT = {
     "ACCUMULO_EXPORT_CONFIG": "the clusters.toml the CLI and cluster() read (default "
-                              "~/.config/accumulo-export/clusters.toml)",
+                              "$XDG_CONFIG_HOME or ~/.config, then accumulo-export/clusters.toml)",
     "ACCUMULO_GATEWAY_SECRET_FILE": "a file holding the gateways' shared secret, for connections that name no "
                                     "secret source",
     "ACCUMULO_GATEWAY_SECRET": "the gateways' shared secret itself, for connections that name no secret source",
