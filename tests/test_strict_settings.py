@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import re
 import string
 
 import pytest
@@ -167,6 +168,37 @@ def test_every_flag_misspelt_is_refused_naming_it(data):
             assert exit_.value.code == 2
             err = stderr.getvalue()
             assert f"unknown flag {wrong!r}" in err, (path, name, err)
+
+
+def test_a_suggested_flag_is_always_one_the_command_takes():
+    """Every flag of every command, given to each other command that lacks it: the "did you mean" names only a
+    flag of the command given (the review's case: 'wait ... --dest-tabel' suggested drain's '--dest-table')."""
+    commands = _commands(cli_parser())
+    flags_of = {path: {s for a in sub._actions for s in a.option_strings if s.startswith("--")}
+                for path, sub in commands}
+    every = set().union(*flags_of.values())
+    for path, sub in commands:
+        for foreign in sorted(every - flags_of[path]):
+            wrong = foreign[:-1] + ("x" if foreign[-1] != "x" else "y")
+            with pytest.raises(SystemExit), contextlib.redirect_stderr(io.StringIO()) as stderr:
+                cli_parser().parse_args([*path, *_required(sub), wrong, "1"])
+            near = re.search(r"did you mean '([^']+)'", stderr.getvalue())
+            assert near is None or near.group(1) in flags_of[path], (path, wrong, stderr.getvalue())
+
+
+def test_a_misspelt_required_flag_gets_did_you_mean(capsys):
+    base = ["drain", "--source", "A", "--dest", "B", "--table", "t", "--queue", "q", "--dest-table", "x"]
+    for wrong, right in (("--sorce", "--source"), ("--dest-tab", "--dest-table"), ("--queeu", "--queue")):
+        argv = [wrong if a == right else a for a in base]
+        with pytest.raises(SystemExit) as exit_:
+            cli_parser().parse_args(argv)
+        assert exit_.value.code == 2
+        err = capsys.readouterr().err
+        assert f"required: {right}" in err and f"({wrong!r} given: did you mean {right!r}?)" in err, err
+        assert err.count("\n") == 1, err
+    with pytest.raises(SystemExit):  # a flag of another command is no misspelling of this one's
+        cli_parser().parse_args(["wait", "--source", "A", "--table", "t", "--queue", "q", "--seq", "1"])
+    assert "did you mean" not in capsys.readouterr().err
 
 
 def test_abbreviated_flags_are_refused_and_the_closest_is_named(capsys):

@@ -4,6 +4,7 @@ help that shows defaults, numbers with bounds, the queue's flags, and table name
 from __future__ import annotations
 
 import argparse
+import difflib
 import re
 from collections.abc import Callable
 from typing import Any, NoReturn
@@ -16,35 +17,61 @@ from .common import UsageError
 
 class Parser(argparse.ArgumentParser):
     """argparse, strict and brief: a usage error is one line naming the problem (and where help is), not the
-    usage text; an unknown flag names the closest known one; abbreviated flags are refused (a prefix that
+    usage text; an unknown flag names the closest flag of the command given (never one of another command);
+    a missing required flag names the misspelling given for it; abbreviated flags are refused (a prefix that
     is unique today would silently change meaning when a flag is added)."""
+
+    #: the namespace attribute where the innermost parser that ran names itself (a subcommand's, if any)
+    _USED = "_cli_parser_used"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
+        self._given: list[str] = []
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        self._given = [str(a) for a in (args or [])]
+        parsed, extras = super().parse_known_args(args, namespace)
+        if not hasattr(parsed, self._USED):  # a subcommand's parser returns first: the innermost one names itself
+            setattr(parsed, self._USED, self)
+        return parsed, extras
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
+        parsed, extras = self.parse_known_args(args, namespace)
+        used = getattr(parsed, self._USED, self)
+        delattr(parsed, self._USED)
+        if extras:
+            used.exit(2, f"accumulo-export: error: {used._unknown(extras)} (see '{used.prog} --help')\n")
+        return parsed
 
     def error(self, message: str) -> NoReturn:
-        if message.startswith("unrecognized arguments: "):
-            message = self._unknown(message.removeprefix("unrecognized arguments: ").split())
+        if message.startswith("the following arguments are required: "):
+            message += self._misspelt_required(message.removeprefix("the following arguments are required: "))
         self.exit(2, f"accumulo-export: error: {message} (see '{self.prog} --help')\n")
+
+    def _flags(self) -> set[str]:
+        return {s for action in self._actions for s in action.option_strings if s.startswith("--")}
 
     def _unknown(self, extras: list[str]) -> str:
         flags = [e.split("=", 1)[0] for e in extras if e.startswith("-")]
         if not flags:
             return f"unexpected arguments: {' '.join(extras)}"
-        near = closest(flags[0], _all_flags(self))
+        near = closest(flags[0], self._flags())
         return f"unknown flag {flags[0]!r}" + (f" (did you mean {near!r}?)" if near else "")
 
-
-def _all_flags(parser: argparse.ArgumentParser) -> set[str]:
-    """Every flag of ``parser`` and of its subcommands' parsers."""
-    flags: set[str] = set()
-    for action in parser._actions:
-        flags.update(s for s in action.option_strings if s.startswith("--"))
-        if isinstance(action, argparse._SubParsersAction):
-            for sub in action.choices.values():
-                flags |= _all_flags(sub)
-    return flags
+    def _misspelt_required(self, missing: str) -> str:
+        """For a missing required flag, the flag given that misspells it (`` ('--sorce' given: did you mean
+        '--source'?)``), or nothing."""
+        wanted = {m.strip() for m in missing.split(",")}
+        known = self._flags()
+        for token in self._given:
+            flag = token.split("=", 1)[0]
+            if flag.startswith("--") and flag not in known:
+                near = closest(flag, known)
+                # a close likeness only: a flag of another command ('--source' to wait) is no misspelling
+                if near in wanted and difflib.SequenceMatcher(None, flag, near).ratio() >= 0.75:
+                    return f" ({flag!r} given: did you mean {near!r}?)"
+        return ""
 
 
 class Help(argparse.HelpFormatter):
