@@ -105,8 +105,11 @@ def _resumable(conn: Session, table: str, rng: Range | None, columns: Sequence[A
                batch_size: int, fetch: Callable[[Any, str, int], tuple[P, bool]],
                last_key: Callable[[P], Key | None], isolated: bool = False) -> Iterator[P]:
     """Pages of ``range`` in key order; a lost connection or scanner resumes on a fresh scanner right
-    after the last cell of the last page yielded (``last_key``; None for an empty page). ``isolated``: each
-    row whole at one version, only from a gateway that confirms it (:mod:`.extensions`)."""
+    after the last cell of the last page yielded (``last_key``; None for an empty page), after a pause of the
+    connection's retry policy (jittered). ``conn.retry.attempts`` failures in a row without a page of progress
+    fail the scan; progress starts the count again, so a scan that lives for months survives any number of
+    gateway restarts. ``isolated``: each row whole at one version, only from a gateway that confirms it
+    (:mod:`.extensions`)."""
     rng = rng or Range()
     auths = _auths(authorizations)
     thrift_columns = columns_to_thrift(columns)
@@ -130,6 +133,7 @@ def _resumable(conn: Session, table: str, rng: Range | None, columns: Sequence[A
                     key = last_key(page)
                     if key is not None:
                         last = key
+                        failures = 0  # progress: the count is of failures in a row
                     yield page
                     if not more:
                         return
@@ -140,7 +144,7 @@ def _resumable(conn: Session, table: str, rng: Range | None, columns: Sequence[A
                 if failures >= conn.retry.attempts:
                     raise
                 log.warning("scan of %s interrupted (%s); resuming after %r", table, exc, last)
-                time.sleep(min(conn.retry.max_wait, conn.retry.initial_wait * 2**failures))
+                time.sleep(conn.retry.pause(failures))
             finally:
                 _close_quietly(conn, scanner_id)
 

@@ -54,12 +54,24 @@ class RetryPolicy:
         """This policy for a connection that has not reached a gateway yet."""
         return replace(self, attempts=min(self.attempts, self.first_contact_attempts))
 
+    def wait(self) -> tenacity.wait.wait_base:
+        """How long to wait before a retry: exponential from ``initial_wait`` up to ``max_wait``, with full
+        jitter, so that many clients cut off together (a gateway restart) do not come back in lockstep."""
+        return tenacity.wait_random_exponential(multiplier=self.initial_wait, max=self.max_wait)
+
+    def pause(self, failures: int) -> float:
+        """Seconds to wait after ``failures`` failures in a row, by :meth:`wait`: for loops that cannot be a
+        tenacity call (a scan that resumes between the pages it yields)."""
+        state = tenacity.RetryCallState(None, None, (), {})
+        state.attempt_number = max(1, failures)
+        return self.wait()(state)
+
     def starting_over(self, error: type[BaseException]) -> tenacity.Retrying:
         """A tenacity loop within this policy's bounds that tries again after ``error``: for work that starts
         over from scratch when a connection was lost in its middle (a read rebuilt, a question asked again)."""
         return tenacity.Retrying(
             stop=tenacity.stop_after_attempt(self.attempts) | tenacity.stop_after_delay(self.max_seconds),
-            wait=tenacity.wait_random_exponential(multiplier=self.initial_wait, max=self.max_wait),
+            wait=self.wait(),
             retry=tenacity.retry_if_exception_type(error),
             reraise=True,
         )
@@ -76,7 +88,7 @@ class RetryPolicy:
 
         retrying = tenacity.Retrying(
             stop=tenacity.stop_after_attempt(self.attempts) | tenacity.stop_after_delay(self.max_seconds),
-            wait=tenacity.wait_random_exponential(multiplier=self.initial_wait, max=self.max_wait),
+            wait=self.wait(),
             retry=tenacity.retry_if_exception(is_transient),
             before_sleep=before_sleep,
             reraise=False,
