@@ -62,7 +62,7 @@ class RetryPolicy:
     def pause(self, failures: int) -> float:
         """Seconds to wait after ``failures`` failures in a row, by :meth:`wait`: for loops that cannot be a
         tenacity call (a scan that resumes between the pages it yields)."""
-        state = tenacity.RetryCallState(None, None, (), {})
+        state = tenacity.RetryCallState(tenacity.Retrying(), None, (), {})
         state.attempt_number = max(1, failures)
         return self.wait()(state)
 
