@@ -60,3 +60,23 @@ def test_gateway_unknown_argument_points_to_help(gateway_classpath):
     out = run_jar()
     assert out.returncode == 2
     assert out.stderr.strip() == "gateway: --config is required (--help prints the usage)"
+
+
+@pytest.mark.parametrize("command", [
+    ["drain", "--source", "A", "--dest", "B", "--table", "t", "--queue", "q", "--dest-table", "x"],
+    ["verify", "--source", "A", "--dest", "B", "--table", "t", "--queue", "q", "--dest-table", "x",
+     "--producer-table", "p", "--snapshot", "mirror", "--translator", "cells"],
+    ["queue", "status", "--cluster", "A", "--table", "t", "--queue", "q"],
+    ["wait", "--cluster", "A", "--table", "t", "--queue", "q", "--seq", "1"],
+], ids=lambda c: c[0])
+def test_an_unreachable_cluster_is_exit_5_in_one_line_naming_it(tmp_path, command):
+    """The new user's finding: three WARNING lines of retries came before the error. The retries are counted
+    in the one line now (and logged at INFO, shown with --verbose)."""
+    config = tmp_path / "clusters.toml"
+    config.write_text('[clusters.A]\nport = 1\nsecret_env = "S"\n[clusters.B]\nport = 2\nsecret_env = "S"\n')
+    env = {**os.environ, "ACCUMULO_EXPORT_CONFIG": str(config), "S": "x"}
+    done = run_cli(env, *command)
+    assert done.returncode == 5, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert re.search(r"cluster 'A'.*unreachable after \d+ attempts", lines[0]), lines[0]

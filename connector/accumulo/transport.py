@@ -81,7 +81,7 @@ class RetryPolicy:
 
         def before_sleep(state: tenacity.RetryCallState) -> None:
             exc = state.outcome.exception() if state.outcome else None
-            log.warning("%s: transient error (%s), retry %d of %d", what, exc, state.attempt_number,
+            log.info("%s: transient error (%s), retry %d of %d", what, exc, state.attempt_number,
                         self.attempts - 1)
             if exc is not None:
                 on_retry(exc)
