@@ -19,6 +19,7 @@ from connector.queue import (
 )
 from connector.queue.codec import EntryCodec
 from connector.queue.config import default_buckets_per_tablet
+from connector.queue.errors import QueueError
 from connector.queue.layout import hex_width, murmur3_32
 from connector.serializers import BytesSerializer, JsonSerializer, serializer_from_name
 
@@ -411,3 +412,23 @@ def test_bucket_range_of_finds_the_bucket_even_for_malformed_rows():
     assert layout.bucket_range_of(b"q:d:abc") is None  # bucket 13 of 13 does not exist
     assert layout.bucket_range_of(b"q:3") is None
     assert layout.bucket_range_of(b"other:3:abcdefghij") is None
+
+
+def test_bucket_counts_beyond_the_bound_are_refused_everywhere(capsys):
+    """The new user's finding: --buckets 100000000 was accepted without a word."""
+    from connector.cli.main import parser
+    from connector.combine import CombineConfig
+    from connector.queue.layout import MAX_BUCKETS
+
+    assert QueueLayout("q", MAX_BUCKETS).num_buckets == MAX_BUCKETS
+    for make in (lambda n: QueueLayout("q", n), lambda n: QueueConfig(table="t", qid="q", num_buckets=n),
+                 lambda n: CombineConfig(table="t", cid="c", num_buckets=n)):
+        with pytest.raises(QueueError, match=f"at most {MAX_BUCKETS:,}|must be <= {MAX_BUCKETS}"):
+            make(MAX_BUCKETS + 1)
+    for argv in (["queue", "init", "--cluster", "A", "--table", "t", "--queue", "q", "--buckets", "100000000"],
+                 ["drain", "--source", "A", "--dest", "B", "--table", "t", "--queue", "q", "--dest-table", "x",
+                  "--buckets", "100000000"]):
+        with pytest.raises(SystemExit) as exit_:
+            parser().parse_args(argv)
+        assert exit_.value.code == 2
+        assert f"must be <= {MAX_BUCKETS}" in capsys.readouterr().err

@@ -29,7 +29,7 @@ from connector.serializers import DEFAULT_SERIALIZER
 
 from .common import EXIT_INTERRUPTED, EXIT_NOT_CLEAN, UsageError, cluster_error
 from .engine import EngineChoice
-from .options import check_namespace, check_table_name, int_at_least, positive_seconds
+from .options import bucket_count, check_namespace, check_table_name, int_at_least, positive_seconds
 from .progress import print_combine_round
 
 
@@ -37,7 +37,7 @@ def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cluster", required=True, help="cluster name from the config file")
     p.add_argument("--table", required=True, help="the table holding the combine queue")
     p.add_argument("--queue", required=True, help="combine queue id (the row prefix)")
-    p.add_argument("--buckets", type=int_at_least(1), help="number of buckets (init; later read from the queue)")
+    p.add_argument("--buckets", type=bucket_count, help="number of buckets (init; later read from the queue)")
     p.add_argument("--key-serializer", help="json (default at init), bytes or module:callable")
     p.add_argument("--value-serializer", help="json (default at init), bytes or module:callable")
 

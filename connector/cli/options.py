@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 from connector.accumulo import Connection
+from connector.queue.layout import MAX_BUCKETS
 from connector.settings import argparse_type, closest, integer, port, seconds
 
 from .common import UsageError
@@ -88,6 +89,8 @@ def int_at_least(minimum: int) -> Callable[[str], int]:
     return argparse_type(integer(minimum), "integer")
 
 
+#: a queue's bucket count: 1 to the layout's bound
+bucket_count = argparse_type(integer(1, MAX_BUCKETS), "integer")
 #: a TCP port to listen on: 1-65535
 port_number = argparse_type(port, "port")
 #: a number of seconds > 0
@@ -125,7 +128,7 @@ def queue_args(p: argparse.ArgumentParser, cluster_flag: str = "--cluster") -> N
     p.add_argument(cluster_flag, required=True, help="cluster name from the config file")
     p.add_argument("--table", required=True, help="the table holding the queue")
     p.add_argument("--queue", required=True, help="queue id (the row prefix)")
-    p.add_argument("--buckets", type=int_at_least(1),
+    p.add_argument("--buckets", type=bucket_count,
                    help="number of buckets (required by init; later commands read it from the queue)")
     p.add_argument("--key-serializer", help="json (default at init), bytes or module:callable")
     p.add_argument("--value-serializer", help="json (default at init), packed (compact cells for the built-in "

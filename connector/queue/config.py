@@ -14,7 +14,7 @@ from connector.serializers import DEFAULT_SERIALIZER, Serializer, serializer_fro
 from connector.settings import Settings, integer, setting
 
 from .errors import QueueConfigError, QueueError
-from .layout import QueueLayout
+from .layout import MAX_BUCKETS, QueueLayout
 
 TARGET_TABLETS = 16  # default split: at most this many bucket tablets, at least half of it when buckets allow
 
@@ -118,7 +118,8 @@ class QueueConfig(QueueConfigBase):
 
     table: str = setting(MISSING, "the table holding the queue", flag=None)
     qid: str = setting(MISSING, "the queue id (the prefix of its rows)", flag=None, option="id")
-    num_buckets: int = setting(MISSING, "the queue's bucket count", parse=integer(1), flag=None, option="buckets")
+    num_buckets: int = setting(MISSING, "the queue's bucket count", parse=integer(1, MAX_BUCKETS), flag=None,
+                                option="buckets")
     buckets_per_tablet: int | None = setting(None, "buckets sharing one tablet", parse=integer(1), flag=None,
                                              option=None)
     key_serializer: str = setting(DEFAULT_SERIALIZER, "how keys are serialized: json, bytes or module:callable",

@@ -61,6 +61,12 @@ def bucket_of(key_bytes: bytes, num_buckets: int) -> int:
     return abs(murmur3_32(key_bytes)) % num_buckets
 
 
+#: the most buckets a queue may have. A bucket is a unit of drain parallelism with a mark row, a status line and
+#: a progress count of its own, planned in the driver: far more buckets than a cluster has cores buys nothing and
+#: costs every plan and status scan. 65,536 (four hex digits) is 16 times the largest drain we know of.
+MAX_BUCKETS = 65_536
+
+
 def hex_width(num_buckets: int) -> int:
     """Hex digits of a bucket id: enough for the bit length of ``num_buckets`` (5 or 15 -> 1, 16 -> 2)."""
     return -(-num_buckets.bit_length() // 4)
@@ -87,6 +93,9 @@ class QueueLayout:
             raise QueueConfigError(f"queue id must not contain ':' or '#', got {qid!r}")
         if not isinstance(num_buckets, int) or isinstance(num_buckets, bool) or num_buckets < 1:
             raise QueueConfigError(f"num_buckets must be an int >= 1, got {num_buckets!r}")
+        if num_buckets > MAX_BUCKETS:
+            raise QueueConfigError(f"num_buckets must be at most {MAX_BUCKETS:,} (a bucket is a unit of drain "
+                                   f"parallelism; more cost every plan and status scan), got {num_buckets:,}")
         self.qid = qid
         self.num_buckets = num_buckets
         self.hex_width = hex_width(num_buckets)
