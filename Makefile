@@ -9,9 +9,9 @@ CRATE     := connector/_native
 NATIVE_SRC := $(wildcard $(CRATE)/Cargo.toml $(CRATE)/Cargo.lock $(CRATE)/src/*.rs $(CRATE)/src/*/*.rs)
 CARGO_ENV := PYO3_PYTHON=$(abspath $(VPY))
 
-.PHONY: deps build gateway-jar lint test smoke-wheel docs demo demo-wordcount cluster bench soak chaos clean
+.PHONY: deps build gateway-jar lint test smoke-wheel docs demo demo-wordcount cluster bench soak chaos sim clean
 
-deps: $(STAMP) /usr/bin/thrift /usr/bin/faketime
+deps: $(STAMP) /usr/bin/thrift /usr/bin/faketime /usr/bin/promtool
 
 /usr/bin/thrift:
 	@command -v thrift >/dev/null 2>&1 || { \
@@ -29,6 +29,17 @@ deps: $(STAMP) /usr/bin/thrift /usr/bin/faketime
 	  $$SUDO apt-get install -y -qq faketime >/dev/null 2>&1 || \
 	  { $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq faketime >/dev/null; } || \
 	  echo "faketime not installed: the clock-skew test will be skipped"; }
+
+# tests/test_monitoring.py checks the alert rules and the dashboard's queries with promtool: Debian's, at a fixed
+# version (its package holds the Prometheus server too, which is installed but never started here)
+PROMTOOL_DEB := 2.42.0+ds-5+deb12u1
+/usr/bin/promtool:
+	@command -v promtool >/dev/null 2>&1 || { \
+	  echo "installing promtool (Debian prometheus $(PROMTOOL_DEB)) ..."; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get install -y -qq --no-install-recommends prometheus=$(PROMTOOL_DEB) >/dev/null 2>&1 || \
+	  { $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends \
+	      prometheus=$(PROMTOOL_DEB) >/dev/null; }; }
 
 $(STAMP): pyproject.toml $(NATIVE_SRC)
 	@command -v cargo >/dev/null 2>&1 || { echo "cargo (Rust) is required to build connector._native"; exit 1; }
@@ -95,6 +106,11 @@ MINUTES ?= 30
 SEED    ?=
 chaos: build
 	$(VPY) -m integration.chaos --minutes $(MINUTES) $(if $(SEED),--seed $(SEED))
+
+# the deterministic simulation (integration/sim): random schedules of the real connector code against simulated
+# clusters, checked by its oracle; a failure prints its seed and its schedule shrunk (docs/development.md)
+sim: build
+	$(VPY) -m integration.sim --minutes $(MINUTES) $(if $(SEED),--seed $(SEED))
 
 clean:
 	rm -rf $(VENV) integration/gateway/target integration/gateway/*/target $(CRATE)/target connector/_native*.so .pytest_cache .mypy_cache .ruff_cache .hypothesis \
