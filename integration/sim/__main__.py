@@ -1,0 +1,96 @@
+"""``python -m integration.sim --seed N --minutes M [--schedules K]``: run the deterministic simulation.
+
+Schedule i of a run has its own seed, ``N * 1_000_000 + i``, printed with any failure; ``--replay SEED`` runs
+that one schedule again with a trace of every turn (``--choices 3,0,1,...`` runs a given list of choices, such as
+a shrunk one). Prints the schedules run each second; on a failure, the schedule's seed, the invariant broken and
+the schedule shrunk to the fewest choices (its trace and its choices), then exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+
+from .shrink import shrink
+from .workload import Outcome, run_schedule
+
+
+def schedule_seed(seed: int, i: int) -> int:
+    return seed * 1_000_000 + i
+
+
+def describe(outcome: Outcome) -> str:
+    return "; ".join(f"{v.invariant}: {v.detail}" for v in outcome.violations)
+
+
+def print_trace(outcome: Outcome) -> None:
+    for event in outcome.trace:
+        print(f"  turn {event.turn:5d}  t={event.now:8.3f}s  {event.thread:<12} {event.what}")
+
+
+def shrunk(outcome: Outcome, budget: float) -> Outcome:
+    """The failing schedule shrunk to the fewest choices that still break the same invariant, replayed with a
+    trace."""
+    invariants = {v.invariant for v in outcome.violations}
+
+    def fails(choices: list[int]) -> bool:
+        again = run_schedule(outcome.seed, choices)
+        return bool(invariants & {v.invariant for v in again.violations})
+
+    best, runs = shrink(outcome.choices, fails, budget_seconds=budget)
+    print(f"shrunk from {len(outcome.choices)} choices to {len(best)} in {runs} runs", flush=True)
+    return run_schedule(outcome.seed, best, trace=True)
+
+
+def report_failure(outcome: Outcome, budget: float) -> None:
+    print(f"FAILED: schedule seed {outcome.seed}: {describe(outcome)}", flush=True)
+    small = shrunk(outcome, budget)
+    print(f"shrunk schedule (seed {small.seed}, {len(small.choices)} choices, {small.turns} turns): "
+          f"{describe(small) or 'passed on replay?'}")
+    print_trace(small)
+    print(f"choices: {','.join(map(str, small.choices))}")
+    print(f"replay: python -m integration.sim --replay {small.seed} --choices {','.join(map(str, small.choices))}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m integration.sim", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seed", type=int, default=1, help="the run's seed (schedule i: seed * 1e6 + i)")
+    parser.add_argument("--minutes", type=float, default=1.0, help="how long to run (default 1)")
+    parser.add_argument("--schedules", type=int, default=None, help="stop after this many schedules")
+    parser.add_argument("--replay", type=int, default=None, metavar="SEED", help="run one schedule, traced")
+    parser.add_argument("--choices", default=None, help="with --replay: the list of choices to replay")
+    parser.add_argument("--shrink-seconds", type=float, default=300.0, help="time given to shrinking a failure")
+    args = parser.parse_args(argv)
+    logging.disable(logging.WARNING)
+
+    if args.replay is not None:
+        given = [int(c) for c in args.choices.split(",") if c] if args.choices is not None else None
+        outcome = run_schedule(args.replay, given, trace=True)
+        print_trace(outcome)
+        print(f"schedule seed {args.replay}: {len(outcome.choices)} choices, {outcome.turns} turns: "
+              f"{describe(outcome) or 'passed'}")
+        return 1 if outcome.failed else 0
+
+    started = last = time.monotonic()
+    end = started + args.minutes * 60
+    done = since = 0
+    while time.monotonic() < end and (args.schedules is None or done < args.schedules):
+        outcome = run_schedule(schedule_seed(args.seed, done))
+        done += 1
+        since += 1
+        if outcome.failed:
+            print(f"{done} schedules in {time.monotonic() - started:.1f} s", flush=True)
+            report_failure(outcome, args.shrink_seconds)
+            return 1
+        now = time.monotonic()
+        if now - last >= 1.0:
+            print(f"{now - started:6.0f} s  {done} schedules ({since / (now - last):.0f}/s)", flush=True)
+            last, since = now, 0
+    print(f"passed: {done} schedules of seed {args.seed} in {time.monotonic() - started:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
