@@ -47,19 +47,25 @@ def _no_tombstone(world: World, shown: dict[object, tuple[bytes, int] | None]) -
 
 
 def check_final(world: World) -> None:
-    """At the quiescent point: B equals what A's rows imply; no tombstone shows; nothing unexpected raised."""
-    from .workload import DEST_TABLE, FAMILY, PRODUCER_TABLE, QUALIFIER, STRAY_PREFIX, Violation, visible
+    """At the quiescent point: each destination equals what A's rows imply; no tombstone shows; nothing
+    unexpected raised."""
+    from .workload import DEST_TABLE, FAMILY, PRODUCER_TABLE, QUALIFIER, SECOND_TABLE, STRAY_PREFIX, Violation, visible
     for process, error in world.unexpected:
         world.violations.append(Violation("error", f"{process} raised {error}"))
     a_rows = {row: value for (row, cf, cq), (value, _ts) in visible(world.peek("A"), PRODUCER_TABLE).items()
               if (cf, cq) == (FAMILY, QUALIFIER)}
-    shown = visible(world.peek("B"), DEST_TABLE)
-    _no_tombstone(world, dict(shown.items()))
     expected = {(row, FAMILY, QUALIFIER): value for row, value in a_rows.items()}
-    actual = {key: value for key, (value, _ts) in shown.items() if not key[0].startswith(STRAY_PREFIX.encode())}
-    for key in sorted(set(expected) | set(actual)):
-        if expected.get(key) != actual.get(key):
-            ts = shown.get(key, (None, None))[1]
-            world.violations.append(Violation(
-                "exact", f"B's cell {key[0].decode()} shows {actual.get(key)!r}"
-                         f"{f' (ts {ts})' if ts is not None else ''} but A's row implies {expected.get(key)!r}"))
+    b = world.peek("B")
+    for table in (DEST_TABLE, SECOND_TABLE):
+        if table == SECOND_TABLE and not (world.bootstrapped and b.table_exists(table)):
+            continue
+        shown = visible(b, table)
+        _no_tombstone(world, dict(shown.items()))
+        actual = {key: value for key, (value, _ts) in shown.items()
+                  if not key[0].startswith(STRAY_PREFIX.encode())}
+        for key in sorted(set(expected) | set(actual)):
+            if expected.get(key) != actual.get(key):
+                ts = shown.get(key, (None, None))[1]
+                world.violations.append(Violation(
+                    "exact", f"{table}: B's cell {key[0].decode()} shows {actual.get(key)!r}"
+                             f"{f' (ts {ts})' if ts is not None else ''} but A's row implies {expected.get(key)!r}"))

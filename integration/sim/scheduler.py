@@ -8,7 +8,8 @@ picks the next runnable thread with a choice drawn from :class:`Choices`. Time i
 simulated thread read and advance the scheduler's clock; any other thread keeps the real ones.
 
 Faults, drawn from the same choices at a call: a **crash** (the process dies at the call: :class:`Crash`, a
-``BaseException``, unwinds every thread of it, no call of it is applied any more, its memory is gone) and a
+``BaseException``, unwinds every thread of it, no call of it is applied any more, its memory is gone), a
+**stall** (the call waits some virtual seconds before it is applied: a paused process, a slow network) and a
 **lost answer** (the call is applied, then the client sees a transport error: :meth:`after_call` raises it).
 
 Every choice (which thread runs, whether a fault happens, whatever the workload draws) goes through one
@@ -40,6 +41,8 @@ EPOCH = 1_800_000_000.0
 MONOTONIC_START = 1_000.0
 #: virtual seconds each turn takes, so that a loop of calls without a sleep still sees time pass
 TURN_COST = 0.001
+#: virtual seconds a stalled call waits before it is applied (a paused process, a slow network)
+STALLS = (0.5, 2.0, 10.0, 30.0)
 #: how far a draw's value range goes for a yes/no chance (probabilities are multiples of 1/CHANCE_RANGE)
 CHANCE_RANGE = 1000
 
@@ -175,6 +178,7 @@ class RunStats:
     turns: int = 0
     calls: int = 0
     crashes: int = 0
+    stalls: int = 0
     lost_answers: int = 0
     overrun: bool = False
     trace: list[Event] = field(default_factory=list)
@@ -183,15 +187,16 @@ class RunStats:
 class Scheduler:
     """Runs processes deterministically (see the module's description).
 
-    ``crash_rate`` and ``lost_rate``: the chance, at each call of a process started with ``faults=True``, that it
-    dies there or that the call's answer is lost. ``watchdog``: real seconds a turn may take before the thread
+    ``crash_rate``, ``stall_rate`` and ``lost_rate``: the chance, at each call of a process started with
+    ``faults=True``, that it dies there, that the call waits a while (:data:`STALLS`) before it is applied, or
+    that the call's answer is lost. ``watchdog``: real seconds a turn may take before the thread
     is reported as blocked outside the scheduler. ``max_turns``: after that many turns every process is stopped
     (crashed) and the run ends (``stats.overrun``). ``trace``: keep a trace of every turn (for printing)."""
 
-    def __init__(self, choices: Choices, *, crash_rate: float = 0.0, lost_rate: float = 0.0, watchdog: float = 10.0,
-                 max_turns: int = 20_000, trace: bool = False) -> None:
+    def __init__(self, choices: Choices, *, crash_rate: float = 0.0, lost_rate: float = 0.0, stall_rate: float = 0.0,
+                 watchdog: float = 10.0, max_turns: int = 20_000, trace: bool = False) -> None:
         self.choices = choices
-        self.crash_rate, self.lost_rate = crash_rate, lost_rate
+        self.crash_rate, self.lost_rate, self.stall_rate = crash_rate, lost_rate, stall_rate
         self.watchdog, self.max_turns, self.tracing = watchdog, max_turns, trace
         self.now = 0.0  # virtual seconds since the run began
         self.processes: list[Process] = []
@@ -240,6 +245,11 @@ class Scheduler:
             self.stats.crashes += 1
             self._note(t, f"CRASH at {method}")
             raise Crash(f"{proc.name} crashed at {method}")
+        if proc.faults and self.choices.chance(self.stall_rate, f"stall {proc.name}"):
+            pause = self.choices.pick(STALLS, "stall seconds")
+            self._note(t, f"STALLED {pause:g} s before {method}")
+            self.stats.stalls += 1
+            self._turn(t, self.now + pause)
         if proc.faults and self.choices.chance(self.lost_rate, f"lose {proc.name}"):
             t.lose_answer = True  # type: ignore[attr-defined]
             self._note(t, f"{method} (answer lost)")

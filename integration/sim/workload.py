@@ -32,19 +32,27 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from connector.accumulo import Connection, Mutation, Range
+from connector.accumulo.options import GatewayOptions
 from connector.errors import ConnectorError
 from connector.export import AccumuloExporter, SequencedExport
 from connector.export.difference import difference
-from connector.queue import ExportQueue, QueueConfig
+from connector.jobs import LocalEngine, run_drain
+from connector.jobs.bootstrap import BootstrapJob, run_bootstrap
+from connector.jobs.drain import DrainJob, stream_drain
+from connector.queue import DrainSettings, ExportQueue, QueueConfig
 from connector.queue.dead_letters import requeue_dead_letters
+from connector.queue.destinations import Destination as Registration
+from connector.queue.destinations import register_destination
 from connector.queue.drain import drain_queue
+from connector.snapshot.bootstrap import BootstrapSettings
 from connector.snapshot.functions import snapshot_source
 from connector.snapshot.purge import purge_destination
+from connector.snapshot.state import BootstrapState, destination_id
 from connector.snapshot.verify import Destination, verify_destination
-from connector.transactions import RowTransactions, relay_table, wait_for_seq
+from connector.transactions import RowTransactions, queue_watermark, relay_table, wait_for_seq
 from connector.transactions.relay import relay_sources
 
-from .scheduler import Choices, Crash, InlineExecutor, Scheduler, SimFailure, threading_shim
+from .scheduler import Choices, Crash, InlineExecutor, Scheduler, SimEvent, SimFailure, threading_shim
 
 PRODUCER_TABLE = "rows"
 DEST_TABLE = "dst"
@@ -140,6 +148,8 @@ class World:
     violations: list[Violation] = field(default_factory=list)
     unexpected: list[tuple[str, str]] = field(default_factory=list)  # (process, error) of errors nobody expects
     counts: dict[str, int] = field(default_factory=dict)
+    refusing: bool = True  # the drains' translator refuses "x" values now and then
+    bootstrapped: bool = False  # a bootstrap of the second destination began
 
     def __post_init__(self) -> None:
         self.a, self.gateway_a = _new_cluster("A")
@@ -149,6 +159,11 @@ class World:
     def connect(self, cluster: str) -> Connection:
         gw = self.gateway_a if cluster == "A" else self.gateway_b
         return _connect(gw, cluster, self.sched.before_call, self.sched.after_call)
+
+    def options(self, cluster: str, named: bool = True) -> GatewayOptions:
+        """How jobs name a cluster; :func:`simulated_world` makes ``connect()`` of these a simulated connection
+        of the calling process."""
+        return GatewayOptions(host=f"sim-{cluster.lower()}", port=1, name=cluster if named else "")
 
     def peek(self, cluster: str) -> Connection:
         return _connect(self.gateway_a if cluster == "A" else self.gateway_b, cluster, None, None)
@@ -167,19 +182,21 @@ class World:
         self.sched.note(what)
 
 
-class FlakyTranslator:
+#: the world whose choices the drains' translator draws from (one schedule runs at a time)
+_current: World | None = None
+FLAKY = "integration.sim.workload:flaky_translator"
+SECOND_TABLE = "dst2"
+
+
+def flaky_translator(export: SequencedExport) -> Any:
     """The difference translator, refusing (now and then, as drawn) an export whose new value is marked "x": a
-    translator bug fixed later; its entries are dead-lettered and requeued."""
-
-    def __init__(self, world: World, refusing: bool = True) -> None:
-        self.world, self.refusing = world, refusing
-
-    def __call__(self, export: SequencedExport) -> Any:
-        new = export.value.get("new") if isinstance(export.value, dict) else None
-        if self.refusing and new and str(new[0].get("value", "")).startswith("x") \
-                and self.world.chance(0.5, "refuse"):
-            raise ValueError(f"refused value {new[0]['value']!r}")
-        return difference(export)
+    translator bug fixed later (never in the final drains); its entries are dead-lettered, then requeued."""
+    world = _current
+    new = export.value.get("new") if isinstance(export.value, dict) else None
+    if world is not None and world.refusing and new and str(new[0].get("value", "")).startswith("x") \
+            and world.chance(0.5, "refuse"):
+        raise ValueError(f"refused value {new[0]['value']!r}")
+    return difference(export)
 
 
 # --- the processes -------------------------------------------------------------------------------------------
@@ -193,9 +210,9 @@ def setup(world: World) -> None:
     AccumuloExporter(b, DEST_TABLE, "difference").ensure_table(create=True)
     for i in range(2):
         world.sched.process(f"producer{i}", producer, world)
-    kinds = [("relay", one_shot_relay), ("drain", drain_once), ("stream", stream), ("requeue", requeue),
-             ("purge", purge), ("verify", verify), ("compact", compact_b), ("stray", stray_cell),
-             ("waiter", waiter), ("producer", producer)]
+    kinds = [("relay", one_shot_relay), ("drain", batch_drain), ("qdrain", queue_drain), ("stream", stream),
+             ("requeue", requeue), ("purge", purge), ("verify", verify), ("compact", compact_b),
+             ("stray", stray_cell), ("waiter", waiter), ("producer", producer), ("bootstrap", bootstrap)]
     for i in range(2 + world.draw(5, "processes")):
         name, fn = world.pick(kinds, "kind")
         world.sched.process(f"{name}{i + 2}", fn, world)
@@ -209,7 +226,7 @@ def guarded(name: str, world: World, fn: Callable[[], None]) -> None:
     except Crash:
         raise
     except ConnectorError as exc:
-        world.did(f"{name}: {type(exc).__name__}")
+        world.did(f"{name}: {type(exc).__name__}: {str(exc)[:120]}")
     except Exception as exc:  # noqa: BLE001 - reported as a failure of the run
         world.unexpected.append((name, f"{type(exc).__name__}: {exc}"))
 
@@ -270,31 +287,57 @@ def wait_and_check(world: World, conn: Connection, seq: int) -> None:
 
 
 def one_shot_relay(world: World) -> None:
+    """``accumulo-export tx relay``: every outbox cell found, relayed."""
     conn = world.connect("A")
     for _ in range(1 + world.draw(3, "relays")):
         time.sleep(world.pick([0.0, 0.5, 2.0], "pause"))
         guarded("relay", world, lambda: world.did(f"relay_table relayed {relay_table(conn, PRODUCER_TABLE).relayed}"))
 
 
-def _drain(world: World, a: Connection, exporter: AccumuloExporter) -> None:
-    relay_sources(a, QUEUE.table, QUEUE.layout.config_row)  # a batch drain's first step
-    stats = drain_queue(a, QUEUE, exporter, max_passes=2)
-    world.did(f"drain exported {stats.entries}")
+def drain_job(world: World, **settings: Any) -> DrainJob:
+    return DrainJob(source=world.options("A"), dest=world.options("B"), queue=QUEUE, dest_table=DEST_TABLE,
+                    settings=DrainSettings(translator=FLAKY, **settings))
 
 
-def drain_once(world: World) -> None:
-    a, b = world.connect("A"), world.connect("B")
-    exporter = AccumuloExporter(b, DEST_TABLE, FlakyTranslator(world))
+def batch_drain(world: World) -> None:
+    """A batch drain (``accumulo-export drain``): relays what outboxes hold, then drains the cut."""
     time.sleep(world.pick([0.0, 0.5, 2.0], "pause"))
-    guarded("drain", world, lambda: _drain(world, a, exporter))
+
+    def run() -> None:
+        report = run_drain(LocalEngine(1), drain_job(world), max_rounds=3)
+        world.did(f"batch drain exported {report.totals.entries}")
+    guarded("drain", world, run)
+
+
+def queue_drain(world: World) -> None:
+    """A drain of the queue's buckets directly (``connector.queue``), with the relay a drain does first."""
+    a, b = world.connect("A"), world.connect("B")
+    exporter = AccumuloExporter(b, DEST_TABLE, flaky_translator)
+    time.sleep(world.pick([0.0, 0.5, 2.0], "pause"))
+
+    def run() -> None:
+        relay_sources(a, QUEUE.table, QUEUE.layout.config_row)
+        world.did(f"queue drain exported {drain_queue(a, QUEUE, exporter, max_passes=2).entries}")
+    guarded("qdrain", world, run)
 
 
 def stream(world: World) -> None:
-    a, b = world.connect("A"), world.connect("B")
-    exporter = AccumuloExporter(b, DEST_TABLE, FlakyTranslator(world))
-    for _ in range(2 + world.draw(6, "rounds")):
-        guarded("stream", world, lambda: _drain(world, a, exporter))
-        time.sleep(world.pick([0.2, 1.0], "trigger"))
+    """A streaming drain (``drain --stream``) for a while; another thread of the process stops it."""
+    stop = SimEvent(world.sched)
+    seconds = world.pick([2.0, 5.0, 20.0], "stream seconds")
+
+    def stopper() -> None:
+        time.sleep(seconds)
+        stop.set()
+    me = world.sched.current()
+    assert me is not None
+    world.sched.thread(me.process, f"{me.process.name}/stop", stopper)
+
+    def run() -> None:
+        report = stream_drain(LocalEngine(1), drain_job(world, trigger_seconds=world.pick([0.2, 1.0], "trigger"),
+                                                        relay_seconds=1.0, sweep_seconds=2.0), stop=stop)  # type: ignore[arg-type]
+        world.did(f"stream exported {report.totals.entries}")
+    guarded("stream", world, run)
 
 
 def requeue(world: World) -> None:
@@ -305,6 +348,7 @@ def requeue(world: World) -> None:
 
 
 def purge(world: World) -> None:
+    """``accumulo-export purge-tombstones --dest B`` with a short grace (virtual seconds)."""
     a, b = world.connect("A"), world.connect("B")
     time.sleep(world.pick([0.0, 1.0, 3.0], "pause"))
     grace = world.pick([0.5, 2.0, 5.0], "grace")
@@ -316,6 +360,7 @@ def purge(world: World) -> None:
 
 
 def verify(world: World) -> None:
+    """``accumulo-export verify --repair``."""
     a, b = world.connect("A"), world.connect("B")
     time.sleep(world.pick([0.0, 1.0, 3.0], "pause"))
 
@@ -327,10 +372,30 @@ def verify(world: World) -> None:
     guarded("verify", world, run)
 
 
+def bootstrap(world: World) -> None:
+    """Register a second destination and bootstrap it (live or bulk), through a named or an unnamed gateway."""
+    a = world.connect("A")
+    dest = world.options("B", named=world.chance(0.5, "named"))
+    time.sleep(world.pick([0.0, 1.0], "pause"))
+
+    def run() -> None:
+        world.bootstrapped = True
+        name = destination_id(dest.label, SECOND_TABLE)
+        register_destination(a, QUEUE, Registration(name, dest, SECOND_TABLE, "difference"))
+        report = run_bootstrap(LocalEngine(1), BootstrapJob(
+            source=world.options("A"), dest=dest, queue=QUEUE, table=PRODUCER_TABLE, dest_table=SECOND_TABLE,
+            settings=BootstrapSettings(snapshot=SNAPSHOT, translator="difference", create_dest_table=True,
+                                       method=world.pick(["live", "bulk"], "method"), settle_seconds=5.0)))
+        world.did(f"bootstrap wrote {report.totals.exports} exports")
+    guarded("bootstrap", world, run)
+
+
 def compact_b(world: World) -> None:
+    """B's own full compactions (they drop delete markers and what they hide)."""
     b = world.connect("B")
     for _ in range(1 + world.draw(3, "compactions")):
         time.sleep(world.pick([0.2, 1.0, 3.0], "pause"))
+
         def run() -> None:
             b.compact_table(DEST_TABLE, wait=True)
             world.did("full compaction of B")
@@ -352,14 +417,19 @@ def stray_cell(world: World) -> None:
 
 
 def quiesce(world: World) -> None:
-    """After the mix: relay, requeue and drain (nothing refused, no faults) until nothing waits."""
-    a, b = world.peek("A"), world.peek("B")
-    exporter = AccumuloExporter(b, DEST_TABLE, FlakyTranslator(world, refusing=False))
+    """After the mix: relay, requeue and drain (nothing refused, no faults) until nothing waits; a second
+    destination whose bootstrap did not finish is bootstrapped again (an operator's rerun)."""
+    world.refusing = False
+    a = world.peek("A")
+    if world.bootstrapped and BootstrapState(a, QUEUE, destination_id("B", SECOND_TABLE)).plan() is not None:
+        run_bootstrap(LocalEngine(1), BootstrapJob(
+            source=world.options("A"), dest=world.options("B"), queue=QUEUE, table=PRODUCER_TABLE,
+            dest_table=SECOND_TABLE, settings=BootstrapSettings(snapshot=SNAPSHOT, translator="difference",
+                                                                create_dest_table=True, settle_seconds=5.0)))
     for _ in range(5):
         relay_table(a, PRODUCER_TABLE)
         requeue_dead_letters(a, QUEUE)
-        drain_queue(a, QUEUE, exporter)
-        from connector.transactions import queue_watermark
+        run_drain(LocalEngine(1), drain_job(world))
         if queue_watermark(a, QUEUE).waiting == 0:
             return
     world.violations.append(Violation("quiescence", "the queue did not empty after five final drains"))
@@ -377,8 +447,8 @@ def visible(conn: Connection, table: str, row: str | None = None) -> Shown:
 
 # --- one schedule ------------------------------------------------------------------------------------------------
 
-#: fault rates at each call of a process (a crash, a lost answer)
-CRASH_RATE, LOST_RATE = 0.01, 0.02
+#: fault rates at each call of a process (a crash, a stall, a lost answer)
+CRASH_RATE, STALL_RATE, LOST_RATE = 0.01, 0.02, 0.02
 
 
 @dataclass
@@ -398,26 +468,60 @@ class Outcome:
         return bool(self.violations)
 
 
+class PerProcess(dict):  # type: ignore[type-arg]
+    """A module's process-wide cache, kept apart for each simulated process (all of them live in this one)."""
+
+    def __init__(self, sched: Scheduler) -> None:
+        super().__init__()
+        self.sched = sched
+
+    def _key(self, key: Any) -> Any:
+        me = self.sched.current()
+        return (id(me.process) if me is not None else None, key)
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return super().get(self._key(key), default)
+
+    def __getitem__(self, key: Any) -> Any:
+        return super().__getitem__(self._key(key))
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        super().__setitem__(self._key(key), value)
+
+    def __contains__(self, key: object) -> bool:
+        return super().__contains__(self._key(key))
+
+    def pop(self, key: Any, *default: Any) -> Any:
+        return super().pop(self._key(key), *default)
+
+
 @contextlib.contextmanager
-def simulated_threads(sched: Scheduler) -> Iterator[None]:
-    """The code under test's threads, events, locks and pools become the scheduler's while a run lasts."""
-    import connector.jobs.local
-    import connector.jobs.rounds
-    import connector.queue.drain
-    import connector.queue.marks
-    import connector.snapshot.state
-    import connector.snapshot.verify
-    import connector.transactions.relay
-    import connector.transactions.relayer
+def simulated_world(world: World) -> Iterator[None]:
+    """While a run lasts: the code under test's threads, events, locks and pools are the scheduler's; a
+    ``GatewayOptions`` of the world connects to its simulated cluster, as the calling process; the caches a
+    real process keeps for itself are kept per simulated process."""
+    import importlib
+    sched = world.sched
     shim = threading_shim(sched)
-    patches: list[tuple[Any, str, Any]] = [
-        (connector.transactions.relayer, "threading", shim), (connector.transactions.relay, "threading", shim),
-        (connector.snapshot.state, "threading", shim), (connector.snapshot.verify, "threading", shim),
-        (connector.snapshot.verify, "ThreadPoolExecutor", InlineExecutor),
-        (connector.queue.marks, "ThreadPoolExecutor", InlineExecutor),
-        (connector.jobs.local, "ThreadPoolExecutor", InlineExecutor), (connector.jobs.local, "threading", shim),
-        (connector.jobs.rounds, "threading", shim),
-        (connector.queue.drain, "prefetched", lambda batches, depth=4: batches)]
+    threaded = ["connector.transactions.relayer", "connector.transactions.relay", "connector.snapshot.state",
+                "connector.snapshot.verify", "connector.jobs.local", "connector.jobs.rounds", "connector.jobs.drain",
+                "connector.jobs.drain_progress", "connector.queue.planner", "connector.queue.compaction",
+                "connector.export.accumulo_exporter"]
+    patches: list[tuple[Any, str, Any]] = [(importlib.import_module(m), "threading", shim) for m in threaded]
+    for name in ("connector.snapshot.verify", "connector.queue.marks", "connector.jobs.local"):
+        patches.append((importlib.import_module(name), "ThreadPoolExecutor", InlineExecutor))
+    patches.append((importlib.import_module("connector.queue.drain"), "prefetched", lambda batches, depth=4: batches))
+    for module, name in (("connector.accumulo.options", "_connections"), ("connector.export.shared", "_exporters"),
+                         ("connector.queue.destinations", "_views")):
+        patches.append((importlib.import_module(module), name, PerProcess(sched)))
+    destinations = importlib.import_module("connector.queue.destinations")
+    patches.append((destinations, "process_name", lambda: f"sim-{_process_name(sched)}"))
+
+    def connect(options: GatewayOptions) -> Connection:
+        if not options.host.startswith("sim-"):
+            raise SimFailure(f"a connection to {options.host} outside the simulation")
+        return world.connect(options.host.removeprefix("sim-").upper())
+    patches.append((GatewayOptions, "connect", connect))
     saved = [(module, name, getattr(module, name)) for module, name, _ in patches]
     for module, name, value in patches:
         setattr(module, name, value)
@@ -428,14 +532,21 @@ def simulated_threads(sched: Scheduler) -> Iterator[None]:
             setattr(module, name, value)
 
 
+def _process_name(sched: Scheduler) -> str:
+    me = sched.current()
+    return me.process.name if me is not None else "driver"
+
+
 def run_schedule(seed: int, replay: Sequence[int] | None = None, *, trace: bool = False,
                  watchdog: float = 10.0) -> Outcome:
     """Run one schedule (the seed's, or the choices ``replay`` gives) and check it."""
     from .oracle import check_final
     choices = Choices(seed, replay)
-    sched = Scheduler(choices, crash_rate=CRASH_RATE, lost_rate=LOST_RATE, watchdog=watchdog, trace=trace)
-    world = World(sched)
-    with simulated_threads(sched):
+    sched = Scheduler(choices, crash_rate=CRASH_RATE, stall_rate=STALL_RATE, lost_rate=LOST_RATE, watchdog=watchdog,
+                      trace=trace)
+    global _current
+    world = _current = World(sched)
+    with simulated_world(world):
         sched.process("setup", setup, world, faults=False)
         try:
             sched.run()
@@ -450,7 +561,6 @@ def run_schedule(seed: int, replay: Sequence[int] | None = None, *, trace: bool 
             world.violations.append(Violation("simulation", str(exc)))
         for proc in sched.processes:
             if proc.error is not None and proc.name != "quiesce":
-                world.unexpected.append((proc.name, f"{type(proc.error).__name__}: {proc.error}"))
                 world.violations.append(Violation("error", f"{proc.name} raised {type(proc.error).__name__}: "
                                                            f"{proc.error}"))
     return Outcome(seed, world.violations, list(choices.record), list(choices.labels), sched.stats.turns,
