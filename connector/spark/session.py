@@ -3,11 +3,17 @@ cluster's master) or a Spark Connect client's (``sc://host:port``)."""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
+import signal
 import sys
 import tempfile
+import threading
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import SparkSession
 
@@ -78,6 +84,55 @@ SESSION_DEFAULTS = {
 }
 
 
+@contextlib.contextmanager
+def _jvm_dies_with_this_process() -> Iterator[None]:
+    """A Spark JVM this block starts gets SIGTERM when this process dies, however it dies (SIGKILL, the OOM
+    killer), even while the JVM is still starting: Linux's parent-death signal, which survives the exec from
+    ``spark-submit``'s shell script into ``java``. Spark's own guard, the JVM reading EOF on its stdin, acts
+    only once the JVM is up, and a process this one forked keeps the pipe open. Only from the main thread:
+    the signal follows the thread that started the JVM, and a worker thread may end before the process."""
+    libc = _libc()
+    if libc is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    from pyspark import java_gateway
+
+    original = java_gateway.Popen
+    parent = os.getpid()
+
+    def popen(command: Any, **kwargs: Any) -> Any:
+        inner = kwargs.get("preexec_fn")
+
+        def preexec() -> None:
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+            if os.getppid() != parent:  # this process died before the line above: nobody would send it
+                os._exit(1)
+            if inner is not None:
+                inner()
+
+        kwargs["preexec_fn"] = preexec
+        return original(command, **kwargs)
+
+    java_gateway.Popen = popen  # type: ignore[misc,assignment]
+    try:
+        yield
+    finally:
+        java_gateway.Popen = original  # type: ignore[misc]
+
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _libc() -> Any:
+    """The C library, where it has ``prctl`` (Linux); None elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+
+
 def spark_session(master: str | None = None, app_name: str = "accumulo-export") -> SparkSession:
     """A SparkSession with the data sources registered: on ``master``, else SPARK_MASTER, else what
     ``spark-submit`` was given, else ``local[2]``. Settings given to ``spark-submit --conf`` win over this
@@ -107,6 +162,7 @@ def spark_session(master: str | None = None, app_name: str = "accumulo-export") 
         builder = builder.appName(app_name)
     for key, value in defaults.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    with _jvm_dies_with_this_process():
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return register(spark)
