@@ -606,3 +606,32 @@ def test_sightings_tell_leftovers_by_this_process_clock():
     assert len(sightings) == 2
     with pytest.raises(ValueError, match="grace"):
         Sightings(-1.0)
+
+
+def test_a_queue_s_table_and_a_missing_table_are_refused_and_a_bare_table_is_set_up(conn_a):
+    """The new user's findings: ``RowTransactions(conn_a, "exports").run(...)`` committed on the queue's own table
+    (and ``tx relay`` then relayed 0), and a table made by hand ran transactions that bootstrap and verify refused
+    only later ("no visibility summarizer is configured")."""
+    from connector.accumulo.summaries import visibility_summary
+    from connector.transactions import ProducerTableError
+    from connector.transactions.rows import producer_table_ready
+
+    queue = _queue(conn_a)
+
+    def change(tx):
+        tx.put(b"c", b"n", b"1")
+        tx.export(queue, "k", {"v": 1})
+
+    with pytest.raises(ProducerTableError, match="holds the records of queue 'q'") as refused:
+        RowTransactions(conn_a, queue.table).run("row", change)
+    assert "\n" not in str(refused.value)
+    assert not list(conn_a.scan(queue.table, Range.exact_row(b"row")))  # nothing written
+    with pytest.raises(ProducerTableError, match="does not exist"):
+        RowTransactions(conn_a, unique_table("nosuch")).run("row", change)
+    bare = unique_table("bare")
+    conn_a.create_table(bare)  # by hand, no init
+    assert not producer_table_ready(conn_a, bare, TxLayout())
+    with RowTransactions(conn_a, bare) as txs:
+        assert txs.run("row", change) is not None
+    assert producer_table_ready(conn_a, bare, TxLayout())
+    assert visibility_summary(conn_a, bare).hidden == {}  # the summarizer is there for verify and bootstrap

@@ -19,6 +19,7 @@ from .errors import (
     LayoutError,
     MalformedOutboxError,
     PartialCommitError,
+    ProducerTableError,
     RelayError,
     TransactionConflictError,
     TransactionError,
@@ -33,6 +34,7 @@ from .watermark import WaitTimeout, Watermark, queue_watermark, wait_for_seq
 # the public API; the protocol's pieces (commits, outbox cells, relays, targets) are imported from their modules
 __all__ = [
     "CommitError", "LayoutError", "MalformedOutboxError", "OutboxStatus", "PartialCommitError", "PeriodicRelay",
+    "ProducerTableError",
     "RelayError", "RelayStats", "RowTransactions", "Transaction", "TransactionConflictError", "TransactionError",
     "TxLayout", "WaitTimeout", "Watermark", "outbox_status", "queue_watermark", "relay_sources", "relay_table",
     "wait_for_seq",

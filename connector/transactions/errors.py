@@ -43,6 +43,11 @@ class TransactionConflictError(CommitError):
         self.table, self.row, self.attempts = table, row, attempts
 
 
+class ProducerTableError(CommitError, ValueError):
+    """The table cannot hold a producer's rows (it does not exist, it holds a queue's records, or it could not
+    be set up for row transactions): nothing was written; the message says what to do."""
+
+
 class LayoutError(TransactionError, ValueError):
     """A row-transaction layout, family or cell that breaks the protocol (the message says what is wrong);
     nothing was written."""

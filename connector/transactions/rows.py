@@ -27,6 +27,7 @@ the items in its ``pending`` may run again.
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 import time
@@ -35,12 +36,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from connector.accumulo import Connection
+from connector.accumulo import Connection, IteratorSetting
+from connector.accumulo.errors import AccumuloSecurityError
 from connector.accumulo.mutation import BytesLike, to_bytes
-from connector.accumulo.summaries import ensure_visibility_summary
+from connector.accumulo.summaries import SUMMARIZER_CLASS, SUMMARIZER_PROPERTY, ensure_visibility_summary
+from connector.queue.layout import CONFIG_FAMILY
 
 from .commit import ACCEPTED, REJECTED, UNKNOWN, Committer
-from .errors import CommitError, PartialCommitError, RelayError, TransactionConflictError
+from .errors import CommitError, PartialCommitError, ProducerTableError, RelayError, TransactionConflictError
 from .layout import (
     OUTBOX_GROUP,
     OutboxCell,
@@ -56,6 +59,8 @@ from .relay import Sightings
 from .relayer import DEFAULT_MAX_UNRELAYED, DEFAULT_RELAY_DELAY, BackgroundRelay
 from .targets import Targets
 from .transaction import RowState, Transaction, read_rows
+
+log = logging.getLogger(__name__)
 
 #: another producer's outbox cell is relayed by this one once it is still there this many seconds (of this
 #: process's monotonic clock) after this producer first saw it; until then its own producer most likely
@@ -80,6 +85,49 @@ def prepare_producer_table(conn: Connection, table: str, layout: TxLayout) -> No
     enabled = [g for g in props.get("table.groups.enabled", "").split(",") if g]
     if OUTBOX_GROUP not in enabled:
         conn.set_table_property(table, "table.groups.enabled", ",".join([*enabled, OUTBOX_GROUP]))
+
+
+def producer_table_ready(conn: Connection, table: str, layout: TxLayout) -> bool:
+    """Whether ``table`` is set up for row transactions (:func:`prepare_producer_table` ran on it)."""
+    props = conn.table_properties(table)
+    enabled = props.get("table.groups.enabled", "").split(",")
+    return (props.get(SUMMARIZER_PROPERTY) == SUMMARIZER_CLASS and OUTBOX_GROUP in enabled
+            and all(props.get(k) == v for k, v in layout.locality_group_properties().items()))
+
+
+def check_producer_table(conn: Connection, table: str, layout: TxLayout) -> None:
+    """Make sure ``table`` may hold a producer's rows before the first commit: it exists, it is no queue's table
+    (a queue's records and a producer's rows would share one table's rows, and the queue's drains and the
+    relays would read each other's cells), and it is set up for row transactions, which this does if it is not
+    (``ProducerTableError`` when the user may not alter the table)."""
+    if not conn.table_exists(table):
+        raise ProducerTableError(f"producer table {table!r} does not exist: create it with RowTransactions(conn, "
+                                 f"{table!r}).init() or 'accumulo-export tx init --table {table}'")
+    if producer_table_ready(conn, table, layout):
+        return
+    refuse_queue_table(conn, table)
+    try:
+        prepare_producer_table(conn, table, layout)
+    except AccumuloSecurityError as exc:
+        raise ProducerTableError(f"producer table {table!r} is not set up for row transactions and this user may "
+                                 f"not alter it ({exc}): run 'accumulo-export tx init --table {table}' as a user "
+                                 "who may") from None
+    log.info("set up table %r for row transactions (the outbox's locality group, the visibility summarizer)", table)
+
+
+def refuse_queue_table(conn: Connection, table: str) -> None:
+    """``ProducerTableError`` when ``table`` holds a queue's (or a combine queue's) records: a producer's rows
+    and a queue's would share one table's rows, and drains and relays would read each other's cells."""
+    for cell in conn.scan(table, columns=[CONFIG_FAMILY], iterators=[_CONFIG_ROWS], batch_size=1):
+        queue = cell.row.decode("utf-8", "replace").removesuffix("#config")
+        raise ProducerTableError(f"table {table!r} holds the records of queue {queue!r}: a producer's rows need a "
+                                 "table of their own (RowTransactions(conn, '<producer table>'), exporting to "
+                                 f"QueueConfig(table={table!r}, ...))")
+
+
+#: a queue's (or combine queue's) configuration row, ``<id>#config``: no producer row looks like one
+_CONFIG_ROWS = IteratorSetting(50, "queueConfigRows", "org.apache.accumulo.core.iterators.user.RegExFilter",
+                               {"rowRegex": ".*#config"})
 
 
 @dataclass
@@ -139,6 +187,7 @@ class RowTransactions:
         # other producers' outbox cells seen in rows this one read, by row: see _leftovers
         self._sightings = Sightings(LEFTOVER_SECONDS, max_groups=LEFTOVER_ROWS)
         self._lock = threading.Lock()
+        self._table_checked = False  # check_producer_table ran: once per instance, before its first commit
         #: totals: commits, conflicts (lost conditions and unknown outcomes that had not applied), rows read,
         #: and rows run on a cached state instead
         self.commits = self.conflicts = self.rows_read = self.cache_hits = 0
@@ -153,9 +202,10 @@ class RowTransactions:
 
     def init(self) -> None:
         """Create the table if it does not exist and set it up (:func:`prepare_producer_table`: the outbox's
-        locality group, the visibility summarizer). Needs the permission to alter the table; safe to run
-        again."""
+        locality group, the visibility summarizer); ``ProducerTableError`` for a queue's table. Needs the
+        permission to alter the table; safe to run again. Without it the first commit sets a bare table up."""
         self.conn.create_table(self.table, exist_ok=True)
+        refuse_queue_table(self.conn, self.table)
         prepare_producer_table(self.conn, self.table, self.layout)
 
     def run(self, row: BytesLike, fn: Callable[[Transaction], object]) -> int | None:
@@ -191,6 +241,9 @@ class RowTransactions:
         When every item ran, ``run_all`` returns their seqs, or raises :class:`RelayError` with them
         (``.seqs``) if the relayer could not take their outbox (or, with ``relay_delay=None``, the relay
         failed): they committed and must not run again; their outbox stays in the rows, relayed later."""
+        if not self._table_checked:
+            check_producer_table(self.conn, self.table, self.layout)
+            self._table_checked = True
         works: dict[bytes, _RowWork] = {}
         count = 0
         for index, (row, fn) in enumerate(items):
