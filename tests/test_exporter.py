@@ -16,8 +16,8 @@ from connector.export import (
     ExportRejectedError,
     SequencedExport,
     TranslationError,
-    purge_tombstones,
 )
+from connector.export.tombstones import delete_cells, tombstones_below
 
 from .conftest import run_in_threads, unique_table
 
@@ -185,7 +185,7 @@ def test_compaction_hazard(accumulo, mode):
         conn.compact_table(name, wait=True)
         assert sorted(c.row for c in conn.scan(name)) == [b"y"]
         # below a safe horizon tombstones become real deletes, and compaction removes them
-        assert purge_tombstones(conn, name, horizon=3) == 1
+        assert delete_cells(conn, name, tombstones_below(conn, name, 3)) == 1
         conn.compact_table(name, wait=True)
         raw = [c for c in conn.scan(name, iterators=[])]
         assert [c.row for c in raw] == [b"y"]
@@ -201,10 +201,11 @@ def test_a_destination_written_with_the_defaults_is_immune_to_the_compaction_haz
     from connector.queue import DrainSettings
     from connector.snapshot import BootstrapSettings
 
-    assert DrainSettings().delete_mode == BootstrapSettings().delete_mode == DeleteMode.TOMBSTONE.value
+    assert DrainSettings().delete_mode is BootstrapSettings().delete_mode is None  # the table's, else the default
     conn = accumulo["b"].connect()
     name = unique_table("hazard_default")
     with AccumuloExporter(conn, name, "difference").ensure_table() as exporter:
+        assert exporter.delete_mode is DeleteMode.TOMBSTONE
         exporter.export([update(2, [cell("x")], [cell("y")])])
         conn.compact_table(name, wait=True)
         exporter.export([update(1, [], [cell("x")])])  # the late, older put

@@ -22,13 +22,14 @@ from .core import (
 )
 from .difference import DifferenceUpdate, difference
 from .replicator import replicator
-from .tombstones import TOMBSTONE, DeleteMode, purge_tombstones
+from .table_mode import DestinationModeError, checked_mode, prepare_destination, recorded_mode
+from .tombstones import TOMBSTONE, DeleteMode
 from .translators import translator_from_name
 
 __all__ = [
-    "AccumuloExporter", "BatchTranslationError", "CellChange", "CountsCells", "DeleteMode",
+    "AccumuloExporter", "BatchTranslationError", "CellChange", "CountsCells", "DeleteMode", "DestinationModeError",
     "DestinationTableMissingError", "DifferenceUpdate", "EntryFailure", "ExportRejectedError", "Exporter", "MAX_SEQ",
     "PerExportExporter", "SequencedExport", "TOMBSTONE", "TranslationError", "Translator", "batch_exporter",
-    "cell_rows", "current_seq", "difference", "prepare_destination_table", "purge_tombstones", "replicator",
-    "translator_from_name",
+    "cell_rows", "checked_mode", "current_seq", "difference", "prepare_destination", "prepare_destination_table",
+    "recorded_mode", "replicator", "translator_from_name",
 ]

@@ -29,12 +29,14 @@ from .core import (
     BatchTranslationError,
     EntryFailure,
     SequencedExport,
+    TranslationError,
     Translator,
     last_change_per_cell,
     translation_reason,
 )
 from .native_translate import changes_to_updates, translate_batch
-from .tombstones import DEFAULT_DELETE_MODE, TOMBSTONE, DeleteMode, install_tombstone_filter
+from .table_mode import prepare_destination
+from .tombstones import TOMBSTONE, DeleteMode
 from .translators import DEFAULT_TRANSLATOR, native_name, translator_from_name
 
 
@@ -74,9 +76,12 @@ class AccumuloExporter:
     is kept open and reused; calls from several threads are serialised.
 
     Construction does no I/O: :meth:`ensure_table` makes the table when missing (versioning iterator at one
-    version) and, in tombstone mode, installs the filter that hides tombstones; call it once before the first
-    export into a table that may not exist. ``delete_mode`` chooses real deletes or tombstones (see
-    :mod:`connector.export.tombstones`).
+    version) and prepares it for its delete mode; call it once before the first export into a table that may not
+    exist (a first export without it prepares the table then). The mode (real deletes or tombstones:
+    :mod:`connector.export.tombstones`) is the one the table records (:mod:`connector.export.table_mode`);
+    ``delete_mode`` is the one asked for: the first writer's is recorded (None: the default), a table recording
+    another one is refused (``DestinationModeError``) before anything is written. A put whose value is the
+    tombstone is an export that cannot be written (a reader would never see it, and a purge would delete it).
     """
 
     def __init__(
@@ -85,7 +90,7 @@ class AccumuloExporter:
         table: str,
         translator: Translator | str = DEFAULT_TRANSLATOR,
         *,
-        delete_mode: DeleteMode | str = DEFAULT_DELETE_MODE,
+        delete_mode: DeleteMode | str | None = None,
         writer_options: dict[str, Any] | None = None,
     ) -> None:
         self.connection = connection
@@ -95,7 +100,9 @@ class AccumuloExporter:
         )
         #: the built-in translator's name when export_batch may run it natively
         self._native_name = native_name(self.translator)
-        self.delete_mode = DeleteMode(delete_mode)
+        #: the mode asked for (None: the table's, else the default); the one in effect is :attr:`delete_mode`
+        self.requested_mode = DeleteMode(delete_mode) if delete_mode else None
+        self._mode: DeleteMode | None = None
         self._writer_options = writer_options or {}
         self._lock = threading.Lock()
         self._writer: BatchWriter | None = None
@@ -107,12 +114,27 @@ class AccumuloExporter:
 
     def ensure_table(self, create: bool = True) -> AccumuloExporter:
         """Create the destination table when missing (``create``; without it a missing table is refused:
-        :func:`prepare_destination_table`) and, in tombstone mode, install the filter that hides tombstones;
+        :func:`prepare_destination_table`) and prepare it for its mode (:func:`prepare_destination`: the mode
+        recorded or recorded now, the table's shape checked, in tombstone mode the filter seen by a scan);
         returns the exporter: ``AccumuloExporter(conn, "t").ensure_table()``."""
         prepare_destination_table(self.connection, self.table, create)
-        if self.delete_mode is DeleteMode.TOMBSTONE:
-            install_tombstone_filter(self.connection, self.table)
+        self._mode = prepare_destination(self.connection, self.table, self.requested_mode)
         return self
+
+    @property
+    def delete_mode(self) -> DeleteMode:
+        """The table's delete mode (read, checked and recorded on first use when :meth:`ensure_table` was not
+        called)."""
+        return self._prepare()
+
+    def _prepare(self) -> DeleteMode:
+        if self._mode is None:
+            self._mode = prepare_destination(self.connection, self.table, self.requested_mode)
+        return self._mode
+
+    @delete_mode.setter
+    def delete_mode(self, mode: DeleteMode) -> None:
+        self._mode = DeleteMode(mode)
 
     def mutations(self, export: SequencedExport) -> list[Mutation]:
         """The mutations one export becomes: one per destination row, every change at ``ts = seq``."""
@@ -121,6 +143,8 @@ class AccumuloExporter:
             m = by_row.get(row)
             if m is None:
                 m = by_row[row] = Mutation(row)
+            if value == TOMBSTONE:
+                raise TranslationError(_TOMBSTONE_VALUE.format(row=row, cf=cf, cq=cq))
             if value is not None:
                 m.put(cf, cq, value, visibility=cv, timestamp=export.seq)
             elif self.delete_mode is DeleteMode.TOMBSTONE:
@@ -187,6 +211,7 @@ class AccumuloExporter:
             for e in errors:
                 failures.setdefault(e.entry, e)
             failures.update(_visibility_failures(changes, failures))
+            failures.update(_tombstone_value_failures(changes, failures))
             if failures:
                 dropped = pa.array(sorted(failures), pa.int32())
                 changes = changes.filter(pc.invert(pc.is_in(changes.column("entry"), value_set=dropped)))
@@ -209,6 +234,7 @@ class AccumuloExporter:
         Raises ``BatchTranslationError`` naming the exports with a change that cannot be written (a bad
         visibility), before writing anything; transport failures and rejections as ``export()``."""
         failures = _visibility_failures(changes, {})
+        failures.update(_tombstone_value_failures(changes, failures))
         if failures:
             raise BatchTranslationError({i: f.reason for i, f in failures.items()})
         updates = self._stamped(changes, seqs)
@@ -287,6 +313,7 @@ class AccumuloExporter:
 
     def _write(self, add: Any, n_exports: int) -> None:
         """Add to the shared writer and flush (durable); called with the lock held."""
+        self._prepare()  # before the first write, even of puts only
         writer = self._writer
         if writer is None:
             writer = self._writer = self.connection.batch_writer(self.table, **self._writer_options)
@@ -320,6 +347,27 @@ class AccumuloExporter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+#: why an export putting the tombstone's value is not written (the value would be hidden, then purged)
+_TOMBSTONE_VALUE = ("the put of row {row!r} cf {cf!r} cq {cq!r} has the tombstone's value "
+                    "(connector.export.TOMBSTONE): it would be hidden from every reader and then purged; "
+                    "a producer may not write that value")
+
+
+def _tombstone_value_failures(changes: pa.RecordBatch, failed: dict[int, EntryFailure]) -> dict[int, EntryFailure]:
+    """Exports with a put whose value is the tombstone (:data:`_TOMBSTONE_VALUE`), found without a row loop."""
+    hits = pc.indices_nonzero(pc.fill_null(pc.equal(changes.column("value"), pa.scalar(TOMBSTONE, pa.binary())),
+                                           False)).to_pylist()
+    out: dict[int, EntryFailure] = {}
+    entries = changes.column("entry")
+    for i in hits:  # a producer writing the tombstone is rare
+        entry = entries[i].as_py()
+        if entry in failed or entry in out:
+            continue
+        c = {name: changes.column(name)[i].as_py() for name in ("row", "cf", "cq")}
+        out[entry] = EntryFailure(entry, "translation", _TOMBSTONE_VALUE.format(**c))
+    return out
 
 
 def _seq_failures(seqs: pa.Array) -> dict[int, EntryFailure]:

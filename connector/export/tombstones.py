@@ -40,7 +40,8 @@ class DeleteMode(enum.StrEnum):
     TOMBSTONE = "tombstone"
 
 
-#: how deletes are written unless a job is told otherwise (the module's description says why)
+#: how a table's deletes are written when its first writer is told no mode (the module's description says why);
+#: after that the table's recorded mode rules (:mod:`connector.export.table_mode`)
 DEFAULT_DELETE_MODE = DeleteMode.TOMBSTONE
 
 
@@ -59,12 +60,14 @@ def hide_tombstones_filter(negate: bool = True) -> IteratorSetting:
     )
 
 
-def install_tombstone_filter(conn: Connection, table: str) -> None:
-    """Hide tombstones from every scan of ``table`` (scan scope only: compactions must keep them). Safe to
-    run at once from many tasks: one that finds the filter attached by another meanwhile takes it."""
+def install_tombstone_filter(conn: Connection, table: str) -> bool:
+    """Hide tombstones from every scan of ``table`` (scan scope only: compactions must keep them); True when this
+    call attached the filter. Safe to run at once from many tasks: one that finds the filter attached by another
+    meanwhile takes it. A tablet server applies it a little later: a writer waits for that
+    (:func:`connector.export.table_mode.prepare_destination`)."""
     key = f"table.iterator.scan.{FILTER_NAME}"
     if key in conn.table_properties(table):
-        return
+        return False
     try:
         conn.attach_iterator(table, hide_tombstones_filter(), scopes=("scan",))
     except AccumuloError as exc:
@@ -73,6 +76,8 @@ def install_tombstone_filter(conn: Connection, table: str) -> None:
         if attached != f"{FILTER_PRIORITY},{hide_tombstones_filter().iterator_class}":
             raise
         log.debug("the tombstone filter of %s was attached meanwhile by another writer (%s)", table, exc)
+        return False
+    return True
 
 
 def tombstones_below(conn: Connection, table: str, horizon: int | None,
@@ -108,14 +113,3 @@ def delete_cells(conn: Connection, table: str, keys: Iterable[pa.RecordBatch]) -
             writer.add_cells(deletes)
             count += page.num_rows
     return count
-
-
-def purge_tombstones(conn: Connection, table: str, horizon: int | None) -> int:
-    """Replace the tombstones with ``ts < horizon`` (every one when None) by real deletes at the same timestamp;
-    returns how many.
-
-    Only safe when no export with ``seq < horizon`` can still arrive: :func:`connector.snapshot.purge_destination`
-    proves that for a destination before it calls this. The next full major compaction then removes the deletes
-    and what they hide.
-    """
-    return delete_cells(conn, table, tombstones_below(conn, table, horizon))

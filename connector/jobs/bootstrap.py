@@ -23,7 +23,12 @@ from dataclasses import dataclass, field, replace
 
 from connector.accumulo import AccumuloError
 from connector.accumulo.options import GatewayOptions
-from connector.export import DestinationTableMissingError, prepare_destination_table, translator_from_name
+from connector.export import (
+    DestinationTableMissingError,
+    prepare_destination,
+    prepare_destination_table,
+    translator_from_name,
+)
 from connector.export.shared import shared_exporter
 from connector.queue import QueueConfig, QueueConfigError
 from connector.queue.destinations import register_destination, registered_destinations, wait_for_acknowledgements
@@ -86,8 +91,9 @@ class BootstrapReport:
 
 def preflight(job: BootstrapJob) -> tuple[BootstrapJob, str]:
     """Check what would fail inside a task: the queue, its translator, the snapshot, both clusters, the
-    destination table (which must exist unless ``create_dest_table``: it is created then); settle the
-    translator (the one given, else the queue's stored one, else the default). Returns the job and its
+    destination table (which must exist unless ``create_dest_table``: it is created then) and its delete mode
+    and shape (:func:`~connector.export.table_mode.prepare_destination`); settle the translator (the one given,
+    else the queue's stored one, else the default) and the delete mode (the table's). Returns the job and its
     snapshot's name; raises ``BootstrapInputError`` for what was given wrong, ``BootstrapError`` for a cluster
     that failed."""
     s = job.settings
@@ -109,11 +115,13 @@ def preflight(job: BootstrapJob) -> tuple[BootstrapJob, str]:
                     # another feeder would make the final check refuse: now
                     check_destination(conn, job.table, job.queue, Destination(b, job.dest_table, translator),
                                       s.other_feeders)
+                # the table's mode (recorded by its first writer), its shape checked: before any range is written
+                mode = prepare_destination(b, job.dest_table, s.delete_mode)
     except SnapshotError:  # ours already (a refusal of verify's names what to do)
         raise
     except (AccumuloError, QueueConfigError, DestinationTableMissingError, OptionError, ValueError) as exc:
         raise checked_error(exc, str(exc), BootstrapError, BootstrapInputError) from None
-    return replace(job, settings=replace(s, translator=translator)), s.snapshot
+    return replace(job, settings=replace(s, translator=translator, delete_mode=mode.value)), s.snapshot
 
 
 @dataclass(frozen=True)

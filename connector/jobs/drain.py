@@ -20,7 +20,12 @@ from dataclasses import dataclass, field, replace
 
 from connector.accumulo import AccumuloError, Connection
 from connector.accumulo.options import GatewayOptions
-from connector.export import DestinationTableMissingError, prepare_destination_table, translator_from_name
+from connector.export import (
+    DestinationTableMissingError,
+    prepare_destination,
+    prepare_destination_table,
+    translator_from_name,
+)
 from connector.queue import DrainStats, QueueConfig, QueueConfigError, drain_buckets, queue_status
 from connector.queue.compaction import QueueCompactor
 from connector.queue.config import queue_options
@@ -108,7 +113,8 @@ def preflight(job: DrainJob) -> DrainJob:
     """Check, before any task runs, what would otherwise fail inside one: the queue table and the queue's stored
     configuration, the translator (the one given, else the queue's stored one, else the default), both
     clusters' secrets, the destination table (which must exist unless ``create_dest_table``: it is created
-    then) and every destination registered with the queue. Returns the job with its translator settled. Raises
+    then; its delete mode and shape: :func:`~connector.export.table_mode.prepare_destination`) and every
+    destination registered with the queue. Returns the job with its translator and delete mode settled. Raises
     ``DrainInputError`` (one line naming the cluster and the problem) for what was given wrong, ``DrainError``
     for a cluster that failed."""
     role, gateway = "source", job.source
@@ -124,13 +130,15 @@ def preflight(job: DrainJob) -> DrainJob:
         role, gateway = "destination", job.dest
         with gateway.connect() as conn:
             prepare_destination_table(conn, job.dest_table, job.settings.create_dest_table)
+            # the table's mode (recorded by its first writer), its shape checked: before any task writes
+            mode = prepare_destination(conn, job.dest_table, job.settings.delete_mode)
     except DrainError:
         raise
     except (AccumuloError, QueueConfigError, DestinationTableMissingError, ValueError) as exc:
         raise checked_error(exc, f"{role} {gateway.describe()}: {exc}", DrainError, DrainInputError) from None
     for destination in registered:
         _check_destination(destination)
-    return replace(job, settings=replace(job.settings, translator=translator))
+    return replace(job, settings=replace(job.settings, translator=translator, delete_mode=mode.value))
 
 
 def _did_you_mean(conn: Connection, table: str) -> str:

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from connector.export.core import SequencedExport
+from connector.export.core import SequencedExport, TranslationError
+from connector.export.tombstones import TOMBSTONE
 
 from .config import QueueConfig
 from .errors import MalformedEntryError
+
+#: the tombstone as it shows in a serialized value: raw (bytes, packed) or as a JSON string; the drain's exporter
+#: refuses it whatever the serializer (connector.export.accumulo_exporter), this is the cheap early refusal
+_TOMBSTONE_TEXT = b"accumulo-export:tombstone"
+_TOMBSTONE_FORMS = (TOMBSTONE, TOMBSTONE.decode().replace("\x00", "\\u0000").encode())
 
 
 class EntryCodec:
@@ -22,7 +28,12 @@ class EntryCodec:
     def encode(self, key: Any, value: Any, seq: int) -> tuple[bytes, bytes]:
         """The entry row and the value bytes for one export."""
         key_bytes = self.key_serializer.dumps(key)
-        return self.layout.entry_row(key_bytes, seq), self.value_serializer.dumps(value)
+        value_bytes = self.value_serializer.dumps(value)
+        if _TOMBSTONE_TEXT in value_bytes and any(form in value_bytes for form in _TOMBSTONE_FORMS):
+            raise TranslationError(f"the export of key {key!r} (seq {seq}) holds the tombstone's value "
+                                   "(connector.export.TOMBSTONE), which a destination hides from every reader and "
+                                   "a purge deletes; a producer may not write it")
+        return self.layout.entry_row(key_bytes, seq), value_bytes
 
     def decode(self, row: bytes, value: bytes) -> SequencedExport:
         """The export an entry holds; raises ``MalformedEntryError`` with the reason when it cannot be read."""

@@ -39,7 +39,8 @@ from connector.export import AccumuloExporter
 from connector.export.core import EntryFailure, SequencedExport
 from connector.export.fanout import FanoutExporter
 from connector.export.shared import shared_exporter
-from connector.export.tombstones import DEFAULT_DELETE_MODE, DeleteMode
+from connector.export.table_mode import prepare_destination
+from connector.export.tombstones import DeleteMode
 from connector.export.translators import check_translator_name
 from connector.serializers import DEFAULT_SERIALIZER
 
@@ -66,18 +67,20 @@ _REGISTER_ATTEMPTS = 20
 @dataclass(frozen=True)
 class Destination:
     """A destination table: ``name`` (``<cluster>/<table>``), its cluster's gateway, the table, how exports
-    become its cells (``translator``) and how its deletes are written (``delete_mode``)."""
+    become its cells (``translator``) and how its deletes are written (``delete_mode``: the mode its table
+    records, filled in by :func:`register_destination`; None: the table's, whatever it is)."""
 
     name: str
     gateway: GatewayOptions
     table: str
     translator: str
-    delete_mode: str = DEFAULT_DELETE_MODE.value
+    delete_mode: str | None = None
 
     def __post_init__(self) -> None:
         try:
             check_translator_name(self.translator)
-            DeleteMode(self.delete_mode)
+            if self.delete_mode is not None:
+                DeleteMode(self.delete_mode)
         except ValueError as exc:
             raise QueueConfigError(f"destination {self.name!r}: {exc}") from None
 
@@ -90,7 +93,8 @@ class Destination:
     def from_json(cls, name: str, value: bytes) -> Destination:
         try:
             d = json.loads(value)
-            return cls(name, GatewayOptions.parse(d["gateway"], ""), d["table"], d["translator"], d["delete_mode"])
+            return cls(name, GatewayOptions.parse(d["gateway"], ""), d["table"], d["translator"],
+                       d.get("delete_mode"))
         except (ValueError, KeyError, TypeError) as exc:
             raise QueueConfigError(f"registered destination {name!r}: unreadable ({exc})") from None
 
@@ -150,7 +154,12 @@ def _change(conn: Connection, queue: QueueConfig, change: Callable[[Registration
 def register_destination(conn: Connection, queue: QueueConfig, destination: Destination) -> int:
     """Register ``destination`` with the queue (replacing a registration of the same name; registering it again
     as it is raises the epoch all the same); returns the registration's epoch, which the drains acknowledge
-    (:func:`wait_for_acknowledgements`)."""
+    (:func:`wait_for_acknowledgements`). The destination's table (which exists) is prepared for its mode first,
+    as a writer does (:func:`~connector.export.table_mode.prepare_destination`: a mode differing from the one the
+    table records is refused), and the registration holds the table's mode."""
+    with destination.gateway.connect() as dest:
+        mode = prepare_destination(dest, destination.table, destination.delete_mode)
+    destination = replace(destination, delete_mode=mode.value)
 
     def put(current: Registrations, epoch: int) -> Mutation:
         return Mutation(queue.layout.config_row).put(DESTINATION_FAMILY, destination.name.encode(),
@@ -251,7 +260,7 @@ class _Target:
     dest: GatewayOptions
     table: str
     translator: str
-    delete_mode: str
+    delete_mode: str | None
     create: bool
 
 
@@ -313,7 +322,7 @@ class RegisteredExporter:
 
 
 def drain_exporter(source: GatewayOptions, queue: QueueConfig, dest: GatewayOptions, table: str, translator: str,
-                   delete_mode: str, create: bool = True) -> RegisteredExporter:
+                   delete_mode: str | None, create: bool = True) -> RegisteredExporter:
     """The exporter of a drain task of ``queue``: into ``table`` on ``dest`` and every destination registered
     with the queue, looked up as batches come (:class:`RegisteredExporter`)."""
     return RegisteredExporter(source, queue, _Target(dest, table, translator, delete_mode, create))

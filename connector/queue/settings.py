@@ -43,12 +43,13 @@ class DestinationSettings(Settings):
     translator: str | None = setting(
         None, HELP, parse=check_translator_name, metavar=METAVAR, tags={EXPORT},
         shown_default=f"the queue's, stored by 'queue init --translator'; else {DEFAULT_TRANSLATOR}")
-    delete_mode: str = setting(DEFAULT_DELETE_MODE.value, "how deletes are written on B: tombstone (a put of a "
-                               "tombstone that hides older puts for good, even one arriving after a full "
-                               "compaction; reclaimed by 'purge-tombstones') or delete (Accumulo deletes: cheaper, "
-                               "but a late export after a full compaction shows a stale cell until a repair: "
-                               "docs/design.md: The compaction hazard)",
-                               choices=[m.value for m in DeleteMode], tags={EXPORT})
+    delete_mode: str | None = setting(
+        None, "how deletes are written on B: tombstone (a put of a tombstone that hides older puts for good, even "
+        "one arriving after a full compaction; reclaimed by 'purge-tombstones') or delete (Accumulo deletes: "
+        "cheaper, but a late export after a full compaction shows a stale cell until a repair: docs/design.md: The "
+        "compaction hazard). The destination table records its mode (its first writer's); a run asking for "
+        "another one is refused", choices=[m.value for m in DeleteMode], tags={EXPORT},
+        shown_default=f"the mode the destination table records; on a new one {DEFAULT_DELETE_MODE.value}")
     create_dest_table: bool = setting(False, "create the destination table when it does not exist (versioning "
                                       "iterator, one version); without it a missing table is refused, naming the "
                                       "closest existing one (a misspelt name must not start a new table)",

@@ -33,7 +33,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import takewhile
 from typing import Any
 
@@ -42,7 +42,8 @@ import pyarrow as pa
 from connector.accumulo import Connection
 from connector.accumulo.summaries import visibility_summary
 from connector.export import AccumuloExporter
-from connector.export.tombstones import DEFAULT_DELETE_MODE, DeleteMode
+from connector.export.table_mode import checked_mode, prepare_destination
+from connector.export.tombstones import DeleteMode
 from connector.queue import QueueConfig
 from connector.queue.feeders import destination_feeders, queue_id
 from connector.transactions.targets import recorded_sources
@@ -146,12 +147,13 @@ class VerifyReport:
 
 @dataclass(frozen=True)
 class Destination:
-    """Where verify looks: ``table`` on ``conn``, written with ``translator`` in ``delete_mode``."""
+    """Where verify looks: ``table`` on ``conn``, written with ``translator`` in ``delete_mode`` (None: the mode
+    the table records, else the one its filter implies: :func:`~connector.export.table_mode.checked_mode`)."""
 
     conn: Connection
     table: str
     translator: str
-    delete_mode: str = DEFAULT_DELETE_MODE.value
+    delete_mode: str | None = None
 
 
 Progress = Callable[[str], None]
@@ -210,6 +212,7 @@ def verify_destination(a: Connection, table: str, source: SnapshotSource, queue:
     started = time.monotonic()
     say = progress or (lambda line: None)
     check_destination(a, table, queue, dest, other_feeders)
+    dest = replace(dest, delete_mode=checked_mode(dest.conn, dest.table, dest.delete_mode).value)  # never a default
     keep_others = other_feeders == "keep"
     report = VerifyReport()
     splits = dest.conn.list_splits(dest.table)
@@ -266,6 +269,7 @@ def verify_destination(a: Connection, table: str, source: SnapshotSource, queue:
                       for i in sorted(confirmed) if confirmed[i]]
     repairable = [d for r in report.results if not r.unrepairable for d in r.diffs]
     if repair and repairable:
+        prepare_destination(dest.conn, dest.table, dest.delete_mode)  # a repair writes: shape checked, mode recorded
         fixed = repair_cells(dest.conn, dest.table, repairable, splits=splits,
                              tombstones=dest.delete_mode == DeleteMode.TOMBSTONE.value)
         report.repaired, report.unrepaired, report.compacted = fixed.repaired, fixed.left, fixed.compacted

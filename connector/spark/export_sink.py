@@ -41,7 +41,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from connector.export import AccumuloExporter, SequencedExport, prepare_destination_table
+from connector.export import AccumuloExporter, SequencedExport, prepare_destination, prepare_destination_table
 from connector.export.shared import shared_exporter
 from connector.queue import DrainSettings, DrainStats, QueueConfig
 from connector.queue.batches import cut_by_bytes, data_bytes
@@ -113,14 +113,17 @@ class SinkSettings:
         """These settings as the tasks take them, checked on the driver before any task runs: the translator
         settled (the one given, else the queue's stored one in drain mode, else the default) and the
         destination table there (created only with ``create_dest_table``; else a missing one is refused in one
-        line naming the closest existing table)."""
+        line naming the closest existing table), its delete mode settled (the table's: refused in one line when
+        another is asked, or when its shape cannot keep the mode's promise: before any task writes)."""
         stored = None
         if self.drain.translator is None and self.queue is not None and self.source is not None:
             with self.source.connect() as conn:
                 stored = read_translator(conn, self.queue)
         with self.dest.connect() as conn:
             prepare_destination_table(conn, self.target.table, self.drain.create_dest_table)
-        return replace(self, drain=replace(self.drain, translator=self.drain.translator_or(stored)))
+            mode = prepare_destination(conn, self.target.table, self.drain.delete_mode)
+        return replace(self, drain=replace(self.drain, translator=self.drain.translator_or(stored),
+                                           delete_mode=mode.value))
 
     def exporter(self) -> AccumuloExporter | RegisteredExporter:
         """This process's exporter; in drain mode into every destination registered with the queue too."""
