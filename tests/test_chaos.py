@@ -80,3 +80,32 @@ def test_a_seeded_three_minute_chaos_run_passes(accumulo, tmp_path):
     kills = sum(run.log.kills.values())
     assert kills > 0 and run.log.quiet, text[-4000:]
     assert passed, text[-8000:]
+
+
+def test_a_process_that_escaped_its_session_is_still_found_by_the_run_s_marker():
+    """The schedule's last check (``ChaosRun.check_nothing_left``) finds every process a run started, however far
+    down and in whatever session: here a grandchild in a session of its own whose parent has exited."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from integration.chaos.processes import RUN_MARKER, marked_processes
+
+    marker = f"test-{os.getpid()}-{time.time_ns()}"
+    starter = ("import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], "
+               "start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); "
+               "print(p.pid, flush=True)")
+    out = subprocess.run([sys.executable, "-c", starter], capture_output=True, text=True, timeout=30,
+                         env={**os.environ, RUN_MARKER: marker})
+    orphan = int(out.stdout.strip())
+    try:
+        assert set(marked_processes(marker)) == {orphan}
+        assert marked_processes("another-run") == {}
+    finally:
+        os.kill(orphan, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while marked_processes(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert marked_processes(marker) == {}

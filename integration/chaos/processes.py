@@ -28,6 +28,30 @@ def session_members(sid: int) -> list[int]:
     return found
 
 
+#: the environment variable whose value marks every process of one chaos run, and what they start (inherited
+#: through forks, execs and new sessions alike)
+RUN_MARKER = "CHAOS_RUN_MARKER"
+
+
+def marked_processes(marker: str) -> dict[int, str]:
+    """The live processes whose environment carries ``RUN_MARKER=marker``, with their command lines."""
+    needle = f"{RUN_MARKER}={marker}".encode()
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if needle not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        except (OSError, IndexError):
+            continue  # gone meanwhile, or not ours to read
+        if state != "Z":
+            found[int(entry.name)] = command[:200]
+    return found
+
+
 @dataclass
 class Proc:
     """One process the harness started: its kind (``producer``, ``stream-local``, ...), a name for the log,

@@ -16,10 +16,12 @@ and what may be killed:
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import json
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -36,7 +38,7 @@ from . import processes
 from .commands import Commands
 from .destinations import MAX_REGISTERED, Dest, Destinations
 from .gateways import GatewayPools
-from .processes import Proc
+from .processes import RUN_MARKER, Proc, marked_processes
 from .quiet import quiet_point
 from .report import Log
 from .schedule import Action, Phase, ProducerSpec, Schedule
@@ -89,6 +91,8 @@ class ChaosRun:
                                        "PYSPARK_PYTHON": sys.executable, "TMPDIR": str(self._dir("tmp")),
                                        "SPARK_LOCAL_DIRS": str(self._dir("spark-local"))})
         self.env.pop("SPARK_MASTER", None)
+        self.marker = f"{schedule.seed}-{os.getpid()}-{time.time_ns()}"
+        self.env[RUN_MARKER] = self.marker  # every process of the run, and all they start, carry it
 
     def _dir(self, name: str) -> Path:
         path = self.run_dir / name
@@ -151,6 +155,18 @@ class ChaosRun:
         self.pools.stop()
         self.conn_a.close()
         self.conn_b.close()
+        self.check_nothing_left()
+
+    def check_nothing_left(self) -> None:
+        """Fail the run if a process it started, or one they started, is still alive once every command has
+        ended (a Spark JVM whose driver was SIGKILLed while it started, say); then kill it."""
+        deadline = time.monotonic() + 15  # a JVM told by its parent's death takes a moment to exit
+        while (left := marked_processes(self.marker)) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        for pid, command in left.items():
+            self.log.error(f"a process of this run outlived it: pid {pid}: {command}")
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
     def fault_phase(self, phase: Phase) -> None:
         self.phase = phase
