@@ -24,8 +24,14 @@ from connector.export import (
     prepare_destination,
     recorded_mode,
 )
-from connector.export.table_mode import MODE_PROPERTY, PROBE_FAMILY
-from connector.export.tombstones import FILTER_NAME, FILTER_PRIORITY, _tombstone_regex, install_tombstone_filter
+from connector.export.tombstones import (
+    FILTER_NAME,
+    FILTER_PRIORITY,
+    MODE_PROPERTY,
+    PROBE_FAMILY,
+    _tombstone_regex,
+    install_tombstone_filter,
+)
 from connector.jobs import LocalEngine, run_drain
 from connector.jobs.bootstrap import preflight
 from connector.queue import ExportQueue, dead_letters
@@ -289,3 +295,15 @@ def test_the_producer_api_refuses_the_tombstones_value(scenario):
                                                              "value": TOMBSTONE.decode()}]))
     txs.close()
     assert scenario.depth() == 0
+
+
+def test_a_purge_of_a_delete_mode_destination_is_refused_in_one_line(scenario, cli_env):
+    dest = unique_table("nopurge")
+    scenario.conn_b.create_table(dest)
+    prepare_destination(scenario.conn_b, dest, "delete")
+    q = scenario.queue
+    out = run_cli(cli_env, "purge-tombstones", "--source", "A", "--table", q.table, "--queue", q.qid, "--dest", "B",
+                  "--dest-table", dest, "--grace", "0")
+    assert out.returncode == 2
+    error = [line for line in out.stderr.splitlines() if "error" in line]  # after the purge's progress lines
+    assert len(error) == 1 and "written in delete mode" in error[0] and "nothing was changed" in error[0], out.stderr

@@ -22,8 +22,7 @@ from .core import (
 )
 from .difference import DifferenceUpdate, difference
 from .replicator import replicator
-from .table_mode import DestinationModeError, checked_mode, prepare_destination, recorded_mode
-from .tombstones import TOMBSTONE, DeleteMode
+from .tombstones import TOMBSTONE, DeleteMode, DestinationModeError, checked_mode, prepare_destination, recorded_mode
 from .translators import translator_from_name
 
 __all__ = [

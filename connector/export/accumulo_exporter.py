@@ -35,8 +35,7 @@ from .core import (
     translation_reason,
 )
 from .native_translate import changes_to_updates, translate_batch
-from .table_mode import prepare_destination
-from .tombstones import TOMBSTONE, DeleteMode
+from .tombstones import TOMBSTONE, DeleteMode, prepare_destination
 from .translators import DEFAULT_TRANSLATOR, native_name, translator_from_name
 
 
@@ -78,7 +77,7 @@ class AccumuloExporter:
     Construction does no I/O: :meth:`ensure_table` makes the table when missing (versioning iterator at one
     version) and prepares it for its delete mode; call it once before the first export into a table that may not
     exist (a first export without it prepares the table then). The mode (real deletes or tombstones:
-    :mod:`connector.export.tombstones`) is the one the table records (:mod:`connector.export.table_mode`);
+    :mod:`connector.export.tombstones`) is the one the table records (:mod:`connector.export.tombstones`);
     ``delete_mode`` is the one asked for: the first writer's is recorded (None: the default), a table recording
     another one is refused (``DestinationModeError``) before anything is written. A put whose value is the
     tombstone is an export that cannot be written (a reader would never see it, and a purge would delete it).
@@ -127,14 +126,14 @@ class AccumuloExporter:
         called)."""
         return self._prepare()
 
+    @delete_mode.setter
+    def delete_mode(self, mode: DeleteMode) -> None:
+        self._mode = DeleteMode(mode)
+
     def _prepare(self) -> DeleteMode:
         if self._mode is None:
             self._mode = prepare_destination(self.connection, self.table, self.requested_mode)
         return self._mode
-
-    @delete_mode.setter
-    def delete_mode(self, mode: DeleteMode) -> None:
-        self._mode = DeleteMode(mode)
 
     def mutations(self, export: SequencedExport) -> list[Mutation]:
         """The mutations one export becomes: one per destination row, every change at ``ts = seq``."""

@@ -39,8 +39,7 @@ from connector.export import AccumuloExporter
 from connector.export.core import EntryFailure, SequencedExport
 from connector.export.fanout import FanoutExporter
 from connector.export.shared import shared_exporter
-from connector.export.table_mode import prepare_destination
-from connector.export.tombstones import DeleteMode
+from connector.export.tombstones import DeleteMode, prepare_destination
 from connector.export.translators import check_translator_name
 from connector.serializers import DEFAULT_SERIALIZER
 
@@ -155,7 +154,7 @@ def register_destination(conn: Connection, queue: QueueConfig, destination: Dest
     """Register ``destination`` with the queue (replacing a registration of the same name; registering it again
     as it is raises the epoch all the same); returns the registration's epoch, which the drains acknowledge
     (:func:`wait_for_acknowledgements`). The destination's table (which exists) is prepared for its mode first,
-    as a writer does (:func:`~connector.export.table_mode.prepare_destination`: a mode differing from the one the
+    as a writer does (:func:`~connector.export.tombstones.prepare_destination`: a mode differing from the one the
     table records is refused), and the registration holds the table's mode."""
     with destination.gateway.connect() as dest:
         mode = prepare_destination(dest, destination.table, destination.delete_mode)

@@ -42,8 +42,7 @@ import pyarrow as pa
 from connector.accumulo import Connection
 from connector.accumulo.summaries import visibility_summary
 from connector.export import AccumuloExporter
-from connector.export.table_mode import checked_mode, prepare_destination
-from connector.export.tombstones import DeleteMode
+from connector.export.tombstones import DeleteMode, checked_mode, prepare_destination
 from connector.queue import QueueConfig
 from connector.queue.feeders import destination_feeders, queue_id
 from connector.transactions.targets import recorded_sources
@@ -148,7 +147,7 @@ class VerifyReport:
 @dataclass(frozen=True)
 class Destination:
     """Where verify looks: ``table`` on ``conn``, written with ``translator`` in ``delete_mode`` (None: the mode
-    the table records, else the one its filter implies: :func:`~connector.export.table_mode.checked_mode`)."""
+    the table records, else the one its filter implies: :func:`~connector.export.tombstones.checked_mode`)."""
 
     conn: Connection
     table: str
