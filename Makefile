@@ -51,9 +51,14 @@ $(STAMP): pyproject.toml $(NATIVE_SRC)
 build: deps
 	$(VPY) -c "from integration.harness import build_gateway; build_gateway()"
 
+# ACCUMULO=3.0: the Accumulo line of the gateway jar, the embedded clusters (make cluster, make demo); default 2.1.
+# Passed to the harness as ACCUMULO_LINE (integration/harness/build.py).
+ACCUMULO ?=
+LINE_ENV := $(if $(ACCUMULO),ACCUMULO_LINE=$(ACCUMULO))
+
 # the deployable gateway: java -jar <printed path> --config gateway.properties (integration/gateway/README.md)
 gateway-jar: deps
-	@$(VPY) -c "from integration.harness import build_gateway, gateway_jar; build_gateway(); print(gateway_jar())"
+	@$(LINE_ENV) $(VPY) -c "from integration.harness import build_gateway, gateway_jar; build_gateway(); print(gateway_jar())"
 
 lint: deps
 	$(VPY) -m ruff check connector integration tests examples
@@ -82,14 +87,14 @@ docs: deps
 	$(VPY) -m integration.docs
 
 demo: build
-	$(VPY) -m examples.demo
+	$(LINE_ENV) $(VPY) -m examples.demo
 
 demo-wordcount: build
 	$(VPY) -m examples.word_count
 
 # KERBEROS=1: a KDC and Kerberized clusters, the gateways logged in from a keytab
 cluster: build
-	$(VPY) -m integration.harness $(if $(KERBEROS),--kerberos)
+	$(LINE_ENV) $(VPY) -m integration.harness $(if $(KERBEROS),--kerberos)
 
 # every benchmark but the soak (30 minutes: make soak)
 bench: build

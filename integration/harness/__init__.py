@@ -19,14 +19,18 @@ from .build import (
     HARNESS_MODULE,
     IDL,
     LAUNCHER,
+    LINE_ENV,
+    LINES,
     NATIVE_DIR,
     NATIVE_LIB,
     ROOT,
     ROW_TRANSACTION_EXAMPLE,
+    accumulo_line,
     build_gateway,
     build_native_maps,
     gateway_jar,
     java_command,
+    native_dir,
     pom_property,
 )
 from .cluster import Cluster, Clusters, clusters
@@ -36,9 +40,9 @@ from .processes import stop_process, wait_for_ready
 from .standalone import StandaloneGateway, gateway_pool, pool_options
 
 __all__ = [
-    "BENCH_WRITER", "GATEWAY_DIR", "GATEWAY_MAIN", "GATEWAY_MODULE", "HARNESS_MODULE", "IDL", "LAUNCHER", "NATIVE_DIR",
-    "NATIVE_LIB", "ROOT", "ROW_TRANSACTION_EXAMPLE", "Cluster", "Clusters", "GatewayTls", "HarnessError",
-    "StandaloneGateway", "build_gateway", "build_native_maps", "clusters", "gateway_jar", "gateway_pool",
-    "java_command", "make_test_pki", "pom_property", "pool_options", "stop_process", "wait_for_ready",
-    "write_properties",
+    "BENCH_WRITER", "GATEWAY_DIR", "GATEWAY_MAIN", "GATEWAY_MODULE", "HARNESS_MODULE", "IDL", "LAUNCHER", "LINES",
+    "LINE_ENV", "NATIVE_DIR", "NATIVE_LIB", "ROOT", "ROW_TRANSACTION_EXAMPLE", "Cluster", "Clusters", "GatewayTls",
+    "HarnessError", "StandaloneGateway", "accumulo_line", "build_gateway", "build_native_maps", "clusters",
+    "gateway_jar", "gateway_pool", "java_command", "make_test_pki", "native_dir", "pom_property", "pool_options",
+    "stop_process", "wait_for_ready", "write_properties",
 ]

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .build import DEFAULT_LINE, LINE_ENV, LINES
 from .cluster import Clusters, clusters
 from .common import HarnessError
 from .standalone import StandaloneGateway, gateway_pool, pool_options
@@ -26,12 +27,14 @@ def ready_lines(running: Clusters, options: Mapping[str, Any], config: Path, sec
     from connector.clusters_config import CONFIG_ENV
 
     names = [c.name.upper() for c in running]
+    first = next(iter(running))
     lines = [f"clusters ready in {seconds:.0f}s; Ctrl-C stops them"]
+    if first.accumulo_line != DEFAULT_LINE:
+        lines[0] = f"Accumulo {first.accumulo_server or first.accumulo_line} {lines[0]}"
     for c in running:
         where = ", ".join(options[c.name.upper()].hosts) or f"{c.gateway_host}:{c.gateway_port}"
         lines.append(f"  {c.name.upper()}: gateway {where}  instance {c.instance}  zookeepers {c.zookeepers}  "
                      f"secret file {c.secret_file}")
-    first = next(iter(running))
     lines.append("credentials (in files of mode 0600, removed when the clusters stop; never printed):")
     if first.kerberos:
         lines.append(f"  Kerberos (KDC {first.kerberos['kdc']}, realm {first.kerberos['realm']}, krb5.conf "
@@ -62,6 +65,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="gateways per cluster (default 1); the extra ones run from the deployable jar")
     parser.add_argument("--tservers", type=int, default=1, choices=range(1, 17), metavar="N",
                         help="tablet servers per cluster (default 1)")
+    parser.add_argument("--line", choices=LINES, default=None,
+                        help=f"Accumulo line of the clusters and gateways (default ${LINE_ENV}, else 2.1)")
     parser.add_argument("--kerberos", action="store_true",
                         help="start a KDC and Kerberize the clusters; the gateways log in from a keytab")
     opts = parser.parse_args(argv)
@@ -73,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, stop)
     try:
         with clusters(opts.clusters.split(","), data_dir=opts.dir, tservers=opts.tservers,
-                      kerberos=opts.kerberos) as running, \
+                      kerberos=opts.kerberos, line=opts.line) as running, \
                 contextlib.ExitStack() as extra:
             from connector.clusters_config import write_clusters
 

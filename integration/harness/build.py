@@ -2,7 +2,11 @@
 
 ``integration/gateway`` is a Maven build of two modules: ``gateway`` (the deployable gateway; its shaded jar is
 ``gateway_jar()``) and ``harness`` (the cluster launcher, the benchmark writer, the Java row-transaction
-example). ``build_gateway`` builds both and returns the harness's classpath."""
+example). ``build_gateway`` builds both and returns the harness's classpath.
+
+One build per Accumulo line (``LINES``; a Maven profile each, ``-Daccumulo.line=X``): 2.1, the default, builds into
+each module's ``target/``, another line into ``target/line-X/``. Every function here takes the line; None means
+the ``ACCUMULO_LINE`` environment variable, else 2.1."""
 
 from __future__ import annotations
 
@@ -15,6 +19,14 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from .common import HarnessError
+
+#: the Accumulo lines the Maven build has a profile for; 4.0's is written but its client is not on Maven Central
+#: here yet (the build then fails with one line saying so)
+LINES = ("2.1", "3.0", "4.0")
+DEFAULT_LINE = "2.1"
+#: the environment variable that picks the line of the embedded clusters and gateways (``make cluster
+#: ACCUMULO=3.0`` sets it)
+LINE_ENV = "ACCUMULO_LINE"
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 #: the Maven build (parent pom) of the Java side; ``mvn`` runs here
@@ -35,11 +47,32 @@ NATIVE_DIR = HARNESS_MODULE / "target" / "native"
 NATIVE_LIB = NATIVE_DIR / "libaccumulo.so"
 
 
-def pom_property(name: str) -> str:
-    """A property of the parent pom: ``accumulo.client.version`` (the deployable gateway's Accumulo client),
-    ``accumulo.server.version`` (the embedded clusters and everything on the harness's classpath), ..."""
+def accumulo_line(line: str | None = None) -> str:
+    """The Accumulo line to build and run: ``line``, else ``$ACCUMULO_LINE``, else 2.1; an unknown one is refused."""
+    chosen = (line or os.environ.get(LINE_ENV, "") or DEFAULT_LINE).strip()
+    if chosen not in LINES:
+        raise HarnessError(f"unknown Accumulo line {chosen!r} ({LINE_ENV} or line=): one of {', '.join(LINES)}")
+    return chosen
+
+
+def target_dir(module: Path, line: str | None = None) -> Path:
+    """A module's Maven build folder for ``line``: ``target/`` for 2.1, ``target/line-X/`` for another."""
+    chosen = accumulo_line(line)
+    return module / "target" if chosen == DEFAULT_LINE else module / "target" / f"line-{chosen}"
+
+
+def pom_property(name: str, line: str | None = None) -> str:
+    """A property of the parent pom for ``line`` (its profile's value, else the default):
+    ``accumulo.client.version`` (the deployable gateway's Accumulo client), ``accumulo.server.version`` (the
+    embedded clusters and everything on the harness's classpath), ..."""
     ns = {"m": "http://maven.apache.org/POM/4.0.0"}
-    value = ET.parse(GATEWAY_DIR / "pom.xml").getroot().findtext(f"m:properties/m:{name}", namespaces=ns)
+    root = ET.parse(GATEWAY_DIR / "pom.xml").getroot()
+    for profile in root.findall("m:profiles/m:profile", ns):
+        if profile.findtext("m:id", namespaces=ns) == f"accumulo-{accumulo_line(line)}":
+            value = profile.findtext(f"m:properties/m:{name}", namespaces=ns)
+            if value is not None:
+                return value.strip()
+    value = root.findtext(f"m:properties/m:{name}", namespaces=ns)
     if value is None:
         raise HarnessError(f"{GATEWAY_DIR / 'pom.xml'} has no property {name}")
     return value.strip()
@@ -58,72 +91,94 @@ def _sources_hash() -> str:
     return h.hexdigest()
 
 
-def build_gateway(force: bool = False) -> str:
-    """Build both modules when a pom, a source or the IDL changed; return the harness's classpath (its
-    classes, the gateway module's jar and every dependency, the minicluster too: all Accumulo 2.1.4), on
-    which the launcher, the benchmark writer and the Java example run. The deployable jar is
-    ``gateway_jar()``."""
-    target = HARNESS_MODULE / "target"
+def build_gateway(force: bool = False, line: str | None = None) -> str:
+    """Build both modules for ``line`` when a pom, a source or the IDL changed; return the harness's classpath
+    (its classes, the gateway module's jar and every dependency, the minicluster too: all of the line's
+    embedded server release, ``accumulo.server.version``), on which the launcher, the benchmark writer and the
+    Java example run. The deployable jar is ``gateway_jar(line)``."""
+    chosen = accumulo_line(line)
+    target = target_dir(HARNESS_MODULE, chosen)
     stamp = target / ".build-hash"
     cp_file = target / "classpath.txt"
     digest = _sources_hash()
-    jar_missing = not list((GATEWAY_MODULE / "target").glob("accumulo-gateway-*-all.jar"))
+    jar_missing = not list(target_dir(GATEWAY_MODULE, chosen).glob(_jar_pattern(chosen)))
     if force or not stamp.exists() or stamp.read_text() != digest or not cp_file.exists() or jar_missing:
         if shutil.which("mvn") is None:
             raise HarnessError("Maven (mvn) is not on PATH; install it (make deps does)")
         if shutil.which("thrift") is None:
             raise HarnessError("the thrift compiler is not on PATH; `apt-get install thrift-compiler` (make deps)")
         # one run: the harness's classpath then names the gateway module's jar, packaged moments before
-        args = ["package", "-DskipTests", "dependency:build-classpath", "-Dmdep.outputFile=target/classpath.txt"]
+        args = ["package", "-DskipTests", "dependency:build-classpath",
+                f"-Dmdep.outputFile={cp_file.relative_to(HARNESS_MODULE)}"]
+        if chosen != DEFAULT_LINE:
+            args.insert(0, f"-Daccumulo.line={chosen}")
         proc = subprocess.run(["mvn", "-q", "-B", *args], cwd=GATEWAY_DIR, capture_output=True, text=True)
         if proc.returncode != 0:
-            tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-40:])
+            output = proc.stdout + proc.stderr
+            core = f"org.apache.accumulo:accumulo-core:jar:{pom_property('accumulo.client.version', chosen)}"
+            if core in output and ("could not be resolved" in output or "Could not find artifact" in output):
+                raise HarnessError(f"cannot build the Accumulo {chosen} gateway: the Maven repository does not serve "
+                                   f"{core.replace(':jar:', ':')}")
+            tail = "\n".join(output.splitlines()[-40:])
             raise HarnessError(f"gateway build failed (mvn {' '.join(args)}):\n{tail}")
         stamp.write_text(digest)
-    build_native_maps()
+    build_native_maps(line=chosen)
     return f"{target / 'classes'}{os.pathsep}{cp_file.read_text().strip()}"
 
 
-def build_native_maps(force: bool = False) -> Path | None:
+def _jar_pattern(line: str) -> str:
+    return f"accumulo-gateway-{line}-*-all.jar"
+
+
+def native_dir(line: str | None = None) -> Path:
+    """Where ``build_native_maps`` puts the line's libaccumulo.so (and build.log); the launcher looks there."""
+    return target_dir(HARNESS_MODULE, line) / "native"
+
+
+def build_native_maps(force: bool = False, line: str | None = None) -> Path | None:
     """Build Accumulo's native in-memory map library (libaccumulo.so, from the accumulo-native sources Maven
     fetches) into ``NATIVE_DIR`` when it is missing; the embedded tablet servers use it, as production ones
     use native maps. Returns its path, or None when it could not be built: the clusters then run with Java's
     in-memory map and the launcher says so. A failure is not retried until a pom changes (or ``force``);
-    ``NATIVE_DIR/build.log`` says why."""
-    failed = NATIVE_DIR / ".failed"
+    ``native_dir(line)/build.log`` says why."""
+    chosen = accumulo_line(line)
+    lib_dir = native_dir(chosen)
+    lib = lib_dir / NATIVE_LIB.name
+    failed = lib_dir / ".failed"
     poms = hashlib.sha256()
     for pom in (GATEWAY_DIR / "pom.xml", HARNESS_MODULE / "pom.xml"):  # the version is the parent's
         if pom.is_file():
             poms.update(pom.read_bytes())
     pom_digest = poms.hexdigest()
-    if NATIVE_LIB.is_file() and not force:
-        return NATIVE_LIB
+    if lib.is_file() and not force:
+        return lib
     if failed.is_file() and failed.read_text() == pom_digest and not force:
         return None
-    NATIVE_DIR.mkdir(parents=True, exist_ok=True)
-    log = NATIVE_DIR / "build.log"
+    lib_dir.mkdir(parents=True, exist_ok=True)
+    log = lib_dir / "build.log"
     t0 = time.monotonic()
-    ok = _make_native(log)
+    ok = _make_native(log, chosen)
     if ok:
         failed.unlink(missing_ok=True)
         with open(log, "a") as f:
-            f.write(f"built {NATIVE_LIB} in {time.monotonic() - t0:.1f} s\n")
-        return NATIVE_LIB
+            f.write(f"built {lib} in {time.monotonic() - t0:.1f} s\n")
+        return lib
     failed.write_text(pom_digest)
     return None
 
 
-def _make_native(log: Path) -> bool:
+def _make_native(log: Path, line: str) -> bool:
     """Unpack the sources (mvn dependency:unpack, cached in ~/.m2) and run their Makefile; output to ``log``."""
-    sources = HARNESS_MODULE / "target" / "accumulo-native"
+    sources = target_dir(HARNESS_MODULE, line) / "accumulo-native"
+    lib = native_dir(line) / NATIVE_LIB.name
     with open(log, "w") as out:
         steps: list[tuple[list[str], Path]] = []
         if not list(sources.glob("accumulo-native-*/Makefile")):
             if shutil.which("mvn") is None:
                 out.write("mvn is not on PATH\n")
                 return False
-            steps.append((["mvn", "-q", "-B", "-pl", HARNESS_MODULE.name, "dependency:unpack@accumulo-native"],
-                          GATEWAY_DIR))
+            steps.append((["mvn", "-q", "-B", f"-Daccumulo.line={line}", "-pl", HARNESS_MODULE.name,
+                           "dependency:unpack@accumulo-native"], GATEWAY_DIR))
         for cmd, cwd in steps:
             if subprocess.run(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT).returncode != 0:
                 return False
@@ -139,18 +194,21 @@ def _make_native(log: Path) -> bool:
         built = src / "libaccumulo.so"
         if proc.returncode != 0 or not built.is_file():
             return False
-        tmp = NATIVE_LIB.with_suffix(".so.tmp")
+        tmp = lib.with_suffix(".so.tmp")
         shutil.copyfile(built, tmp)
-        os.replace(tmp, NATIVE_LIB)  # whole or absent: a launcher never sees half a library
+        os.replace(tmp, lib)  # whole or absent: a launcher never sees half a library
     return True
 
 
-def gateway_jar() -> Path:
-    """The deployable gateway jar (``java -jar <jar> --config gateway.properties``), built by ``build_gateway``:
-    the gateway module's shaded jar, with the Accumulo 2.1.6 client and nothing of the harness."""
-    jars = sorted((GATEWAY_MODULE / "target").glob("accumulo-gateway-*-all.jar"))
+def gateway_jar(line: str | None = None) -> Path:
+    """The deployable gateway jar of ``line`` (``java -jar <jar> --config gateway.properties``), built by
+    ``build_gateway(line=...)``: the gateway module's shaded jar, ``accumulo-gateway-<line>-<version>-all.jar``,
+    with the line's Accumulo client (2.1: 2.1.6; 3.0: 3.0.0) and nothing of the harness."""
+    chosen = accumulo_line(line)
+    jars = sorted(target_dir(GATEWAY_MODULE, chosen).glob(_jar_pattern(chosen)))
     if not jars:
-        raise HarnessError("the gateway jar is missing: run build_gateway() (make gateway-jar)")
+        raise HarnessError(f"the Accumulo {chosen} gateway jar is missing: run build_gateway(line={chosen!r}) "
+                           f"(make gateway-jar ACCUMULO={chosen})")
     return jars[-1]
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .build import LAUNCHER, NATIVE_DIR, build_gateway, java_command
+from .build import LAUNCHER, NATIVE_DIR, accumulo_line, build_gateway, java_command, native_dir
 from .common import HarnessError, tail, write_private, write_properties
 from .pki import GatewayTls
 from .processes import stop_process, wait_for_ready
@@ -47,7 +47,8 @@ class Cluster:
     #: the accumulo-client.properties the launcher generated for this cluster's gateway (0600: it holds the
     #: root password)
     gateway_client_properties: str = ""
-    accumulo_server: str = ""  # the Accumulo release of its servers (and of the launcher's gateways): 2.1.4
+    accumulo_server: str = ""  # the Accumulo release of its servers (and of the launcher's gateways): 2.1.4, 3.0.0
+    accumulo_line: str = "2.1"  # its Accumulo line: which deployable gateway jar serves it (``gateway_jar(line)``)
     #: a Kerberized cluster (``clusters(..., kerberos=True)``): the launcher's KDC, as its READY line says
     #: (realm, krb5_conf, principal, server_primary, keytabs by name); None: root password
     kerberos: dict[str, Any] | None = None
@@ -155,7 +156,8 @@ class Clusters:
 def clusters(names: Sequence[str] = ("a", "b"), data_dir: str | None = None,
              start_timeout: float = 600.0, idle_timeout_ms: int | None = None,
              max_frame_bytes: int | None = None, tls: GatewayTls | None = None,
-             tservers: int = 1, native_maps: Path | None = NATIVE_DIR, kerberos: bool = False) -> Iterator[Clusters]:
+             tservers: int = 1, native_maps: Path | None = NATIVE_DIR, kerberos: bool = False,
+             line: str | None = None) -> Iterator[Clusters]:
     """Start one MiniAccumuloCluster and gateway per name; stop and clean up on exit.
 
     ``tservers``: tablet servers per cluster (each a JVM of up to 768 MiB). More gateways for a cluster:
@@ -167,8 +169,12 @@ def clusters(names: Sequence[str] = ("a", "b"), data_dir: str | None = None,
     use native in-memory maps when it loads, Java's map otherwise (None: always; the launcher's log says which).
     ``kerberos``: the launcher starts a KDC and Kerberizes every cluster (SASL RPC, Kerberos security handlers,
     root = its root principal); the gateways log in from root's keytab (``Cluster.kerberos``).
+    ``line``: the Accumulo line of the clusters and their gateways (2.1, 3.0; default ``$ACCUMULO_LINE``, else 2.1).
     """
-    classpath = build_gateway()
+    line = accumulo_line(line)
+    classpath = build_gateway(line=line)
+    if native_maps == NATIVE_DIR:  # the default: the line's own build of the library
+        native_maps = native_dir(line)
     state_dir = Path(tempfile.mkdtemp(prefix="accumulo-harness-"))
     secret_file = state_dir / "gateway.secret"
     password_file = state_dir / "root.password"
@@ -209,7 +215,7 @@ def clusters(names: Sequence[str] = ("a", "b"), data_dir: str | None = None,
                                tls_ca_file=tls.ca_file if tls else None,
                                native_maps=bool(c.get("native_maps", False)), log_dir=c.get("log_dir", ""),
                                gateway_client_properties=c.get("gateway_client_properties", ""),
-                               accumulo_server=c.get("accumulo_server", ""),
+                               accumulo_server=c.get("accumulo_server", ""), accumulo_line=line,
                                kerberos=ready.get("kdc") if c.get("kerberos") else None)
             for c in ready["clusters"]
         }

@@ -28,8 +28,10 @@ class StandaloneGateway:
     def __init__(self, cluster: Cluster, classpath: str = "", port: int = 0, idle_timeout_ms: int | None = None,
                  max_frame_bytes: int | None = None, tls: GatewayTls | None = None,
                  extra_properties: dict[str, str] | None = None,
-                 client_properties: dict[str, str] | None = None) -> None:
+                 client_properties: dict[str, str] | None = None, line: str | None = None) -> None:
         self.cluster = cluster
+        #: the Accumulo line of the jar it runs: the cluster's own unless told (another line's is refused at start)
+        self.line = line or cluster.accumulo_line
         self.port = port
         self.tls = tls
         self.settings: dict[str, str] = {"gateway.host": "127.0.0.1", "gateway.secret.file": cluster.secret_file}
@@ -56,8 +58,8 @@ class StandaloneGateway:
                          f"cluster {self.cluster.name}")
         write_properties(self.config_file, {**self.settings, "accumulo.client.properties": str(self.client_file),
                                             "gateway.port": str(self.port)}, "standalone test gateway")
-        command = ["java", "-Xmx512m", "-XX:+UseSerialGC", *self.cluster.jvm_args(), "-jar", str(gateway_jar()),
-                   "--config", str(self.config_file)]
+        command = ["java", "-Xmx512m", "-XX:+UseSerialGC", *self.cluster.jvm_args(), "-jar",
+                   str(gateway_jar(self.line)), "--config", str(self.config_file)]
         env = {k: v for k, v in os.environ.items() if k not in ("ACCUMULO_GATEWAY_SECRET", "ACCUMULO_PASSWORD")}
         with open(self.log_file, "ab") as log:
             self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, env=env, text=True,

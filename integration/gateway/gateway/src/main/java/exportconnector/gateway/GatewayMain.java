@@ -40,6 +40,9 @@ public final class GatewayMain {
     } catch (KerberosLogin.LoginFailed e) {
       System.err.println("gateway: start-up failed: " + e.getMessage());
       System.exit(1);
+    } catch (ServerLine.Mismatch e) {
+      System.err.println("gateway: refused: " + e.getMessage());
+      System.exit(1);
     } catch (Exception e) {
       System.err.println("gateway: start-up failed: " + Errors.describe(e));
       System.exit(1);
@@ -115,6 +118,7 @@ public final class GatewayMain {
     static Running start(GatewayConfig config, String name) throws Exception {
       SharedSecret secret = config.secret();
       Properties props = config.accumuloClientProperties();
+      ServerLine.check(props); // servers of another Accumulo line: one line, before Accumulo's obscure errors
       KerberosLogin kerberos = null;
       if (KerberosLogin.wanted(props)) {
         try {

@@ -108,15 +108,9 @@ final class EmbeddedCluster implements AutoCloseable {
     return kdc == null ? ROOT : TestKdc.rootPrincipal();
   }
 
-  /**
-   * Call once, on one thread, before starting or stopping clusters side by side. Accumulo 2.1's
-   * AccumuloVFSClassLoader spins forever when two threads race to create it (stopping two MACs
-   * at once did exactly that), and creating it inside a shutdown hook fails because it registers
-   * a hook of its own. So create it up front.
-   */
-  @SuppressWarnings("deprecation")
+  /** Call once, on one thread, before starting or stopping clusters side by side (HarnessLine says why). */
   static void prepareJvm() throws Exception {
-    org.apache.accumulo.start.classloader.vfs.AccumuloVFSClassLoader.getClassLoader();
+    HarnessLine.prepareJvm();
   }
 
   /** Settings for a quick, steady start on a small machine (2 cores), everything on loopback. */
@@ -134,6 +128,7 @@ final class EmbeddedCluster implements AutoCloseable {
     // a SIGKILLed tablet server keeps its ZooKeeper lock until its session times out, and its tablets wait
     // for that (default 30s); Accumulo's own recovery tests shorten it the same way
     site.put("instance.zookeeper.timeout", "15s");
+    HarnessLine.adjustSite(site);
     return site;
   }
 
