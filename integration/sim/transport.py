@@ -1,0 +1,200 @@
+"""Real ``Connection`` objects whose sockets lead to a :class:`~integration.sim.gateway.SimGateway` in memory.
+
+:func:`sim_connection` returns a :class:`SimConnection`, a ``connector.accumulo.Connection`` that differs in one
+method only, ``_open``: its clients are the client's own ``GatewayClient`` (thriftpy2, compact protocol) on a
+:class:`SimWire` instead of a socket. Everything above runs unchanged: the hand-encoded ``nextK``,
+``createBatchScanner``, ``updateRowsConditionally`` and ``update`` frames, the Rust decoder of ``nextK`` replies,
+retries and error translation. A :class:`SimWire` is both the client's transport (thriftpy2 and
+``transport.send_frame`` write a whole message and flush) and its raw socket (``nextK`` sends a length-prefixed
+frame with ``sendall`` and reads the reply with ``recv_into``). Each message is handed, on ``flush``, to
+thriftpy2's processor over the gateway, and the reply waits in the wire for the client's reads.
+
+Hooks, for the simulation's scheduler: ``before_call(method)`` runs before a call is applied (it may let other
+simulated threads run first, or raise to crash the caller there); ``after_call(method)`` runs once it is applied,
+before the reply is readable (raising a ``TTransportException`` there loses the answer of an applied call; the
+wire is then closed, as a dropped socket is).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from thriftpy2.protocol import TCompactProtocol
+from thriftpy2.thrift import TApplicationException, TException, TMessageType, TProcessor
+from thriftpy2.transport import TMemoryBuffer, TTransportException
+
+from connector.accumulo import Connection
+from connector.accumulo._idl import proxy
+from connector.accumulo.error_names import SECURITY, SEPARATOR, TABLE_NOT_FOUND
+from connector.accumulo.gateways import Address
+from connector.accumulo.transport import GatewayClient
+
+from .gateway import SimGateway
+
+Hook = Callable[[str], Any]
+
+
+def _method_of(message: bytes) -> tuple[str, int]:
+    """The method name and seqid of a compact-protocol call message."""
+    pos = 2
+    seqid = shift = 0
+    while True:
+        b = message[pos]
+        pos += 1
+        seqid |= (b & 0x7F) << shift
+        shift += 7
+        if b < 0x80:
+            break
+    n = shift = 0
+    while True:
+        b = message[pos]
+        pos += 1
+        n |= (b & 0x7F) << shift
+        shift += 7
+        if b < 0x80:
+            break
+    return message[pos:pos + n].decode("utf-8"), seqid
+
+
+class SimServer:
+    """thriftpy2's processor over a gateway, with the hooks: one per connection (the hooks are its caller's)."""
+
+    def __init__(self, gateway: SimGateway, before_call: Hook | None = None, after_call: Hook | None = None) -> None:
+        self.gateway = gateway
+        self.processor = TProcessor(proxy.AccumuloProxy, gateway)
+        self.before_call = before_call
+        self.after_call = after_call
+        #: calls applied, for statistics
+        self.calls = 0
+
+    def handle(self, message: bytes) -> bytes | None:
+        """Apply one call message; its reply message (None for a oneway call)."""
+        method, seqid = _method_of(message)
+        if self.before_call is not None:
+            self.before_call(method)
+        iprot = TCompactProtocol(TMemoryBuffer(message))
+        out = TMemoryBuffer()
+        oprot = TCompactProtocol(out)
+        try:
+            self.processor.process(iprot, oprot)
+        except TException as exc:  # a proxy exception the IDL does not declare for this call
+            name = {"AccumuloSecurityException": SECURITY, "TableNotFoundException": TABLE_NOT_FOUND}.get(
+                type(exc).__name__, type(exc).__name__)
+            reply = TApplicationException(TApplicationException.INTERNAL_ERROR,
+                                          f"{name}{SEPARATOR}{getattr(exc, 'msg', None) or exc}")
+            out = TMemoryBuffer()
+            oprot = TCompactProtocol(out)
+            oprot.write_message_begin(method, TMessageType.EXCEPTION, seqid)
+            reply.write(oprot)
+            oprot.write_message_end()
+        self.calls += 1
+        if self.after_call is not None:
+            self.after_call(method)
+        value = out.getvalue()
+        return value or None
+
+
+class SimWire:
+    """A client's transport and raw socket in one, over a :class:`SimServer` (see the module's description)."""
+
+    def __init__(self, server: SimServer) -> None:
+        self.server = server
+        self.sock = self  # the raw ``nextK`` path reads ``client.raw_socket.sock``
+        self._message = bytearray()  # what the client wrote since its last flush
+        self._raw = bytearray()  # length-prefixed frames sent with sendall, not complete yet
+        self._reply = b""
+        self._pos = 0
+        self._open = True
+
+    # --- the transport (thriftpy2, send_frame) ----------------------------------------------------------
+
+    def is_open(self) -> bool:
+        return self._open
+
+    def open(self) -> None:
+        self._open = True
+
+    def close(self) -> None:
+        self._open = False
+
+    def _check_open(self) -> None:
+        if not self._open:
+            raise TTransportException(TTransportException.NOT_OPEN, "simulated socket is closed")
+
+    def write(self, data: bytes) -> None:
+        self._check_open()
+        self._message += data
+
+    def flush(self) -> None:
+        self._check_open()
+        message, self._message = bytes(self._message), bytearray()
+        self._send(message, framed=False)
+
+    def read(self, size: int) -> bytes:
+        self._check_open()
+        if self._pos >= len(self._reply):
+            raise TTransportException(TTransportException.END_OF_FILE, "simulated gateway sent no reply")
+        chunk = self._reply[self._pos:self._pos + size]
+        self._pos += len(chunk)
+        return chunk
+
+    def _send(self, message: bytes, framed: bool) -> None:
+        try:
+            reply = self.server.handle(message)
+        except TTransportException:
+            self._open = False  # a lost answer: the socket is gone
+            raise
+        if reply is not None:
+            self._reply = (len(reply).to_bytes(4, "big") + reply) if framed else reply
+            self._pos = 0
+
+    # --- the raw socket (nextK) -------------------------------------------------------------------------
+
+    def sendall(self, data: bytes) -> None:
+        self._check_open()
+        self._raw += data
+        while len(self._raw) >= 4:
+            size = int.from_bytes(self._raw[:4], "big")
+            if len(self._raw) < 4 + size:
+                return
+            message = bytes(self._raw[4:4 + size])
+            del self._raw[:4 + size]
+            self._send(message, framed=True)
+
+    def recv_into(self, view: Any, size: int = 0) -> int:
+        self._check_open()
+        chunk = self.read(size or len(view))
+        view[:len(chunk)] = chunk
+        return len(chunk)
+
+
+def open_sim_client(gateway: SimGateway, before_call: Hook | None = None,
+                    after_call: Hook | None = None) -> GatewayClient:
+    """A client of the connector's own kind on a new :class:`SimWire` to ``gateway``."""
+    wire = SimWire(SimServer(gateway, before_call, after_call))
+    return GatewayClient(proxy.AccumuloProxy, TCompactProtocol(wire), wire)  # type: ignore[arg-type]
+
+
+class SimConnection(Connection):
+    """A ``Connection`` whose sockets are :class:`SimWire` objects to one simulated gateway."""
+
+    def __init__(self, gateway: SimGateway, *, name: str = "", before_call: Hook | None = None,
+                 after_call: Hook | None = None, **options: Any) -> None:
+        super().__init__(f"sim-{name or 'gateway'}", 42424, gateway.secret, name=name, **options)
+        self.sim_gateway = gateway
+        self.before_call = before_call
+        self.after_call = after_call
+
+    def _open(self) -> tuple[Any, Address]:
+        if self._closed:
+            raise RuntimeError("connection is closed")
+        self._reached = True
+        return open_sim_client(self.sim_gateway, self.before_call, self.after_call), self.gateways.addresses[0]
+
+
+def sim_connection(gateway: SimGateway, *, name: str = "", before_call: Hook | None = None,
+                   after_call: Hook | None = None, **options: Any) -> Connection:
+    """A real ``Connection`` to ``gateway`` (``options``: the ``Connection``'s own, ``retry`` or ``server_wait``
+    say)."""
+    return SimConnection(gateway, name=name, before_call=before_call, after_call=after_call, **options)
