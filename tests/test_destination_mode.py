@@ -303,7 +303,7 @@ def test_a_purge_of_a_delete_mode_destination_is_refused_in_one_line(scenario, c
     prepare_destination(scenario.conn_b, dest, "delete")
     q = scenario.queue
     out = run_cli(cli_env, "purge-tombstones", "--source", "A", "--table", q.table, "--queue", q.qid, "--dest", "B",
-                  "--dest-table", dest, "--grace", "0")
+                  "--dest-table", dest, "--dry-run")
     assert out.returncode == 2
     error = [line for line in out.stderr.splitlines() if "error" in line]  # after the purge's progress lines
     assert len(error) == 1 and "written in delete mode" in error[0] and "nothing was changed" in error[0], out.stderr

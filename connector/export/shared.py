@@ -15,7 +15,7 @@ _exporters_lock = threading.Lock()
 def shared_exporter(dest: GatewayOptions, table: str, translator: str, mode: str | None,
                     create: bool) -> AccumuloExporter:
     """The exporter of this process for that destination, table, translator and delete mode asked for (None: the
-    table's recorded one; :func:`~connector.export.table_mode.prepare_destination`): one open writer
+    table's recorded one; :func:`~connector.export.tombstones.prepare_destination`): one open writer
     per Python worker, reused across Spark tasks and by the threads of an in-process drain (the lock keeps two
     threads from each making one). ``create``: make the table when missing, once per process."""
     key = (dest, table, translator, mode, create)

@@ -179,7 +179,8 @@ def prepare_destination(conn: Connection, table: str, requested: DeleteMode | st
     """Make ``table`` (which exists) ready for a writer and return its mode: the recorded one (refusing a
     different ``requested`` one), else ``requested`` or the default, then recorded. Refuses
     (:class:`DestinationModeError`, one line) a shape the mode cannot keep its promise under; in tombstone mode
-    attaches the filter and waits until a scan applies it. Nothing of the destination's data is written."""
+    attaches the filter and waits until a scan applies it. Writes nothing but the filter's probes, deleted again
+    (:func:`confirm_filter_seen`)."""
     asked = DeleteMode(requested) if requested else None
     props = conn.table_properties(table)
     recorded = _recorded(props, table)
@@ -239,7 +240,8 @@ def confirm_filter_seen(conn: Connection, table: str, timeout: float = FILTER_SE
     rows = [*splits, (splits[-1] if splits else b"") + b"\x00"]  # a split is the last row of its tablet
     probes = [Mutation(row).put(PROBE_FAMILY, PROBE_QUALIFIER, TOMBSTONE, timestamp=0) for row in rows]
     ranges = [Range.exact_row(row) for row in rows]
-    conn.write(table, probes)
+    with conn.batch_writer(table) as writer:  # one row per tablet: more than one frame holds, on a large table
+        writer.add_mutations(probes)
     deadline, pause = time.monotonic() + timeout, 0.05
     try:
         while any(c.cf == PROBE_FAMILY for c in conn.batch_scan(table, ranges, columns=[PROBE_FAMILY])):
@@ -251,7 +253,8 @@ def confirm_filter_seen(conn: Connection, table: str, timeout: float = FILTER_SE
             time.sleep(pause)
             pause = min(1.0, pause * 2)
     finally:
-        conn.write(table, [Mutation(row).delete(PROBE_FAMILY, PROBE_QUALIFIER, timestamp=0) for row in rows])
+        with conn.batch_writer(table) as writer:
+            writer.add_mutations([Mutation(row).delete(PROBE_FAMILY, PROBE_QUALIFIER, timestamp=0) for row in rows])
 
 
 def _versioning(props: dict[str, str], scope: str) -> tuple[str, int, str] | None:

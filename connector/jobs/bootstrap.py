@@ -92,7 +92,7 @@ class BootstrapReport:
 def preflight(job: BootstrapJob) -> tuple[BootstrapJob, str]:
     """Check what would fail inside a task: the queue, its translator, the snapshot, both clusters, the
     destination table (which must exist unless ``create_dest_table``: it is created then) and its delete mode
-    and shape (:func:`~connector.export.table_mode.prepare_destination`); settle the translator (the one given,
+    and shape (:func:`~connector.export.tombstones.prepare_destination`); settle the translator (the one given,
     else the queue's stored one, else the default) and the delete mode (the table's). Returns the job and its
     snapshot's name; raises ``BootstrapInputError`` for what was given wrong, ``BootstrapError`` for a cluster
     that failed."""

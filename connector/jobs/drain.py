@@ -113,7 +113,7 @@ def preflight(job: DrainJob) -> DrainJob:
     """Check, before any task runs, what would otherwise fail inside one: the queue table and the queue's stored
     configuration, the translator (the one given, else the queue's stored one, else the default), both
     clusters' secrets, the destination table (which must exist unless ``create_dest_table``: it is created
-    then; its delete mode and shape: :func:`~connector.export.table_mode.prepare_destination`) and every
+    then; its delete mode and shape: :func:`~connector.export.tombstones.prepare_destination`) and every
     destination registered with the queue. Returns the job with its translator and delete mode settled. Raises
     ``DrainInputError`` (one line naming the cluster and the problem) for what was given wrong, ``DrainError``
     for a cluster that failed."""
