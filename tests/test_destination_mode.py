@@ -135,6 +135,29 @@ def test_the_bootstrap_refuses_a_table_keeping_versions_before_reading_a(scenari
     assert list(scenario.conn_b.scan(idx, iterators=[])) == []
 
 
+def test_the_sink_refuses_a_table_keeping_versions_on_the_driver_before_any_task(scenario):
+    """The ``accumulo-export`` sink settles its settings on the driver (``on_driver``) before a task writes: the
+    table's shape is checked there, and the mode it writes in is the table's."""
+    from connector.queue import DrainSettings
+    from connector.spark.export_sink import SinkSettings
+    from connector.spark.options import SinkTarget
+
+    def sink(table: str, mode: str | None = None) -> SinkSettings:
+        return SinkSettings(scenario.b.gateway_options(), SinkTarget(table=table),
+                            DrainSettings(translator="cells", delete_mode=mode), None, None)
+
+    idx = keeping_versions(scenario.conn_b, unique_table("idx"), 3)
+    with pytest.raises(DestinationModeError, match="maxVersions=3"):
+        sink(idx).on_driver()
+    assert list(scenario.conn_b.scan(idx, iterators=[])) == [] and recorded_mode(scenario.conn_b, idx) is None
+    deletes = unique_table("sinkdel")
+    scenario.conn_b.create_table(deletes)
+    prepare_destination(scenario.conn_b, deletes, "delete")
+    assert sink(deletes).on_driver().drain.delete_mode == "delete"
+    with pytest.raises(DestinationModeError, match="written in delete mode"):
+        sink(deletes, "tombstone").on_driver()
+
+
 @pytest.mark.parametrize("shape", ["no versioning iterator", "versions above the filter", "minc keeps 3"])
 def test_each_shape_that_breaks_tombstones_is_refused_in_one_line_naming_the_property(conn_b, shape):
     """Every writer goes through ``prepare_destination`` (the exporter too, on its first write): a table made
