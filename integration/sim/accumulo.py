@@ -242,7 +242,7 @@ def apply_iterator(source: Iterable[Entry], it: IteratorConfig) -> Iterator[Entr
 
 def apply_stack(source: Iterable[Entry], iterators: Sequence[IteratorConfig]) -> Iterable[Entry]:
     out = source
-    for it in sorted(iterators, key=lambda i: (i.priority, i.name)):
+    for it in sorted(iterators, key=lambda i: i.priority):  # stable: merge_iterators' order among equals
         out = apply_iterator(out, it)
     return out
 
@@ -261,21 +261,20 @@ def table_iterators(props: dict[str, str], scope: str) -> list[IteratorConfig]:
         opt_prefix = f"{prefix}{name}.opt."
         options = tuple(sorted((k[len(opt_prefix):], v) for k, v in props.items() if k.startswith(opt_prefix)))
         found.append(IteratorConfig(int(priority), name, class_name.strip(), options))
-    return found
+    return sorted(found, key=lambda i: (i.priority, i.name))
 
 
 def merge_iterators(table: Sequence[IteratorConfig], extra: Sequence[IteratorConfig]) -> list[IteratorConfig]:
-    """A table's iterators with a scan's (or compaction's) own: one of the same name takes the table's place
-    keeping the table's options it does not set (Accumulo's IteratorConfigUtil.mergeIteratorConfig)."""
-    by_name = {i.name: i for i in table}
-    for i in extra:
-        old = by_name.get(i.name)
-        if old is not None:
-            options = dict(old.options)
-            options.update(i.options)
-            i = IteratorConfig(i.priority, i.name, i.class_name, tuple(sorted(options.items())))
-        by_name[i.name] = i
-    return list(by_name.values())
+    """A table's iterators with a scan's (a compaction's, a condition's) own, as Accumulo's
+    ``IteratorConfigUtil.mergeIteratorConfig`` merges them: both lists, sorted by priority (the table's first among
+    equals), and the options merged by iterator name (the scan's override the table's), every iterator of a name
+    running with the merged options. So a scan iterator named like a table iterator does not replace it: both
+    run."""
+    options: dict[str, dict[str, str]] = {}
+    for i in (*table, *extra):
+        options.setdefault(i.name, {}).update(i.options)
+    merged = sorted((*table, *extra), key=lambda i: i.priority)
+    return [IteratorConfig(i.priority, i.name, i.class_name, tuple(sorted(options[i.name].items()))) for i in merged]
 
 
 # --- ranges ---------------------------------------------------------------------------------------------------

@@ -63,9 +63,16 @@ def _key(k: Any) -> tuple[bytes, bytes, bytes, bytes, int] | None:
 
 
 def _range(r: Any) -> KeyRange:
+    """A proxy Range; Accumulo refuses one whose start is after its end (or at an exclusive end)."""
     if r is None:
         return KeyRange()
-    return KeyRange(_key(r.start), r.startInclusive is not False, _key(r.stop), bool(r.stopInclusive))
+    rng = KeyRange(_key(r.start), r.startInclusive is not False, _key(r.stop), bool(r.stopInclusive))
+    if rng.start is not None and rng.stop is not None:
+        a, b = rng.start, rng.stop
+        start, stop = (a[0], a[1], a[2], a[3], -a[4]), (b[0], b[1], b[2], b[3], -b[4])
+        if start > stop or (start == stop and not rng.stop_inclusive):
+            raise proxy.AccumuloException(f"Start key must be less than end key in range ({a}, {b})")
+    return rng
 
 
 def _columns(columns: Iterable[Any] | None) -> list[tuple[bytes, bytes | None]]:
