@@ -30,6 +30,7 @@ from integration.harness import (
     write_properties,
 )
 
+from . import test_purge
 from .conftest import unique_table
 
 # the 2.1 suite's tests of each path, run again here on 3.0 (their module fixtures come with them)
@@ -57,6 +58,12 @@ from .test_queue_compaction import (  # noqa: F401
     test_a_drain_finds_a_late_entry_behind_many_delete_markers_then_compacts_them_away,
 )
 from .test_watermark import test_wait_returns_once_the_commit_is_on_the_destination_and_the_change_reads_back  # noqa: F401
+
+# the purge tests' autouse fixtures (a purge's grace bound lowered), when the module has them, apply here too
+for _name, _value in vars(test_purge).items():
+    if getattr(getattr(_value, "_fixture_function_marker", None), "autouse", False) or \
+            getattr(getattr(_value, "_pytestfixturefunction", None), "autouse", False):
+        globals()[_name] = _value
 
 LINE = "3.0"
 #: the later lines this module runs; 4.0's build stops at its first step while its client is not served
@@ -161,9 +168,9 @@ def test_scans_next_k_and_batch_scans(conn_a, table):
     conn_a.write(table, [Mutation(r).put("f", "q", r.upper(), timestamp=7) for r in rows])
     cells = list(conn_a.scan(table))
     assert [c.row.decode() for c in cells] == rows and all(c.ts == 7 for c in cells)
-    some = list(conn_a.scan(table, Range(b"r0100", b"r0199")))
+    some = list(conn_a.scan(table, Range.rows("r0100", "r0199")))
     assert len(some) == 100 and some[0].value == b"R0100"
-    ranges = [Range(b"r0005", b"r0009"), Range(b"r1500", b"r1699"), Range(b"r2400", b"r2499")]
+    ranges = [Range.rows("r0005", "r0009"), Range.rows("r1500", "r1699"), Range.rows("r2400", "r2499")]
     got = sorted(c.row.decode() for c in conn_a.batch_scan(table, ranges))
     assert got == sorted([f"r{i:04d}" for i in range(5, 10)] + [f"r{i:04d}" for i in range(1500, 1700)]
                          + [f"r{i:04d}" for i in range(2400, 2500)])
@@ -181,7 +188,7 @@ def test_table_properties_iterators_summaries_and_compactions(conn_a, table):
     conn_a.compact_table(table, wait=True)  # every file rewritten, now with the summarizer's counts
     summary = visibility_summary(conn_a, table)
     assert summary.complete and summary.hidden == {"secret": 5}, summary
-    assert [c.value for c in conn_a.scan(table, Range(b"r", b"r"))] == [b"v4"]  # compacted: versioning kept 1
+    assert [c.value for c in conn_a.scan(table, Range.rows("r", "r"))] == [b"v4"]  # compacted: versioning kept 1
 
 
 def test_the_harness_names_its_line_and_refuses_an_unknown_one():

@@ -107,6 +107,7 @@ def build_gateway(force: bool = False, line: str | None = None) -> str:
             raise HarnessError("Maven (mvn) is not on PATH; install it (make deps does)")
         if shutil.which("thrift") is None:
             raise HarnessError("the thrift compiler is not on PATH; `apt-get install thrift-compiler` (make deps)")
+        _require_client(chosen)
         # one run: the harness's classpath then names the gateway module's jar, packaged moments before
         args = ["package", "-DskipTests", "dependency:build-classpath",
                 f"-Dmdep.outputFile={cp_file.relative_to(HARNESS_MODULE)}"]
@@ -115,15 +116,31 @@ def build_gateway(force: bool = False, line: str | None = None) -> str:
         proc = subprocess.run(["mvn", "-q", "-B", *args], cwd=GATEWAY_DIR, capture_output=True, text=True)
         if proc.returncode != 0:
             output = proc.stdout + proc.stderr
-            core = f"org.apache.accumulo:accumulo-core:jar:{pom_property('accumulo.client.version', chosen)}"
-            if core in output and ("could not be resolved" in output or "Could not find artifact" in output):
-                raise HarnessError(f"cannot build the Accumulo {chosen} gateway: the Maven repository does not serve "
-                                   f"{core.replace(':jar:', ':')}")
             tail = "\n".join(output.splitlines()[-40:])
             raise HarnessError(f"gateway build failed (mvn {' '.join(args)}):\n{tail}")
         stamp.write_text(digest)
     build_native_maps(line=chosen)
     return f"{target / 'classes'}{os.pathsep}{cp_file.read_text().strip()}"
+
+
+_unserved: dict[str, str] = {}  # line -> the one-line error, once per process
+
+
+def _require_client(line: str) -> None:
+    """Resolve the line's ``accumulo-core`` alone first (one small Maven run when it is not in the local
+    repository yet), so a line the repository does not serve fails in one line, quickly, before a build."""
+    if line in _unserved:
+        raise HarnessError(_unserved[line])
+    version = pom_property("accumulo.client.version", line)
+    local = Path.home() / ".m2" / "repository" / "org" / "apache" / "accumulo" / "accumulo-core" / version
+    if (local / f"accumulo-core-{version}.jar").is_file():
+        return
+    artifact = f"org.apache.accumulo:accumulo-core:{version}"
+    proc = subprocess.run(["mvn", "-q", "-B", "dependency:get", f"-Dartifact={artifact}", "-Dtransitive=false"],
+                          cwd=GATEWAY_DIR, capture_output=True, text=True)
+    if proc.returncode != 0:
+        _unserved[line] = f"cannot build the Accumulo {line} gateway: the Maven repository does not serve {artifact}"
+        raise HarnessError(_unserved[line])
 
 
 def _jar_pattern(line: str) -> str:
