@@ -30,7 +30,7 @@ def print_trace(outcome: Outcome) -> None:
         print(f"  turn {event.turn:5d}  t={event.now:8.3f}s  {event.thread:<12} {event.what}")
 
 
-def shrunk(outcome: Outcome, budget: float) -> Outcome:
+def shrunk(outcome: Outcome, budget: float) -> tuple[Outcome, list[int]]:
     """The failing schedule shrunk to the fewest choices that still break the same invariant, replayed with a
     trace."""
     invariants = {v.invariant for v in outcome.violations}
@@ -41,17 +41,17 @@ def shrunk(outcome: Outcome, budget: float) -> Outcome:
 
     best, runs = shrink(outcome.choices, fails, budget_seconds=budget)
     print(f"shrunk from {len(outcome.choices)} choices to {len(best)} in {runs} runs", flush=True)
-    return run_schedule(outcome.seed, best, trace=True)
+    return run_schedule(outcome.seed, best, trace=True), best
 
 
 def report_failure(outcome: Outcome, budget: float) -> None:
     print(f"FAILED: schedule seed {outcome.seed}: {describe(outcome)}", flush=True)
-    small = shrunk(outcome, budget)
-    print(f"shrunk schedule (seed {small.seed}, {len(small.choices)} choices, {small.turns} turns): "
+    small, best = shrunk(outcome, budget)
+    print(f"shrunk schedule (seed {small.seed}, {len(best)} choices, {small.turns} turns): "
           f"{describe(small) or 'passed on replay?'}")
     print_trace(small)
-    print(f"choices: {','.join(map(str, small.choices))}")
-    print(f"replay: python -m integration.sim --replay {small.seed} --choices {','.join(map(str, small.choices))}")
+    print(f"choices: {','.join(map(str, best))}")
+    print(f"replay: python -m integration.sim --replay {small.seed} --choices {','.join(map(str, best))}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,7 +2,7 @@
 
 - **wait**: when ``wait_for_seq`` returned for S, the commit at S is readable on the destination at that
   moment (checked in the waiting thread, before any other process runs): the destination cell of S's row
-  shows the state of a commit at or after S.
+  shows what S committed or the state of a later commit.
 - **tombstone**: a tombstone value is never visible in a scan of the destination.
 - **exact**: once every process has finished (or died) and a final relay, requeue and drain found nothing
   left, the destination equals what A's rows imply (each row's value cell is its destination cell; the stray
@@ -28,8 +28,8 @@ def check_wait(world: World, seq: int) -> None:
         return
     shown = visible(world.peek("B"), DEST_TABLE, commit.row).get((commit.row.encode(), FAMILY, QUALIFIER))
     _no_tombstone(world, {commit.row: shown})
-    if shown is not None and shown[1] >= seq:
-        return  # a commit at or after S shows
+    if shown is not None and (shown[1] >= seq or shown[0] == (commit.value or "").encode()):
+        return  # a commit at or after S shows (or what S committed: a commit that changed nothing writes nothing)
     same_row = [c for c in world.commits if c.row == commit.row and c is not commit]
     if shown is None and (commit.value is None
                           or any(c.value is None and (c.seq is None or c.seq > seq) for c in same_row)):
@@ -57,7 +57,7 @@ def check_final(world: World) -> None:
     expected = {(row, FAMILY, QUALIFIER): value for row, value in a_rows.items()}
     b = world.peek("B")
     for table in (DEST_TABLE, SECOND_TABLE):
-        if table == SECOND_TABLE and not (world.bootstrapped and b.table_exists(table)):
+        if table == SECOND_TABLE and not (world.bootstrap_done and b.table_exists(table)):
             continue
         shown = visible(b, table)
         _no_tombstone(world, dict(shown.items()))

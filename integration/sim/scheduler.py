@@ -104,6 +104,7 @@ class Process:
         self.threads: list[SimThread] = []
         self.crashed = False
         self.crashed_at = ""  # the call it died at
+        self.exited = False  # its main thread returned: the process ended, its other threads with it
 
     @property
     def done(self) -> bool:
@@ -157,10 +158,15 @@ class SimThread:
             self.error_trace = traceback.format_exc()
         finally:
             self.done = True
+            if self is self.process.threads[0]:
+                self.process.exited = True  # as a process exits when its main thread returns (daemons die)
+                for other in self.process.threads[1:]:
+                    other.wake = min(other.wake, sched.now)
             for joiner in self.joiners:
                 joiner.wake = min(joiner.wake, sched.now)
             sched._by_ident.pop(self.ident, None)
-            sched._back.release()
+            if not sched._abandoned:
+                sched._back.release()
 
 
 @dataclass
@@ -206,6 +212,7 @@ class Scheduler:
         self._back.acquire()
         self._by_ident: dict[int, SimThread] = {}
         self._stopping = False
+        self._abandoned = False  # a deadlock ended the run: the threads let go die without handing back
         self._values = random.Random(choices.seed ^ 0x5EED)  # tokens and ids: deterministic, not choices
 
     # --- building the run ------------------------------------------------------------------------------
@@ -281,7 +288,7 @@ class Scheduler:
             self.stats.trace.append(Event(self.stats.turns, self.now, t.name, what))
 
     def _check_alive(self, t: SimThread) -> None:
-        if t.process.crashed or self._stopping:
+        if t.process.crashed or self._stopping or (t.process.exited and t is not t.process.threads[0]):
             raise Crash(t.name)
 
     def _turn(self, t: SimThread, wake: float) -> None:
@@ -292,32 +299,33 @@ class Scheduler:
         self._check_alive(t)
 
     def wait_until(self, ready: Callable[[], bool], timeout: float | None) -> bool:
-        """Block the calling simulated thread until ``ready()`` (re-checked at each of its turns) or ``timeout``
-        virtual seconds; a thread that makes it true wakes the waiters through :meth:`wake_all`."""
+        """Block the calling simulated thread until ``ready()`` or ``timeout`` virtual seconds; a thread that may
+        have made it true calls :meth:`wake_all`, which wakes the waiters whose ``ready()`` now holds."""
         t = self.current()
         assert t is not None
         deadline = float("inf") if timeout is None else self.now + max(0.0, timeout)
         while not ready():
             if self.now >= deadline:
                 return False
-            self._waiting.add(t)
+            self._waiting[t] = ready
             try:
                 self._turn(t, deadline)
             finally:
-                self._waiting.discard(t)
+                self._waiting.pop(t, None)
         return True
 
     def wake_all(self) -> None:
-        for t in self._waiting:
-            t.wake = min(t.wake, self.now)
+        for t, ready in list(self._waiting.items()):
+            if t.wake > self.now and ready():
+                t.wake = self.now
 
-    _waiting: set[SimThread]
+    _waiting: dict[SimThread, Callable[[], bool]]
 
     # --- running ---------------------------------------------------------------------------------------
 
     def run(self) -> RunStats:
         """Run every process (and the ones they start) to its end. Raises :class:`Deadlock`."""
-        self._waiting = set()
+        self._waiting = {}
         with self._patched():
             while True:
                 live = [t for t in self.threads if not t.done]
@@ -351,11 +359,12 @@ class Scheduler:
                     self._abandon()
                     raise Deadlock(f"thread {t.name!r} blocked outside the scheduler for {self.watchdog:g} s "
                                    f"(a real lock, event or queue the simulation cannot see):\n{where}")
+        self._stopping = False  # a later run() (the quiescent phase) starts afresh
         return self.stats
 
     def _abandon(self) -> None:
         """Let the parked threads die (they raise Crash when given the baton); a blocked one stays blocked."""
-        self._stopping = True
+        self._stopping = self._abandoned = True
         for t in self.threads:
             if t.started and not t.done and t.go.locked():
                 t.go.release()
@@ -375,7 +384,13 @@ class Scheduler:
                 ("monotonic", "time", "sleep", "perf_counter", "monotonic_ns", "time_ns", "perf_counter_ns")}
         real_ids = (uuid.uuid4, secrets.token_hex, secrets.token_bytes, os.urandom)
         state = random.getstate()
-        random.seed(self.choices.seed)  # tenacity's jitter and anything else using the global generator
+        random.seed(self.choices.seed)
+        unraisable = sys.unraisablehook
+
+        def quiet(event: Any) -> None:  # a generator of a crashed process, closed later, crashing again
+            if not isinstance(event.exc_value, Crash):
+                unraisable(event)
+        sys.unraisablehook = quiet  # tenacity's jitter and anything else using the global generator
         sim = self.current
 
         def either(virtual: Callable[..., Any], original: Callable[..., Any]) -> Callable[..., Any]:
@@ -403,6 +418,7 @@ class Scheduler:
                 setattr(time, name, fn)
             uuid.uuid4, secrets.token_hex, secrets.token_bytes, os.urandom = real_ids  # type: ignore[assignment]
             random.setstate(state)
+            sys.unraisablehook = unraisable
 
 
 class SimEvent:
