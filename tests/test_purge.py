@@ -1,7 +1,11 @@
 """Purging a tombstone-mode destination's tombstones (connector/snapshot/purge.py, ``accumulo-export
-purge-tombstones``): only what the queue's watermark proves no late export can need, only what was there before
-the watermark was read, nothing while a bootstrap of the destination runs or is unfinished, nothing where another
-queue feeds the table. On real Accumulo."""
+purge-tombstones``): only what the queue's watermark proves no late export can need, read before the grace and
+again near its end, only what was there before the watermark was read, nothing while a bootstrap or a repair of
+the destination table runs or is unfinished (whatever name reaches the table), nothing where another queue feeds
+the table, no grace shorter than the bound writers are held to. On real Accumulo.
+
+The grace's bound is lowered to nothing here (the ``short_bound`` fixture) so that a purge takes a second; the
+test of the bound itself restores it."""
 
 from __future__ import annotations
 
@@ -10,13 +14,15 @@ import json
 import pytest
 
 from connector.accumulo import Mutation
+from connector.accumulo.writer import MIN_PURGE_GRACE_SECONDS
 from connector.export import AccumuloExporter, SequencedExport
 from connector.export.tombstones import TOMBSTONE, tombstones_below
 from connector.queue import ExportQueue, QueueConfig
 from connector.queue.feeders import Feeder, record_feeder
+from connector.snapshot import purge as purge_module
 from connector.snapshot.errors import BootstrapError, PurgeRefusedError
 from connector.snapshot.purge import purge_destination
-from connector.snapshot.state import BootstrapState, Plan, destination_id
+from connector.snapshot.state import BootstrapState, Plan, destination_id, table_key, table_lease
 
 from .conftest import run_cli, unique_table
 
@@ -33,6 +39,13 @@ def _delete(seq: int, row: str) -> SequencedExport:
 
 def _put(seq: int, row: str) -> SequencedExport:
     return SequencedExport(row, {"old": [], "new": [_cell(row)]}, seq)
+
+
+@pytest.fixture(autouse=True)
+def short_bound(monkeypatch):
+    """Writers held to no bound, so a purge may wait a fraction of a second (its logic is unchanged)."""
+    monkeypatch.setattr(purge_module, "MIN_PURGE_GRACE_SECONDS", 0.0)
+    monkeypatch.setattr(purge_module, "LATE_WRITE_SECONDS", 0.0)
 
 
 @pytest.fixture
@@ -149,9 +162,111 @@ def test_the_command_purges_and_reports_as_json(setup, cli_env, conn_b):
     assert json.loads(dry.stdout) | {"seconds": 0} == {
         "destination": f"B/{table}", "horizon": 5, "listed": 1, "deleted": 0, "grace_seconds": 0.0, "seconds": 0,
         "dry_run": True, "waiting_outbox_cells": 0, "waiting_entries": 1, "waiting_dead_letters": 0}
-    done = run_cli(cli_env, *args, "--grace", "0")
-    assert done.returncode == 0, done.stderr
-    assert "tombstones below seq 5: turned 1 of 1 listed into real deletes" in done.stdout
-    missing = run_cli(cli_env, *args[:-1], table + "x", "--grace", "0")
+    short = run_cli(cli_env, *args, "--grace", "10")
+    assert short.returncode == 2 and short.stderr.count("\n") == 1, short.stderr
+    assert f"below the {MIN_PURGE_GRACE_SECONDS:g} s a purge needs" in short.stderr, short.stderr
+    missing = run_cli(cli_env, *args[:-1], table + "x", "--dry-run")
     assert missing.returncode == 2 and "does not exist" in missing.stderr, missing.stderr
     assert run_cli(cli_env, *args, "--grace", "-1").returncode == 2
+    assert len(_tombstones(conn_b, table)) == 2
+
+
+# --- issue 45: the purge's second reading, its exclusion by the table's identity, its bound -----------------------
+
+def test_an_old_export_a_late_relay_puts_back_during_the_grace_keeps_its_tombstone(setup, conn_a, conn_b):
+    """Finding 4: a one-shot relay scanned a producer's outbox cell (an export of "low" at seq 2) before the
+    producer's own relay moved it and a drain exported it; it adds the export to the queue again during the grace.
+    The first reading (lowest 5) made the tombstone at 3 a candidate; the second sees seq 2 waiting: it stays."""
+    queue, table = setup
+
+    def late_relay(line: str) -> None:
+        if "for writers" in line:
+            with ExportQueue(conn_a, queue) as q:
+                q.add("low", {"old": [], "new": [_cell("low")]}, seq=2)
+
+    report = purge_destination(conn_a, queue, conn_b, table, "B", grace=0.5, progress=late_relay)
+    assert report.watermark.lowest == 5 and report.second is not None and report.second.lowest == 2
+    assert (report.horizon, report.listed, report.deleted) == (2, 0, 0), report.to_json()
+    assert _tombstones(conn_b, table) == [(b"high", 9), (b"low", 3)]
+
+
+def test_a_feeder_recorded_during_the_grace_stops_the_purge_before_its_deletes(setup, conn_a, conn_b):
+    """Another queue starting to feed the table while the purge waits: checked again right before the deletes."""
+    queue, table = setup
+
+    def another_queue_starts(line: str) -> None:
+        if "for writers" in line:
+            record_feeder(conn_b, table, Feeder("another-queue-id", "othertable", "o"))
+
+    with pytest.raises(PurgeRefusedError, match="also fed by queue 'o' of table 'othertable'"):
+        purge_destination(conn_a, queue, conn_b, table, "B", grace=0.2, progress=another_queue_starts)
+    assert len(_tombstones(conn_b, table)) == 2
+
+
+def test_a_bootstrap_through_an_unnamed_connection_and_a_purge_through_a_named_one_exclude_each_other(
+        setup, conn_a, conn_b):
+    """Finding 5: a bootstrap through a gateway address ("127.0.0.1:<port>/<table>") and a purge through the
+    cluster's name ("B/<table>") name the destination differently; both key their exclusion on the table's id."""
+    queue, table = setup
+    key = table_key(conn_b, table)
+    unnamed = destination_id(f"127.0.0.1:{conn_b.port}", table)
+    state = BootstrapState(conn_a, queue, unnamed, table_key=key)
+    state.acquire()
+    try:
+        with pytest.raises(BootstrapError, match=f"another bootstrap of {unnamed} is running"):
+            purge_destination(conn_a, queue, conn_b, table, "B", grace=0)
+        state.start(Plan(table="producer", snapshot="m:f", ranges=((None, None),), started_ms=0))
+    finally:
+        state.release()
+    with pytest.raises(PurgeRefusedError, match=f"a bootstrap of {unnamed} is unfinished"):
+        purge_destination(conn_a, queue, conn_b, table, "B", grace=0)
+    assert len(_tombstones(conn_b, table)) == 2
+    state.acquire()
+    state.clear()
+    state.release()
+
+    refused: list[str] = []
+
+    def bootstrap_during_the_grace(line: str) -> None:
+        if "for writers" in line:
+            try:
+                BootstrapState(conn_a, queue, unnamed, table_key=key).acquire()
+            except BootstrapError as exc:
+                refused.append(str(exc))
+
+    assert purge_destination(conn_a, queue, conn_b, table, "B", grace=0.2,
+                             progress=bootstrap_during_the_grace).deleted == 1
+    assert len(refused) == 1 and refused[0].startswith(f"a tombstone purge of B/{table} is running"), refused
+
+
+def test_a_repair_of_the_table_holds_off_a_purge_and_a_purge_holds_off_a_repair(setup, conn_a, conn_b):
+    """The lease a ``verify --repair`` takes (tests/test_verify_repair.py runs the real one) and a purge's are one."""
+    queue, table = setup
+    repair = table_lease(conn_a, queue, conn_b, table, "a repair")
+    repair.acquire()
+    try:
+        with pytest.raises(BootstrapError, match=f"a repair of {table} .* is running"):
+            purge_destination(conn_a, queue, conn_b, table, "B", grace=0)
+    finally:
+        repair.release()
+    refused: list[str] = []
+
+    def repair_during_the_grace(line: str) -> None:
+        if "for writers" in line:
+            try:
+                table_lease(conn_a, queue, conn_b, table, "a repair").acquire()
+            except BootstrapError as exc:
+                refused.append(str(exc))
+
+    assert purge_destination(conn_a, queue, conn_b, table, "B", grace=0.2,
+                             progress=repair_during_the_grace).deleted == 1
+    assert len(refused) == 1 and refused[0].startswith(f"a tombstone purge of B/{table}"), refused
+
+
+def test_a_grace_below_the_bound_writers_are_held_to_is_refused(setup, conn_a, conn_b, monkeypatch):
+    queue, table = setup
+    monkeypatch.setattr(purge_module, "MIN_PURGE_GRACE_SECONDS", MIN_PURGE_GRACE_SECONDS)
+    with pytest.raises(PurgeRefusedError, match=f"a grace of 10 s is below the {MIN_PURGE_GRACE_SECONDS:g} s"):
+        purge_destination(conn_a, queue, conn_b, table, "B", grace=10)
+    assert purge_destination(conn_a, queue, conn_b, table, "B", grace=10, dry_run=True).listed == 1
+    assert len(_tombstones(conn_b, table)) == 2

@@ -12,12 +12,16 @@ from collections.abc import Sequence
 import pytest
 
 from connector.accumulo import Cell, IteratorSetting, Mutation, Range
+from connector.export.core import current_seq
+from connector.export.tombstones import tombstones_below
 from connector.jobs import LocalEngine, run_drain
 from connector.jobs.bootstrap import final_check, preflight, run_bootstrap
 from connector.queue import ExportQueue
 from connector.snapshot import BootstrapError, Destination, batch_snapshot, snapshot_source, verify_destination
+from connector.snapshot import purge as purge_module
 from connector.snapshot import verify as verify_module
 from connector.snapshot.errors import VerifyRefusedError
+from connector.snapshot.purge import purge_destination
 from connector.snapshot.state import BootstrapState, Plan
 from connector.transactions import RowTransactions
 from examples.inverted_count_index import count_update
@@ -207,6 +211,99 @@ def test_a_wrong_value_newer_than_the_rows_version_is_repaired_and_later_exports
     run_drain(LocalEngine(), scenario.job())
     assert_exact(scenario, dest)
     txs.close()
+
+
+def test_an_unexpected_cell_is_hidden_above_its_timestamp_so_a_redelivered_copy_cannot_tie(scenario):
+    """Finding 6 of issue 45: a stray cell may be the stale put of an export whose copy lands again later, at the
+    stray's own timestamp. A tombstone there would tie with it (Accumulo keeps either): the repair's tombstone is
+    one above it, and the copy stays hidden whatever a compaction does."""
+    txs, dest = built(scenario, {"u001": 1})
+    b = scenario.conn_b
+    cell = index_cell(scenario, dest, "u001")
+    assert cell is not None
+    stale = Mutation(cell.row).put(cell.cf, b"u999", b"", timestamp=cell.ts - 10)
+    b.write(dest, [stale])
+    report = verify(scenario, dest, repair=True)
+    assert [(d.kind, d.cq) for r in report.results for d in r.diffs] == [("unexpected", b"u999")]
+    assert report.repaired == 1 and report.clean, report.to_json()
+    assert _tombstone_times(scenario, dest, b"u999") == [cell.ts - 9]
+    b.write(dest, [stale])  # the redelivered copy
+    b.compact_table(dest, wait=True)
+    assert index_cell(scenario, dest, "u999") is None
+    assert_exact(scenario, dest)
+    txs.close()
+
+
+def test_a_stray_cell_ahead_of_every_seq_is_dropped_without_hiding_later_exports(scenario):
+    """Finding 6 of issue 45: a cell written by hand about four months ahead of the clock is no export's. A
+    tombstone at its timestamp would hide every later put of the cell until the clock passed it; the repair drops
+    it by a filtered compaction of its tablet instead, writing nothing there, and a later export shows."""
+    txs, dest = built(scenario, {"h001": 1})
+    b = scenario.conn_b
+    cell = index_cell(scenario, dest, "h001")
+    assert cell is not None
+    ahead = current_seq() + 10**13
+    b.write(dest, [Mutation(b"00000002").put(cell.cf, b"h002", b"", timestamp=ahead),  # unexpected
+                   Mutation(cell.row).put(cell.cf, cell.cq, b"by hand", timestamp=ahead)])  # different
+    report = verify(scenario, dest, repair=True)
+    assert sorted(d.kind for r in report.results for d in r.diffs) == ["different", "unexpected"]
+    assert (report.repaired, report.unrepaired) == (2, 0) and report.clean, report.to_json()
+    assert not [c for c in b.scan(dest, iterators=[ALL_VERSIONS]) if c.ts >= ahead]
+    assert _tombstone_times(scenario, dest, b"h002") == []
+    commit(txs, scenario, "h002", 2)  # a later export of the stray's cell
+    txs.flush()
+    run_drain(LocalEngine(), scenario.job())
+    assert index_cell(scenario, dest, "h002") is not None
+    assert_exact(scenario, dest)
+    txs.close()
+
+
+def test_a_repair_and_a_purge_of_one_destination_exclude_each_other(scenario, monkeypatch):
+    """Finding 5 of issue 45: a repair's full compactions beside a purge could drop a newer delete with its
+    tombstone. A ``verify --repair`` takes the destination table's lease, which a purge holds while it runs."""
+    monkeypatch.setattr(purge_module, "MIN_PURGE_GRACE_SECONDS", 0.0)
+    monkeypatch.setattr(purge_module, "LATE_WRITE_SECONDS", 0.0)
+    txs, dest = built(scenario, {"x001": 1})
+    commit(txs, scenario, "x001", 2)  # the cell at count 1 is now a tombstone: something to purge
+    txs.flush()
+    run_drain(LocalEngine(), scenario.job())
+    a, b = scenario.conn_a, scenario.conn_b
+    stray = Mutation(b"00000009").put(b"w", b"x009", b"", timestamp=current_seq() - 10**6)
+    b.write(dest, [stray])  # something to repair
+    refused: list[str] = []
+
+    def repair_during_the_grace(line: str) -> None:
+        if "for writers" in line:
+            try:
+                verify(scenario, dest, repair=True)
+            except BootstrapError as exc:
+                refused.append(str(exc))
+
+    purged = purge_destination(a, scenario.queue, b, dest, "B", grace=0.2, progress=repair_during_the_grace)
+    assert purged.deleted == 1
+    assert len(refused) == 1 and refused[0].startswith(f"a tombstone purge of B/{dest} is running"), refused
+    assert index_cell(scenario, dest, "x009") is not None, "the refused repair wrote nothing"
+
+    real_repair = verify_module.repair_cells
+
+    def purge_during_the_repair(*args, **kwargs):
+        with pytest.raises(BootstrapError, match=f"a repair of {dest} .* is running"):
+            purge_destination(a, scenario.queue, b, dest, "B", grace=0)
+        refused.append("purge")
+        return real_repair(*args, **kwargs)
+
+    monkeypatch.setattr(verify_module, "repair_cells", purge_during_the_repair)
+    report = verify(scenario, dest, repair=True)
+    assert refused[-1] == "purge" and report.repaired == 1 and report.clean, report.to_json()
+    assert_exact(scenario, dest)
+    txs.close()
+
+
+def _tombstone_times(scenario: Scenario, dest: str, cq: bytes) -> list[int]:
+    """The timestamps of the tombstones of the index cells of word ``cq``."""
+    return sorted(ts for page in tombstones_below(scenario.conn_b, dest, None)
+                  for q, ts in zip(page.column("cq").to_pylist(), page.column("ts").to_pylist(), strict=True)
+                  if q == cq)
 
 
 # --- waits judge the queue by content, never by a clock ------------------------------------------------------

@@ -27,6 +27,21 @@ from .wire.native import encode_update_entries, update_message
 
 log = logging.getLogger(__name__)
 
+# The bound writers are held to, on which a tombstone purge relies (connector.snapshot.purge; DESIGN.md: "The
+# purge's bound"): one place for its parts.
+#: the longest a flush of a BatchWriter lets the gateway wait for tablet servers before it fails with
+#: ``TimedOutError`` (Accumulo's ``BatchWriterConfig.setTimeout``), rather than retrying for ever; a connection's
+#: ``server_wait`` may lower it, never raise it
+WRITER_TIMEOUT_SECONDS = 120.0
+#: a drain exports a batch only within this long after reading it from the queue, and deletes its entries only when
+#: the export returned within it (else they stay, to be read again: connector.queue.drain)
+EXPORT_HOLD_SECONDS = 180.0
+#: the longest after its read that a writer's copy of an export can land: a batch's export starts within the hold and
+#: ends with one flush, bounded by the writer's timeout
+LATE_WRITE_SECONDS = EXPORT_HOLD_SECONDS + WRITER_TIMEOUT_SECONDS
+#: the shortest grace of a tombstone purge: two late writes (connector.snapshot.purge says why)
+MIN_PURGE_GRACE_SECONDS = 2 * LATE_WRITE_SECONDS
+
 DURABILITY = {"default": 0, "none": 1, "log": 2, "flush": 3, "sync": 4}
 
 
@@ -56,8 +71,9 @@ class BatchWriter:
     get the time of the replay. A ``flush()`` happens automatically when ``max_memory`` bytes are unflushed.
 
     ``timeout_ms`` bounds how long the gateway waits for tablet servers to take the writes (default: the
-    connection's ``server_wait``; 0: no bound); past it ``flush()`` raises ``TimedOutError``, and what it
-    held is not known to be durable (resend it).
+    connection's ``server_wait``, at most :data:`WRITER_TIMEOUT_SECONDS`; 0: no bound, for writes no tombstone
+    purge relies on); past it ``flush()`` raises ``TimedOutError``, and what it held is not known to be durable
+    (resend it).
 
     As a context manager it flushes and closes on exit; if the block raised, it calls :meth:`abort` (drops what
     was not flushed) and the original exception propagates.
@@ -90,8 +106,9 @@ class BatchWriter:
         self.frame_budget = update_entries_budget(self.max_frame_bytes)
         self.chunk_bytes = min(chunk_bytes, self.frame_budget)
         self.max_mutation_bytes = max_mutation_bytes
-        if timeout_ms is None:  # the connection's bound on waiting for tablet servers
-            timeout_ms = connection.server_wait_ms
+        if timeout_ms is None:  # the connection's bound on waiting for tablet servers, within the writers' bound
+            bound = round(WRITER_TIMEOUT_SECONDS * 1000)
+            timeout_ms = min(connection.server_wait_ms or bound, bound)
         self._options = proxy.WriterOptions(
             maxMemory=max_memory, latencyMs=latency_ms, timeoutMs=timeout_ms, threads=threads,
             durability=DURABILITY[durability] if durability else None,

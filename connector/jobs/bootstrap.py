@@ -50,7 +50,7 @@ from connector.snapshot import (
 from connector.snapshot.bulk import bulk_range, finish_load
 from connector.snapshot.implied import source_bounds
 from connector.snapshot.settle import settle
-from connector.snapshot.state import BootstrapState, Plan, destination_id
+from connector.snapshot.state import BootstrapState, Plan, destination_id, table_key
 from connector.snapshot.verify import check_destination, check_rows_readable
 from connector.transactions.relay import relay_sources
 
@@ -173,7 +173,9 @@ def run_bootstrap(engine: Engine, job: BootstrapJob, progress: Progress | None =
     job, snapshot = preflight(job)
     report = BootstrapReport()
     with job.source.connect() as conn:
-        state = BootstrapState(conn, job.queue, job.destination)
+        # the table's lease too: a purge or a repair through another name of B is excluded all the same
+        state = BootstrapState(conn, job.queue, job.destination, table_key=table_key(job.dest.shared(),
+                                                                                     job.dest_table))
         state.acquire()
         try:
             plan = state.plan()
@@ -235,4 +237,5 @@ def final_check(job: BootstrapJob, plan: Plan, say: Progress) -> VerifyReport:
         say("final check: verifying the destination against A")
         return verify_destination(a, job.table, source, job.queue,
                                   Destination(b, job.dest_table, s.translator, s.delete_mode), repair=True,
-                                  settle_seconds=s.settle_seconds, other_feeders=s.other_feeders, progress=say)
+                                  settle_seconds=s.settle_seconds, other_feeders=s.other_feeders, progress=say,
+                                  lease_held=True)  # run_bootstrap holds the table's lease

@@ -36,7 +36,8 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -45,6 +46,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from connector.accumulo import BatchWriter, Connection, Mutation
+from connector.accumulo.writer import EXPORT_HOLD_SECONDS
 from connector.counters import FieldCounters
 from connector.export.adapter import batch_exporter
 from connector.export.core import CountsCells, EntryFailure, Exporter
@@ -81,8 +83,9 @@ class DrainStats(FieldCounters):
     row and value, a written cell's fields); ``exported``: handed to the
     exporter; ``deleted``: removed from the queue; ``dead_lettered``: moved to the dead-letter range;
     ``batches``: calls to the exporter; ``cells``: cells the exporter wrote on the destination (when it says:
-    :class:`~connector.export.AccumuloExporter` does); ``seconds``: wall time. Add them up with ``+`` or
-    ``sum()``."""
+    :class:`~connector.export.AccumuloExporter` does); ``abandoned``: entries left in the queue, to be read again,
+    because their batch was held longer than ``EXPORT_HOLD_SECONDS``; ``seconds``: wall time. Add them up with
+    ``+`` or ``sum()``."""
 
     entries: int = 0
     exported: int = 0
@@ -92,6 +95,7 @@ class DrainStats(FieldCounters):
     bytes: int = 0
     seconds: float = 0.0
     cells: int = 0  # last: positional construction keeps its meaning
+    abandoned: int = 0
 
 
 class EntryProcessor:
@@ -126,6 +130,12 @@ class EntryProcessor:
         self._durable_options = {k: v for k, v in self._writer_options.items() if k != "durability"}
         self.progress_row = progress_row
         self._deletes_flushed = time.monotonic()
+        self._read_times = _ReadTimes()
+
+    def stamped(self, pages: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """``pages`` as read from the queue, each stamped with the moment it was read (wrap the scan itself, before
+        any read-ahead), so a batch's hold counts from its read (see :meth:`process_batches`)."""
+        return self._read_times.stamp(pages)
 
     def process(self, entries: Iterable[QueueEntry]) -> DrainStats:
         """Export and then delete ``entries`` (consumed lazily, batch by batch); returns what was done."""
@@ -133,15 +143,19 @@ class EntryProcessor:
 
     def process_batches(self, batches: Iterable[pa.RecordBatch]) -> DrainStats:
         """Export and then delete the entries of ``batches`` (columns ``row``, ``ts``, ``value``, as
-        :func:`read_bucket_batches` gives them), re-cut into batches of at most ``buffer_bytes``."""
+        :func:`read_bucket_batches` gives them), re-cut into batches of at most ``buffer_bytes``. A batch held
+        longer than ``EXPORT_HOLD_SECONDS`` since it was read (pages from :meth:`stamped`; else since it got here)
+        is not exported, and one whose export returned later than that is not deleted: its entries stay in the
+        queue, to be read again (the bound a tombstone purge relies on: :mod:`connector.snapshot.purge`)."""
         started = time.monotonic()
         stats = DrainStats()
         writer: BatchWriter | None = None
         try:
             for batch in cut_by_bytes(batches, self.buffer_bytes):
+                read_at = self._read_times.take(batch.num_rows) or time.monotonic()
                 if writer is None:
                     writer = self.connection.batch_writer(self.config.table, **self._writer_options)
-                self._process_batch(batch, writer, stats)
+                self._process_batch(batch, writer, stats, read_at)
         except BaseException:
             if writer is not None:
                 # what the writer holds are deletes of batches whose exports returned: worth keeping
@@ -156,7 +170,11 @@ class EntryProcessor:
             stats.seconds = time.monotonic() - started
         return stats
 
-    def _process_batch(self, batch: pa.RecordBatch, writer: BatchWriter, stats: DrainStats) -> None:
+    def _process_batch(self, batch: pa.RecordBatch, writer: BatchWriter, stats: DrainStats, read_at: float) -> None:
+        if self._held_too_long(batch, stats, read_at, "before its export"):
+            stats.entries += batch.num_rows  # read all the same
+            stats.bytes += data_bytes(batch)
+            return
         rows = batch.column("row")
         parsed = self.config.layout.parse_rows(rows)
         malformed = parsed.column("error").is_valid()
@@ -191,6 +209,8 @@ class EntryProcessor:
                     log.warning("queue %s: dead-lettering %r: %s", self.config.qid, row, reason)
             stats.dead_lettered += len(rejected)
 
+        if self._held_too_long(batch, stats, read_at, "when its export returned"):
+            return
         # every entry of the batch is now exported or dead-lettered: delete each at its own timestamp
         writer.add_cells(entry_deletes(rows, batch.column("ts")))
         stats.deleted += batch.num_rows
@@ -204,6 +224,17 @@ class EntryProcessor:
         if now - self._deletes_flushed >= DELETE_FLUSH_SECONDS:
             writer.flush()
             self._deletes_flushed = now
+
+    def _held_too_long(self, batch: pa.RecordBatch, stats: DrainStats, read_at: float, when: str) -> bool:
+        """True, having counted and logged it, when ``batch`` was read more than ``EXPORT_HOLD_SECONDS`` ago:
+        then nothing more is done with it and its entries stay, to be read again."""
+        held = time.monotonic() - read_at
+        if held <= EXPORT_HOLD_SECONDS:
+            return False
+        stats.abandoned += batch.num_rows
+        log.warning("queue %s: a batch of %d entries was held %.0f s %s, over the bound of %.0f s: left in the "
+                    "queue to be read again", self.config.qid, batch.num_rows, held, when, EXPORT_HOLD_SECONDS)
+        return True
 
     def _export(self, exports: pa.RecordBatch) -> list[EntryFailure]:
         return list(self.exporter.export_batch(exports, key_serializer=self.config.key_serializer,
@@ -229,6 +260,34 @@ class EntryProcessor:
                 .put(DEAD_FAMILY, DEAD_TS, str(ts).encode("ascii")))
 
 
+class _ReadTimes:
+    """When the pages of a scan were read, so that a batch cut from them knows its oldest read: the pages' row
+    counts and read moments, in order, consumed row by row as batches are cut (stamped by the reader thread,
+    consumed by the processor: a deque's appends and pops are thread-safe)."""
+
+    def __init__(self) -> None:
+        self._pages: deque[list[float]] = deque()  # [rows not yet consumed, monotonic read time]
+
+    def stamp(self, pages: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for page in pages:
+            self._pages.append([page.num_rows, time.monotonic()])
+            yield page
+
+    def take(self, rows: int) -> float | None:
+        """The read moment of the oldest of the next ``rows`` rows (None: they were not stamped)."""
+        oldest: float | None = None
+        while self._pages and (rows > 0 or self._pages[0][0] == 0):
+            page = self._pages[0]
+            used = min(rows, int(page[0]))
+            if used:
+                oldest = page[1] if oldest is None else min(oldest, page[1])
+            page[0] -= used
+            rows -= used
+            if page[0] == 0:
+                self._pages.popleft()
+        return oldest
+
+
 def _dead_reason(failure: EntryFailure) -> str:
     return failure.reason if failure.kind == "undecodable" else f"untranslatable: {failure.reason}"
 
@@ -238,7 +297,8 @@ def drain_bucket(source_conn: Connection, config: QueueConfig, bucket: int, expo
                  writer_options: Mapping[str, Any] | None = None) -> DrainStats:
     """Export and delete what one bucket holds now (one scan of it); returns what was done."""
     processor = EntryProcessor(source_conn, config, exporter, settings, writer_options=writer_options)
-    return processor.process_batches(prefetched(read_bucket_batches(source_conn, config, bucket, batch_size)))
+    return processor.process_batches(prefetched(processor.stamped(read_bucket_batches(source_conn, config, bucket,
+                                                                                      batch_size))))
 
 
 def drain_buckets(source_conn: Connection, config: QueueConfig, buckets: Iterable[int], exporter: Exporter,
@@ -253,7 +313,7 @@ def drain_buckets(source_conn: Connection, config: QueueConfig, buckets: Iterabl
     limits = limits or {}
     pages = (page for b in buckets
              for page in read_bucket_head(source_conn, config, b, *limits.get(b, (None, None)), batch_size))
-    return processor.process_batches(prefetched(pages))
+    return processor.process_batches(prefetched(processor.stamped(pages)))
 
 
 def drain_queue(source_conn: Connection, config: QueueConfig, exporter: Exporter,
@@ -270,8 +330,8 @@ def drain_queue(source_conn: Connection, config: QueueConfig, exporter: Exporter
     while True:
         found = 0
         for bucket in range(config.num_buckets):
-            stats = processor.process_batches(prefetched(read_bucket_batches(source_conn, config, bucket,
-                                                                              batch_size)))
+            stats = processor.process_batches(prefetched(processor.stamped(read_bucket_batches(
+                source_conn, config, bucket, batch_size))))
             total += stats
             found += stats.entries
             if progress is not None:

@@ -5,27 +5,50 @@ the cell for good, even one that arrives after a full compaction (the compaction
 :mod:`connector.export.tombstones`). Tombstones take space; a real delete at the same timestamp hides the same
 versions and a full compaction removes both. It is safe once no put of the cell older than the tombstone can
 still arrive. Those puts are the exports of commits older than the tombstone's, and they wait in three places
-(:mod:`connector.transactions.watermark`) or in a writer that read them and has not written them yet.
+(:mod:`connector.transactions.watermark`: outboxes, the queue, its dead letters) or in a writer that read them
+from one of those places and has not written them yet.
 
-The proof, for a tombstone of cell c at seq T (c derives from one row R of A; R's commits have rising seqs):
+**The bound writers are held to** (:data:`~connector.accumulo.writer.LATE_WRITE_SECONDS`, B): a writer's copy of
+an export lands, if ever, within B of the moment it read the export from where it waited. A drain exports a batch
+only within :data:`~connector.accumulo.writer.EXPORT_HOLD_SECONDS` of reading it, and deletes the batch's entries
+only when its export returned within that bound (else they stay and are read again: :mod:`connector.queue.drain`);
+every flush of the gateway's writers fails after :data:`~connector.accumulo.writer.WRITER_TIMEOUT_SECONDS`
+instead of retrying for ever. B is their sum. A purge's grace must be at least
+:data:`~connector.accumulo.writer.MIN_PURGE_GRACE_SECONDS` (2 B): a shorter one is refused.
 
-1. The tombstones are listed, then, at ``t0``, the queue's watermark is computed; only the listed tombstones
-   below its lowest waiting seq L are kept. A tombstone listed was written before ``t0``, so the commit at T
-   was visible then, and so was every commit of R before it, at a seq below T < L: none was waiting at ``t0``.
-   Each had been exported, or was held by a writer that had read it before ``t0`` (a drain task whose entry
-   another task exported and deleted meanwhile, a Spark attempt on a lost executor, a gateway's buffer).
-2. The purge then waits ``grace`` seconds (its own monotonic clock; no clock is compared with another host's),
-   holding the destination's bootstrap lease, so no bootstrap writes old versions meanwhile, and refusing a
-   destination whose bootstrap is unfinished. **Assumption**: no writer holds a read export longer than
-   ``grace``; the default, 10 minutes, is many times a drain batch's life, and a writer held up longer by an
-   outage still lands before the full compaction that would make it visible, unless that compaction also
-   runs within the outage.
-3. Only the tombstones kept become deletes. One that a newer put replaced meanwhile gets a delete at T all the
-   same: it hides only versions at or below T, which are older than that put.
+The proof, for a tombstone of cell c at seq T (c derives from one row R of A; R's commits have rising seqs), and an
+export E of R at a seq s < T:
 
-Tombstones written after the listing wait for the next purge: a commit that became visible after ``t0`` may
-carry a seq below L (a producer whose clock runs behind), and a writer may have read its row's older exports after
-``t0``, which the grace does not cover.
+1. The tombstones are listed, then the queue's watermark is read (W1, ending at ``t1``); only the listed
+   tombstones below its lowest waiting seq are candidates. A tombstone listed was written before W1, so the
+   commit at T was visible then, and so was E. If E waited anywhere during W1, W1's lowest is at most s < T: not
+   a candidate. Otherwise E had left every place before W1 read it: it was exported, or is held by a writer that
+   read it before ``t1`` (a drain task whose entry another task exported and deleted meanwhile, a Spark attempt on
+   a lost executor, a gateway's buffer, **a one-shot relay** that read R's outbox cell before R's own relay moved
+   it and will add it to the queue again: finding 4 of issue 45). By the bound, each of those copies lands, in B
+   or back in the queue, before ``t1 + B``. Only relays (of outbox cells, which are never written again once
+   deleted) and requeues of dead letters put an export back where it waits, so after ``t1 + B`` E can wait again
+   only in a copy put back before then.
+2. The purge waits ``grace - B`` (its own monotonic clock; no clock is compared with another host's) and reads the
+   watermark again (W2, from ``t2 >= t1 + B``); only candidates below W2's lowest waiting seq are kept too: a copy
+   of E put back in the queue (step 1) and still there is seen now. A copy put back and drained before W2 was read
+   by its drain before W2, and lands before ``t2 + B``.
+3. The purge waits B more, so every copy any writer read before W2 has landed (where a delete at T hides it, or
+   before the delete), checks again that no other queue feeds the table, and turns the kept tombstones into real
+   deletes. One that a newer put replaced meanwhile gets a delete at T all the same: it hides only versions at or
+   below T, which are older than that put.
+
+Throughout, the purge holds the destination table's lease (:mod:`connector.snapshot.state`, keyed on the table's
+identity, not on the name a connection gives it), so no bootstrap writes old versions and no ``verify --repair``
+compacts or writes meanwhile, and it refuses a table whose bootstrap is unfinished under any name.
+
+What the proof assumes, besides the bound: a dead letter is requeued by one process at a time, and every drain of
+a queue translates an entry alike (so a drain never dead-letters an export another drain exported). A copy of E
+put back after ``t1 + B`` by a second requeuer, or by a drain refusing what another exported, is not covered.
+
+Tombstones written after the listing wait for the next purge: a commit that became visible after W1 may carry a
+seq below its lowest (a producer whose clock runs behind), and a writer may have read its row's older exports
+after W1, which the grace does not cover.
 
 Queues filled with ``ExportQueue.add`` rather than row transactions: the proof needs every later export of a cell
 to carry a higher seq than the cell's tombstone, which only row transactions guarantee. Purge only if the
@@ -44,23 +67,26 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from connector.accumulo import Connection
+from connector.accumulo.writer import LATE_WRITE_SECONDS, MIN_PURGE_GRACE_SECONDS
 from connector.export.tombstones import delete_cells, tombstones_below
 from connector.queue import QueueConfig
 from connector.queue.feeders import destination_feeders, feeder_of
 from connector.transactions import Watermark, queue_watermark
 
 from .errors import PurgeRefusedError
-from .state import BootstrapState, destination_id, process_identity
+from .state import BootstrapState, destination_id, process_identity, table_key, unfinished_bootstraps
 
-#: seconds a purge waits between listing tombstones and deleting them (see the module's assumption)
-DEFAULT_GRACE_SECONDS = 600.0
+#: seconds a purge waits between listing tombstones and deleting them (see the module's description)
+DEFAULT_GRACE_SECONDS = max(600.0, MIN_PURGE_GRACE_SECONDS)
 
 
 @dataclass
 class PurgeReport:
     """What a purge did. ``watermark``: what waited for the queue's destinations just after the tombstones were
-    listed;
-    ``horizon``: only tombstones with a seq below it were listed (None: every one, since nothing waited);
+    listed; ``second``: what waited when it was read again, near the grace's end (None on a dry run or when
+    nothing was listed);
+    ``horizon``: only tombstones with a seq below it were kept, the lower of the two readings' (None: every one,
+    since nothing waited);
     ``listed``: tombstones found below the horizon (of those there when the purge listed them); ``deleted``:
     real deletes written for them (0 on a dry run); ``seconds``: the whole purge, the grace included."""
 
@@ -71,10 +97,11 @@ class PurgeReport:
     grace_seconds: float = 0.0
     seconds: float = 0.0
     dry_run: bool = False
+    second: Watermark | None = None
 
     @property
     def horizon(self) -> int | None:
-        return self.watermark.lowest
+        return _lower(self.watermark.lowest, None if self.second is None else self.second.lowest)
 
     def describe(self) -> str:
         below = "every tombstone (nothing waited)" if self.horizon is None else f"tombstones below seq {self.horizon}"
@@ -89,31 +116,42 @@ class PurgeReport:
                 "waiting_entries": self.watermark.entries, "waiting_dead_letters": self.watermark.dead_letters}
 
 
+def check_grace(grace: float) -> None:
+    """Refuse a grace shorter than the bound writers are held to, in one line (``PurgeRefusedError``)."""
+    if not grace >= MIN_PURGE_GRACE_SECONDS:
+        raise PurgeRefusedError(f"a grace of {grace:g} s is below the {MIN_PURGE_GRACE_SECONDS:g} s a purge needs "
+                                f"(twice the {LATE_WRITE_SECONDS:g} s within which a writer's copy of an export "
+                                "lands: connector.snapshot.purge); nothing was changed")
+
+
 def purge_destination(a: Connection, queue: QueueConfig, dest: Connection, dest_table: str, dest_cluster: str, *,
                       grace: float = DEFAULT_GRACE_SECONDS, dry_run: bool = False,
                       progress: Callable[[str], None] | None = None) -> PurgeReport:
     """Turn the tombstones of ``dest_table`` (on ``dest``, the cluster named ``dest_cluster``) that no export of
     ``queue`` (on ``a``) can still need into real deletes, after proving it (the module's description). With
     ``dry_run``, list and count them, change nothing, and do not wait. ``PurgeRefusedError`` (nothing changed) for a
-    missing table, another queue feeding it, or an unfinished bootstrap of it; ``BootstrapError`` when a bootstrap
-    of it runs or its lease was lost meanwhile."""
+    grace below :data:`~connector.accumulo.writer.MIN_PURGE_GRACE_SECONDS`, a missing table, another queue feeding
+    it, or an unfinished bootstrap of it; ``BootstrapError`` when a bootstrap, a purge or a repair of it runs, or
+    the purge's lease was lost meanwhile."""
     started = time.monotonic()
     say = progress or (lambda line: None)
+    if not dry_run:
+        check_grace(grace)
     destination = destination_id(dest_cluster, dest_table)
     if not dest.table_exists(dest_table):
         raise PurgeRefusedError(f"destination table {dest_table!r} does not exist on {dest_cluster}")
-    mine = feeder_of(a, queue).queue_id
-    others = [f.describe() for f in destination_feeders(dest, dest_table) if f.queue_id != mine]
-    if others:
-        raise PurgeRefusedError(f"{dest_table} is also fed by {', '.join(others)}: its tombstones may guard exports "
-                                f"of that queue too, which this purge cannot see; nothing was changed")
-    token = json.dumps({"owner": secrets.token_hex(8), "what": "a tombstone purge", **process_identity()}).encode()
-    state = BootstrapState(a, queue, destination, token)
-    state.acquire()  # no bootstrap writes old versions while the purge runs
+    key = table_key(dest, dest_table)
+    _refuse_other_feeders(a, queue, dest, dest_table)
+    token = json.dumps({"owner": secrets.token_hex(8), "what": "a tombstone purge", "destination": destination,
+                        **process_identity()}).encode()
+    # the table's lease, whatever name reaches it, and the name's (a bootstrap of an older release takes only that)
+    state = BootstrapState(a, queue, destination, token, table_key=key)
+    state.acquire()  # no bootstrap writes old versions, no repair compacts, while the purge runs
     try:
-        if state.plan() is not None:
-            raise PurgeRefusedError(f"a bootstrap of {destination} is unfinished (rerun it, or forget it with "
-                                    "'accumulo-export bootstrap --forget'); purge once it has finished")
+        unfinished = unfinished_bootstraps(a, queue, destination, key)
+        if unfinished:
+            raise PurgeRefusedError(f"a bootstrap of {', '.join(unfinished)} is unfinished (rerun it, or forget it "
+                                    "with 'accumulo-export bootstrap --forget'); purge once it has finished")
         say(f"listing the tombstones of {dest_table}")
         listed = list(tombstones_below(dest, dest_table, None))
         mark = queue_watermark(a, queue)  # after the listing: every tombstone listed was there before it
@@ -122,13 +160,35 @@ def purge_destination(a: Connection, queue: QueueConfig, dest: Connection, dest_
         report.listed = sum(p.num_rows for p in pages)
         say(f"{mark.describe()}: {report.listed:,} of {sum(p.num_rows for p in listed):,} tombstones are below it")
         if not dry_run and report.listed:
-            _wait(grace, state, say, report.listed)
-            state.check_held()
-            report.deleted = delete_cells(dest, dest_table, pages)
+            _wait(grace - LATE_WRITE_SECONDS, state, say, f"{report.listed:,} tombstones listed; waiting {grace:g} s "
+                  "for writers that may still hold older exports")
+            # an old export put back where it waits during the grace (a late relay) holds its tombstone
+            report.second = queue_watermark(a, queue)
+            pages = [_below(p, report.second.lowest) for p in pages]
+            report.listed = sum(p.num_rows for p in pages)
+            say(f"read again: {report.second.describe()}: {report.listed:,} tombstones are below both readings")
+            if report.listed:
+                _wait(LATE_WRITE_SECONDS, state, say, "waiting for the copies writers read before that reading")
+                _refuse_other_feeders(a, queue, dest, dest_table)
+                state.check_held()
+                report.deleted = delete_cells(dest, dest_table, pages)
     finally:
         state.release()
     report.seconds = time.monotonic() - started
     return report
+
+
+def _refuse_other_feeders(a: Connection, queue: QueueConfig, dest: Connection, dest_table: str) -> None:
+    mine = feeder_of(a, queue).queue_id
+    others = [f.describe() for f in destination_feeders(dest, dest_table) if f.queue_id != mine]
+    if others:
+        raise PurgeRefusedError(f"{dest_table} is also fed by {', '.join(others)}: its tombstones may guard exports "
+                                f"of that queue too, which this purge cannot see; nothing was changed")
+
+
+def _lower(first: int | None, second: int | None) -> int | None:
+    """The lower of two horizons (None: nothing waited, no bound)."""
+    return first if second is None else second if first is None else min(first, second)
 
 
 def _below(page: pa.RecordBatch, horizon: int | None) -> pa.RecordBatch:
@@ -136,12 +196,13 @@ def _below(page: pa.RecordBatch, horizon: int | None) -> pa.RecordBatch:
     return page if horizon is None else page.filter(pc.less(page.column("ts"), horizon))
 
 
-def _wait(grace: float, state: BootstrapState, say: Callable[[str], None], listed: int) -> None:
-    """Wait ``grace`` seconds, saying so every minute; raise at once if the lease was lost."""
-    deadline = time.monotonic() + grace
-    say(f"{listed:,} tombstones listed; waiting {grace:g} s for writers that may still hold older exports")
+def _wait(seconds: float, state: BootstrapState, say: Callable[[str], None], line: str) -> None:
+    """Wait ``seconds``, saying ``line`` first and how long is left every minute; raise at once if the lease was
+    lost."""
+    deadline = time.monotonic() + seconds
+    say(line)
     while (left := deadline - time.monotonic()) > 0:
         time.sleep(min(left, 60.0))
         state.check()
         if deadline - time.monotonic() > 0:
-            say(f"{deadline - time.monotonic():.0f} s of the grace left")
+            say(f"{deadline - time.monotonic():.0f} s of the wait left")

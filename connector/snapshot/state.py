@@ -131,6 +131,53 @@ def destination_id(cluster: str, table: str) -> str:
     return f"{cluster}/{table}"
 
 
+#: the prefix of a table's identity (:func:`table_key`); a destination's name always holds a "/", an identity never
+TABLE_KEY_PREFIX = "table-id:"
+
+
+def table_key(dest: Connection, table: str) -> str:
+    """How exclusion names a destination table whatever a connection calls its cluster: ``table-id:<id>``, the id
+    Accumulo gave it (a table made again under the same name gets another). The gateway does not tell the instance
+    id, so two destination clusters whose tables have the same id share a key: they exclude each other, which is
+    only ever too careful. ``TableNotFoundError`` for a missing table."""
+    return TABLE_KEY_PREFIX + dest.table_id(table)
+
+
+def table_lease(conn: Connection, queue: QueueConfig, dest: Connection, table: str, what: str) -> BootstrapState:
+    """The lease (not yet taken) of the destination table ``table`` on ``dest`` by its identity (:func:`table_key`),
+    kept beside ``queue`` on ``conn`` (A): what a bootstrap, a purge and a repair of it all take, so no two of
+    them run at once through whatever names. ``what`` names the holder in a refusal ("a repair")."""
+    key = table_key(dest, table)
+    token = json.dumps({"owner": secrets.token_hex(8), "what": what, "destination": f"{table} ({key})",
+                        **process_identity()}).encode()
+    return BootstrapState(conn, queue, key, token)
+
+
+def unfinished_bootstraps(conn: Connection, queue: QueueConfig, destination: str, key: str) -> list[str]:
+    """The destinations (as their bootstraps named them) of the unfinished bootstraps fed by ``queue`` that write
+    the table ``key`` names (:func:`table_key`), through whatever name: a plan recorded with that key, or under
+    ``destination`` itself (a plan recorded before plans carried the key)."""
+    prefix = queue.layout.bootstrap_row("")
+    found = []
+    for cell in conn.scan(queue.table, Range.prefix(prefix), columns=[(STATE_FAMILY, PLAN)]):
+        name = cell.row[len(prefix):].decode("utf-8", "replace")
+        if name == destination or _plan_key(cell.value) == key:
+            found.append(name)
+    return found
+
+
+def _plan_key(value: bytes) -> str | None:
+    try:
+        recorded = json.loads(value).get(TABLE_KEY)
+    except (ValueError, AttributeError):
+        return None
+    return recorded if isinstance(recorded, str) else None
+
+
+#: the field of a stored plan naming the destination table's identity (absent from plans of older releases)
+TABLE_KEY = "table_key"
+
+
 def _hex(b: bytes | None) -> str | None:
     return None if b is None else b.hex()
 
@@ -163,11 +210,17 @@ class Plan:
 class BootstrapState:
     """The state row of one bootstrap of ``destination`` fed by ``queue`` (see the module's description)."""
 
-    def __init__(self, conn: Connection, queue: QueueConfig, destination: str, token: bytes | None = None) -> None:
-        """``token``: the lease's value when this state is a task's view of a lease its driver holds."""
+    def __init__(self, conn: Connection, queue: QueueConfig, destination: str, token: bytes | None = None, *,
+                 table_key: str | None = None) -> None:
+        """``token``: the lease's value when this state is a task's view of a lease its driver holds.
+        ``table_key``: the destination table's identity (:func:`table_key`); :meth:`acquire` then takes the lease of
+        that identity too (first), which is what excludes a purge or a repair reaching the table through another
+        name, and :meth:`start` records it in the plan."""
         self.conn, self.queue, self.destination = conn, queue, destination
         self.row = queue.layout.bootstrap_row(destination)
-        self.token = token or json.dumps({"owner": secrets.token_hex(8), **process_identity()}).encode()
+        self.token = token or json.dumps({"owner": secrets.token_hex(8), "destination": destination,
+                                          **process_identity()}).encode()
+        self._table = None if table_key is None else BootstrapState(conn, queue, table_key, self.token)
         self._beat = 0  # the heartbeat count this bootstrap wrote last
         self._renewer: threading.Thread | None = None
         self._stop = threading.Event()
@@ -176,14 +229,26 @@ class BootstrapState:
     # --- the lease ---------------------------------------------------------------------------------------
 
     def acquire(self) -> None:
-        """Take the lease, or raise ``BootstrapError`` naming the bootstrap that holds it."""
+        """Take the lease (and the table's, first, when this state has a ``table_key``), or raise
+        ``BootstrapError`` naming what holds it."""
+        if self._table is not None:
+            self._table.acquire()
+        try:
+            self._acquire_own()
+        except BaseException:
+            if self._table is not None:
+                self._table.release()
+            raise
+
+    def _acquire_own(self) -> None:
         lease, beat = self._lease()
         if lease is not None:
             holder = _holder(lease[0])
             age = (self.server_time_ms() - max(lease[1], beat[1] if beat else 0)) / 1000
             if age < LEASE_SECONDS and not _dead_here(holder):
+                shown = holder.get("destination") or self.destination
                 raise BootstrapError(
-                    f"{holder.get('what', 'another bootstrap')} of {self.destination} is running (pid "
+                    f"{holder.get('what', 'another bootstrap')} of {shown} is running (pid "
                     f"{holder.get('pid')} on {holder.get('host')}, last heard of {max(age, 0):.0f} s ago); two at "
                     f"once are refused. If it was killed, its lease expires {LEASE_SECONDS - age:.0f} s from now "
                     "and a rerun resumes")
@@ -225,6 +290,8 @@ class BootstrapState:
 
     def check(self) -> None:
         """Raise if the lease was found lost (another bootstrap took over), without asking A."""
+        if self._table is not None:
+            self._table.check()
         if self.lost:
             raise BootstrapError(f"bootstrap of {self.destination} stopped: {self.lost}")
 
@@ -232,13 +299,22 @@ class BootstrapState:
         """Raise ``BootstrapError`` unless the lease cell holds this bootstrap's value now, as read from A: a
         task calls it before each range it writes to B (wherever it runs), the driver before its final check."""
         self.check()
+        if self._table is not None:
+            self._table.check_held()
         lease = self._cell(STATE_FAMILY, LEASE)
         if lease is None or lease[0] != self.token:
             self.lost = self._taken(lease)
             self.check()
 
     def release(self) -> None:
-        """Give the lease up (the state's plan and progress stay until :meth:`clear`)."""
+        """Give the lease up, and the table's (the state's plan and progress stay until :meth:`clear`)."""
+        try:
+            self._release_own()
+        finally:
+            if self._table is not None:
+                self._table.release()
+
+    def _release_own(self) -> None:
         self._stop.set()
         if self._renewer is not None:
             self._renewer.join(5)
@@ -271,8 +347,12 @@ class BootstrapState:
         return None if cell is None else Plan.from_json(cell[0])
 
     def start(self, plan: Plan) -> None:
-        """Record ``plan`` (a fresh bootstrap)."""
-        self._must(Mutation(self.row).put(STATE_FAMILY, PLAN, plan.to_json()))
+        """Record ``plan`` (a fresh bootstrap), with the table's identity when this state has one (what
+        :func:`unfinished_bootstraps` finds it by)."""
+        value = plan.to_json()
+        if self._table is not None:
+            value = json.dumps({**json.loads(value), TABLE_KEY: self._table.destination}).encode()
+        self._must(Mutation(self.row).put(STATE_FAMILY, PLAN, value))
 
     def done(self) -> dict[int, dict[str, Any]]:
         """The ranges done so far, with their counters."""

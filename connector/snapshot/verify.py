@@ -53,6 +53,7 @@ from .functions import SnapshotSource
 from .implied import SnapshotStats, bounds_range, implied_chunks, source_bounds, tablet_bounds
 from .repair import repair_cells
 from .settle import settle
+from .state import table_lease
 
 log = logging.getLogger(__name__)
 
@@ -204,10 +205,14 @@ def check_rows_readable(a: Connection, table: str) -> None:
 
 def verify_destination(a: Connection, table: str, source: SnapshotSource, queue: QueueConfig, dest: Destination, *,
                        repair: bool = False, settle_seconds: float = DEFAULT_SETTLE_SECONDS,
-                       other_feeders: str = "refuse", progress: Progress | None = None) -> VerifyReport:
+                       other_feeders: str = "refuse", progress: Progress | None = None,
+                       lease_held: bool = False) -> VerifyReport:
     """Compare ``dest`` with what the rows of ``table`` on A imply (see the module's description); with
-    ``repair``, write the fixes of what was proved wrong. ``progress(line)`` hears what each phase is doing.
-    ``VerifyRefusedError`` for a missing destination table or one with other feeders (``other_feeders``)."""
+    ``repair``, write the fixes of what was proved wrong, holding the destination table's lease
+    (:func:`~connector.snapshot.state.table_lease`: ``BootstrapError`` while a purge or a bootstrap of it runs)
+    unless ``lease_held`` (the caller holds it: a bootstrap's final check). ``progress(line)`` hears what each phase
+    is doing. ``VerifyRefusedError`` for a missing destination table or one with other feeders
+    (``other_feeders``)."""
     started = time.monotonic()
     say = progress or (lambda line: None)
     check_destination(a, table, queue, dest, other_feeders)
@@ -269,8 +274,17 @@ def verify_destination(a: Connection, table: str, source: SnapshotSource, queue:
     repairable = [d for r in report.results if not r.unrepairable for d in r.diffs]
     if repair and repairable:
         prepare_destination(dest.conn, dest.table, dest.delete_mode)  # a repair writes: shape checked, mode recorded
-        fixed = repair_cells(dest.conn, dest.table, repairable, splits=splits,
-                             tombstones=dest.delete_mode == DeleteMode.TOMBSTONE.value)
+        # the table's lease (unless the caller holds it: a bootstrap's final check): no purge turns tombstones into
+        # deletes that the repair's compactions would drop, no bootstrap writes meanwhile
+        lease = None if lease_held else table_lease(a, queue, dest.conn, dest.table, "a repair")
+        if lease is not None:
+            lease.acquire()
+        try:
+            fixed = repair_cells(dest.conn, dest.table, repairable, splits=splits,
+                                 tombstones=dest.delete_mode == DeleteMode.TOMBSTONE.value)
+        finally:
+            if lease is not None:
+                lease.release()
         report.repaired, report.unrepaired, report.compacted = fixed.repaired, fixed.left, fixed.compacted
         say(f"repaired {report.repaired:,} cells" + (f" (after a full compaction of {fixed.compacted} tablets)"
                                                       if fixed.compacted else "")

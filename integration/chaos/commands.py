@@ -6,12 +6,13 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
+from connector.accumulo.writer import MIN_PURGE_GRACE_SECONDS
+
 from .schedule import ProducerSpec
 
 SNAPSHOT = "examples.inverted_count_index:snapshot"
-#: the grace of a purge of tombstones: several times the longest a chaos writer holds an export it read (a drain
-#: batch, a client replaying unacknowledged writes after its gateway was killed and restarted)
-PURGE_GRACE_SECONDS = 30
+#: the grace of a purge of tombstones: the shortest the purge accepts (twice the bound writers are held to)
+PURGE_GRACE_SECONDS = MIN_PURGE_GRACE_SECONDS
 
 
 @dataclass(frozen=True)

@@ -256,9 +256,10 @@ class ChaosRun:
                 self.log(f"{p.name} exit 0 after {p.age():.1f}s{self.result_of(p)}")
                 self.ended_well(p)
                 continue
-            if p.kind in ("bootstrap", "purge") and ("lease" in p.tail(20) or "is unfinished" in p.tail(20)):
-                # one lease per destination: a bootstrap and a purge of it refuse each other (and a killed one's
-                # lease holds a minute); a purge also refuses an unfinished bootstrap
+            if p.kind in ("bootstrap", "purge", "verify") and ("lease" in p.tail(20)
+                                                                or "is unfinished" in p.tail(20)):
+                # one lease per destination table: a bootstrap, a purge and a repair of it refuse each other (and a
+                # killed one's lease holds a minute); a purge also refuses an unfinished bootstrap
                 self.log(f"{p.name} refused: {p.last_error()[:200]}")
             else:
                 self.log.error(f"{p.name} exit {rc} after {p.age():.1f}s: {p.last_error()}")

@@ -1,0 +1,98 @@
+"""The bound writers are held to, on which a tombstone purge relies (connector/snapshot/purge.py, DESIGN.md: "The
+purge's bound"): the gateway's writers time out instead of retrying for ever, and a drain does not delete a batch
+it held longer than ``EXPORT_HOLD_SECONDS`` since reading it (nor export one read longer ago): its entries stay in
+the queue, to be read again. On real Accumulo."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import pytest
+
+from connector.accumulo.writer import EXPORT_HOLD_SECONDS, MIN_PURGE_GRACE_SECONDS, WRITER_TIMEOUT_SECONDS
+from connector.export import SequencedExport
+from connector.queue import ExportQueue, QueueConfig
+from connector.queue import drain as drain_module
+from connector.queue.drain import drain_bucket, drain_queue
+from connector.snapshot.purge import DEFAULT_GRACE_SECONDS
+
+from .conftest import unique_table
+
+pytestmark = pytest.mark.cluster
+
+
+def test_the_bounds_leave_a_purge_room_for_two_late_writes():
+    assert EXPORT_HOLD_SECONDS > WRITER_TIMEOUT_SECONDS > 0
+    assert MIN_PURGE_GRACE_SECONDS == 2 * (EXPORT_HOLD_SECONDS + WRITER_TIMEOUT_SECONDS) <= DEFAULT_GRACE_SECONDS
+
+
+def test_the_gateways_writers_time_out_within_the_bound(accumulo, conn_b):
+    """Accumulo's BatchWriterConfig.setTimeout, through the WriterOptions' timeoutMs the gateway honours: a writer
+    given no bound gets the writers' bound; a connection's shorter server_wait stays, a longer one is cut."""
+    table = unique_table("bounded")
+    conn_b.create_table(table)
+    try:
+        bound = round(WRITER_TIMEOUT_SECONDS * 1000)
+        with conn_b.batch_writer(table) as writer:
+            assert writer._options.timeoutMs == bound
+        for server_wait, expected in ((30.0, 30_000), (10 * WRITER_TIMEOUT_SECONDS, bound)):
+            conn = accumulo["b"].connect(server_wait=server_wait)
+            try:
+                with conn.batch_writer(table) as writer:
+                    assert writer._options.timeoutMs == expected
+            finally:
+                conn.close()
+        with conn_b.batch_writer(table, timeout_ms=0) as writer:  # asked for no bound: a write no purge relies on
+            assert writer._options.timeoutMs == 0
+    finally:
+        conn_b.delete_table(table)
+
+
+class SlowExporter:
+    """Takes ``delay`` seconds over each export (a writer stuck on a tablet server, a paused process)."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+        self.exported: list[SequencedExport] = []
+
+    def export(self, exports: Sequence[SequencedExport]) -> None:
+        time.sleep(self.delay)
+        self.exported.extend(exports)
+
+
+@pytest.fixture
+def queue(conn_a):
+    config = QueueConfig(table=unique_table("holdq"), qid="h", num_buckets=1)
+    ExportQueue(conn_a, config).init()
+    with ExportQueue(conn_a, config) as q:
+        for i in range(3):
+            q.add(f"k{i}", {"n": i}, seq=10 + i)
+    yield config
+    conn_a.delete_table(config.table)
+
+
+def _left(conn, config: QueueConfig) -> int:
+    return ExportQueue(conn, config).status().entries
+
+
+def test_a_batch_whose_export_outlasts_the_hold_bound_is_left_in_the_queue(conn_a, queue, monkeypatch):
+    monkeypatch.setattr(drain_module, "EXPORT_HOLD_SECONDS", 0.3)
+    slow = SlowExporter(0.6)
+    stats = drain_bucket(conn_a, queue, 0, slow)
+    assert (stats.entries, stats.abandoned, stats.deleted) == (3, 3, 0)
+    assert len(slow.exported) == 3 and _left(conn_a, queue) == 3, "exported, but not deleted: read again later"
+    fast = SlowExporter(0.0)
+    stats = drain_queue(conn_a, queue, fast)
+    assert (stats.deleted, stats.abandoned, len(fast.exported)) == (3, 0, 3)
+    assert _left(conn_a, queue) == 0
+
+
+def test_a_batch_read_longer_ago_than_the_bound_is_not_exported(conn_a, queue, monkeypatch):
+    """The hold counts from the read (a page waiting behind a slow batch in the read-ahead), not from the export."""
+    monkeypatch.setattr(drain_module, "EXPORT_HOLD_SECONDS", 0.3)
+    slow = SlowExporter(0.6)
+    stats = drain_bucket(conn_a, queue, 0, slow, batch_size=1, settings=drain_module.DrainSettings(buffer_bytes=1))
+    # the first batch is exported (too slowly: not deleted); the next two were read before it and wait too long
+    assert (stats.entries, stats.abandoned, stats.deleted, len(slow.exported)) == (3, 3, 0, 1), stats
+    assert _left(conn_a, queue) == 3
