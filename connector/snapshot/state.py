@@ -25,6 +25,13 @@ hostname, or recorded without that identity (an older release) keeps its lease u
 expired or dead), so of two bootstraps started together exactly one runs, and a holder that renewed in between
 keeps its lease; the other is refused with the holder's name.
 
+**The table's lease.** A destination's name depends on the connection (the cluster's name, or a gateway address),
+so a bootstrap, a tombstone purge and a ``verify --repair`` also take, first, the same lease under the table's
+identity (row ``<qid>#bootstrap:table-id:<id>``, :func:`table_key`, :func:`table_lease`): whatever names reach
+the table, no two of them run at once. A bootstrap records that identity in its plan, so a purge finds an
+unfinished bootstrap of the table under any name (:func:`unfinished_bootstraps`; a plan of an older release,
+without it, is found under the purge's own name, as before).
+
 **Fencing.** Every write of the state (plan, progress, bulk records) is conditional on the lease cell holding
 this bootstrap's value, so one whose lease was taken over stops. Writes to B cannot be conditional on A: a
 bootstrap reads its lease cell before each range it writes (in the task, wherever it runs) and before its final
