@@ -17,6 +17,7 @@ wire is then closed, as a dropped socket is).
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable
 from typing import Any
 
@@ -103,8 +104,7 @@ class SimWire:
         self.sock = self  # the raw ``nextK`` path reads ``client.raw_socket.sock``
         self._message = bytearray()  # what the client wrote since its last flush
         self._raw = bytearray()  # length-prefixed frames sent with sendall, not complete yet
-        self._reply = b""
-        self._pos = 0
+        self._reply = io.BytesIO()
         self._open = True
 
     # --- the transport (thriftpy2, send_frame) ----------------------------------------------------------
@@ -132,11 +132,10 @@ class SimWire:
         self._send(message, framed=False)
 
     def read(self, size: int) -> bytes:
-        self._check_open()
-        if self._pos >= len(self._reply):
+        chunk = self._reply.read(size)
+        if not chunk:
+            self._check_open()
             raise TTransportException(TTransportException.END_OF_FILE, "simulated gateway sent no reply")
-        chunk = self._reply[self._pos:self._pos + size]
-        self._pos += len(chunk)
         return chunk
 
     def _send(self, message: bytes, framed: bool) -> None:
@@ -146,8 +145,7 @@ class SimWire:
             self._open = False  # a lost answer: the socket is gone
             raise
         if reply is not None:
-            self._reply = (len(reply).to_bytes(4, "big") + reply) if framed else reply
-            self._pos = 0
+            self._reply = io.BytesIO((len(reply).to_bytes(4, "big") + reply) if framed else reply)
 
     # --- the raw socket (nextK) -------------------------------------------------------------------------
 
