@@ -38,7 +38,7 @@ from thriftpy2.transport import TTransportException
 
 #: the virtual wall clock's start (time.time() in a run), and the monotonic clock's
 EPOCH = 1_800_000_000.0
-MONOTONIC_START = 1_000.0
+MONOTONIC_START = 1_000_000.0  # a host up for 11 days: code may take 0.0 for "long ago"
 #: virtual seconds each turn takes, so that a loop of calls without a sleep still sees time pass
 TURN_COST = 0.001
 #: virtual seconds a stalled call waits before it is applied (a paused process, a slow network)

@@ -236,11 +236,14 @@ def setup(world: World) -> None:
         txs.init()
     a.compact_table(PRODUCER_TABLE, wait=True)  # so that verify knows every file has the visibility summary
     AccumuloExporter(b, DEST_TABLE, "difference").ensure_table(create=True)
+    # the deployment: two producers and a stream; then a random mix of everything else
     for i in range(2):
         world.sched.process(f"producer{i}", producer, world)
+    world.sched.process("stream", stream, world)
     kinds = [("relay", one_shot_relay), ("drain", batch_drain), ("qdrain", queue_drain), ("stream", stream),
              ("requeue", requeue), ("purge", purge), ("verify", verify), ("compact", compact_b),
-             ("stray", stray_cell), ("waiter", waiter), ("producer", producer), ("bootstrap", bootstrap)]
+             ("stray", stray_cell), ("waiter", waiter), ("producer", producer), ("bootstrap", bootstrap),
+             ("tserver", tablet_servers)]
     for i in range(2 + world.draw(5, "processes")):
         name, fn = world.pick(kinds, "kind")
         world.sched.process(f"{name}{i + 2}", fn, world)
@@ -355,7 +358,7 @@ def queue_drain(world: World) -> None:
 def stream(world: World) -> None:
     """A streaming drain (``drain --stream``) for a while; another thread of the process stops it."""
     stop = SimEvent(world.sched)
-    seconds = world.pick([2.0, 5.0, 20.0], "stream seconds")
+    seconds = world.pick([5.0, 20.0, 60.0], "stream seconds")
 
     def stopper() -> None:
         time.sleep(seconds)
@@ -433,6 +436,30 @@ def compact_b(world: World) -> None:
             b.compact_table(DEST_TABLE, wait=True)
             world.did("full compaction of B")
         guarded("compact", world, run)
+
+
+def tablet_servers(world: World) -> None:
+    """What the tablet servers do on their own, now and then: minor compactions, partial major compactions (they
+    keep delete markers), and a writer's rows sent before its flush (a BatchWriter's buffer filling up)."""
+    for _ in range(2 + world.draw(5, "server actions")):
+        time.sleep(world.pick([0.05, 0.5, 2.0], "pause"))
+        cluster, gateway = world.pick([(world.a, world.gateway_a), (world.b, world.gateway_b)], "cluster")
+        action = world.pick(["minor", "partial", "send"], "server action")
+        if action == "send":
+            pending = gateway.pending_writers()
+            if pending:
+                writer = world.pick(pending, "writer")
+                sent = gateway.apply_some(writer, 1 + world.draw(3, "rows"))
+                world.did(f"{cluster.name}: writer {writer} sent {sent} rows before its flush")
+            continue
+        tables = sorted(cluster.tables)
+        table = world.pick(tables, "table")
+        if action == "minor":
+            cluster.flush(table)
+            world.did(f"{cluster.name}: minor compaction of {table}")
+        else:
+            cluster.compact_some(table, lambda n: range(1 + world.draw(n - 1, "files")))  # never all: partial
+            world.did(f"{cluster.name}: partial compaction of {table}")
 
 
 def stray_cell(world: World) -> None:
