@@ -116,6 +116,7 @@ def test_a_drains_metrics_give_no_watermark_to_a_destination_a_bootstrap_is_buil
     state = BootstrapState(scenario.conn_a, scenario.queue, name)
     state.acquire()
     try:
+        state.server_time_ms()  # as a bootstrap does when it plans (what tells the watermark one ran since)
         state.start(Plan(scenario.counts, "examples.inverted_count_index:snapshot", (), 0))
         marks = watermarks(scenario.conn_a)
         assert marks[name] is None

@@ -101,8 +101,7 @@ class Metrics:
         self._lag_at = 0.0  # when the last lag scan ended (seconds since the epoch)
         self._shown: dict[int, float] = {}  # bucket -> lag, the bounded set of per-bucket series
         self._watermarks_fn = watermarks
-        self._marks: dict[str, Watermark | None] = {}  # destination -> what waits for it (None: bootstrapping)
-        self._highest: dict[str, int] = {}  # destination -> the highest watermark seen (what a caught-up one shows)
+        self._marks: dict[str, Watermark | None] = {}  # destination -> what waits for it (None: not built)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._server: Any = None
@@ -253,21 +252,20 @@ class Metrics:
             return
         queue = self.labels.get("queue", "")
         seq = GaugeMetricFamily(f"{PREFIX}_destination_watermark_seq", "every commit with a seq up to this one "
-                                "is on the destination (the highest seen once nothing waits)",
-                                labels=["queue", "destination"])
+                                "is on the destination, as the last computation found (when nothing waited: this "
+                                "host's clock in µs when it began)", labels=["queue", "destination"])
         age = GaugeMetricFamily(f"{PREFIX}_destination_watermark_age_seconds", "this host's clock minus the "
                                 "watermark's seq (µs of the producers' clocks); 0 when nothing waits",
                                 labels=["queue", "destination"])
-        building = GaugeMetricFamily(f"{PREFIX}_destination_bootstrapping", "1 while a bootstrap builds the "
-                                     "destination (no watermark until it finished)", labels=["queue", "destination"])
+        building = GaugeMetricFamily(f"{PREFIX}_destination_bootstrapping", "1 while the destination is not built: "
+                                     "registered and no bootstrap finished since, or a bootstrap builds it (no "
+                                     "watermark then)", labels=["queue", "destination"])
         now_us = time.time() * 1e6
         for name, mark in sorted(marks.items()):
             building.add_metric([queue, name], 0 if mark is not None else 1)
             if mark is None:
                 continue
-            if mark.seq is not None:
-                self._highest[name] = max(self._highest.get(name, 0), mark.seq)
-            seq.add_metric([queue, name], self._highest.get(name, 0))
+            seq.add_metric([queue, name], gauge_seq(mark))
             age.add_metric([queue, name], 0.0 if mark.seq is None else max(0.0, now_us - mark.seq) / 1e6)
         yield seq
         yield age
@@ -278,11 +276,17 @@ class Metrics:
 Watermarks = Callable[[Connection], dict[str, "Watermark | None"]]
 
 
+def gauge_seq(mark: Watermark) -> int:
+    """What the watermark gauge serves for a computation: its watermark, or when nothing waited the time it began
+    (µs, this host's clock, as the producers' seqs): every commit visible then was on the destinations."""
+    return mark.started_us if mark.seq is None else mark.seq
+
+
 def drain_watermarks(job: DrainJob) -> Watermarks:
-    """What waits for each destination of a drain: its own and every registered one (one scan for all; a
-    destination whose bootstrap is unfinished has none)."""
+    """What waits for each destination of a drain: its own and every registered one (one computation for all; a
+    destination not built yet, :attr:`Watermark.unbuilt`, has none)."""
     from connector.queue.destinations import registered_destinations
-    from connector.snapshot.state import BootstrapState, destination_id
+    from connector.snapshot.state import destination_id
     from connector.transactions import queue_watermark
 
     # the bootstrap state names a destination by its cluster's name or its gateway; a label never names a host
@@ -291,9 +295,9 @@ def drain_watermarks(job: DrainJob) -> Watermarks:
 
     def scan(conn: Connection) -> dict[str, Watermark | None]:
         mark = queue_watermark(conn, job.queue)
+        unbuilt = {u.destination for u in mark.unbuilt}
         names = {primary: label, **{d.name: d.name for d in registered_destinations(conn, job.queue)}}
-        return {shown: (None if BootstrapState(conn, job.queue, name).plan() is not None else mark)
-                for name, shown in names.items()}
+        return {shown: (None if name in unbuilt else mark) for name, shown in names.items()}
 
     return scan
 

@@ -8,7 +8,9 @@ later users check against them or read them from there.
 
 from __future__ import annotations
 
+import difflib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,15 +54,19 @@ class ConfigCell:
             return stored
         return None
 
-    def missing(self, hint: str = "") -> QueueError:
-        return self.error(f"{self.name} has no stored configuration: run '{self.init_command}' first{hint}")
+    def missing(self, hint: str = "", near: str | None = None) -> QueueError:
+        """The error for no stored configuration; ``near``: the closest existing queue's id, to suggest."""
+        guess = f" (did you mean queue {near!r}?)" if near else ""
+        return self.error(f"{self.name} has no stored configuration{guess}: run '{self.init_command}' first{hint}")
 
-    def check(self, conn: Connection, fields: dict[str, Any], *, required: bool = False) -> None:
-        """Raise when ``fields`` disagree with what is stored (or, with ``required``, when nothing is)."""
+    def check(self, conn: Connection, fields: dict[str, Any], *, required: bool = False,
+              near: Callable[[], str | None] = lambda: None) -> None:
+        """Raise when ``fields`` disagree with what is stored (or, with ``required``, when nothing is: ``near``
+        then names the closest existing queue)."""
         stored = self.read(conn)
         if stored is None:
             if required:
-                raise self.missing()
+                raise self.missing(near=near())
             return
         conflicts = [f"{name.replace('num_', '')} {stored.get(name)!r}, not {fields[name]!r}"
                      for name in CHECKED if stored.get(name) != fields[name]]
@@ -100,8 +106,36 @@ def read_stored_config(conn: Connection, table: str, qid: str) -> dict[str, Any]
 
 def check_config(conn: Connection, config: QueueConfig, *, required: bool = False) -> None:
     """Raise ``QueueConfigError`` when ``config`` disagrees with what the queue was initialised with (or,
-    with ``required=True``, when the queue has no stored configuration)."""
-    _cell(config.table, config.qid).check(conn, config.stored_fields(), required=required)
+    with ``required=True``, when the queue has no stored configuration: the message names the closest queue
+    of the table)."""
+    _cell(config.table, config.qid).check(conn, config.stored_fields(), required=required,
+                                          near=lambda: nearest_queue(conn, config.table, config.qid))
+
+
+def require_config(conn: Connection, config: QueueConfig) -> None:
+    """Raise ``QueueConfigError`` (one line) unless ``config`` names a queue that ``init`` made, in a table that
+    exists, with the bucket count and serializers it was initialised with: what a reader of the queue checks
+    before it trusts what it does not find (entries of another bucket count do not parse and would be missed)."""
+    if not conn.table_exists(config.table):
+        near = conn.closest_table(config.table)
+        guess = f" (did you mean {near!r}?)" if near else ""
+        raise QueueConfigError(f"queue {config.qid!r}: its table {config.table!r} does not exist{guess}; create the "
+                               "queue with 'queue init'")
+    check_config(conn, config, required=True)
+
+
+def queue_ids(conn: Connection, table: str) -> list[str]:
+    """The ids of the queues ``init`` made in ``table`` (one scan of their config cells)."""
+    suffix = QueueLayout("q", 1).config_row[1:]  # b"#config"
+    return sorted(cell.row[:-len(suffix)].decode("utf-8", "replace")
+                  for cell in conn.scan(table, columns=[(CONFIG_FAMILY, CONFIG_QUALIFIER)])
+                  if cell.row.endswith(suffix))
+
+
+def nearest_queue(conn: Connection, table: str, qid: str) -> str | None:
+    """The id of the queue of ``table`` closest to ``qid`` (for "did you mean"), or None."""
+    ids = queue_ids(conn, table)
+    return next(iter(difflib.get_close_matches(qid, ids, n=1, cutoff=0.5)), None) or (ids[0] if len(ids) == 1 else None)
 
 
 def store_config(conn: Connection, config: QueueConfig) -> bool:
@@ -119,7 +153,7 @@ def resolve_config(conn: Connection, table: str, qid: str, *, num_buckets: int |
     stored = cell.read(conn)
     if stored is None:
         if num_buckets is None:
-            raise cell.missing(", or give the bucket count (--buckets)")
+            raise cell.missing(", or give the bucket count (--buckets)", nearest_queue(conn, table, qid))
         return QueueConfig(table=table, qid=qid, num_buckets=num_buckets,
                            key_serializer=key_serializer or DEFAULT_SERIALIZER,
                            value_serializer=value_serializer or DEFAULT_SERIALIZER)

@@ -29,13 +29,13 @@ from .relay import PeriodicRelay, RelayStats, relay_sources, relay_table
 from .rows import RowTransactions
 from .status import OutboxStatus, outbox_status
 from .transaction import Transaction
-from .watermark import WaitTimeout, Watermark, queue_watermark, wait_for_seq
+from .watermark import Unbuilt, WaitTimeout, Watermark, queue_watermark, wait_for_seq
 
 # the public API; the protocol's pieces (commits, outbox cells, relays, targets) are imported from their modules
 __all__ = [
     "CommitError", "LayoutError", "MalformedOutboxError", "OutboxStatus", "PartialCommitError", "PeriodicRelay",
     "ProducerTableError",
     "RelayError", "RelayStats", "RowTransactions", "Transaction", "TransactionConflictError", "TransactionError",
-    "TxLayout", "WaitTimeout", "Watermark", "outbox_status", "queue_watermark", "relay_sources", "relay_table",
-    "wait_for_seq",
+    "TxLayout", "Unbuilt", "WaitTimeout", "Watermark", "outbox_status", "queue_watermark", "relay_sources",
+    "relay_table", "wait_for_seq",
 ]

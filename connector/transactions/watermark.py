@@ -7,14 +7,40 @@ else: when something waits, it is one below the lowest seq waiting; every commit
 visible when the watermark was computed is on every destination of the queue. No clock is compared with
 another: seqs come from the producers' clocks and are only compared with each other.
 
-The order of the scans makes the answer safe while relays and drains run: outboxes first, then the queue, then
-the dead letters. An export only moves forward (outbox → queue → destination or dead letter; a relay writes the
-entry before it deletes the outbox cell, a drain exports before it deletes the entry, a dead letter is written
-before its entry is deleted), so an export that one scan missed because it moved on is found by the next.
+**The watermark's scans.** The answer stays safe while relays, drains and requeues run because the scans
+follow the moves an export makes, and every move writes the export's new place before it deletes the old one:
+
+- outbox → queue (a relay writes the entry, then deletes the outbox cell): the outboxes are scanned first;
+- queue → destination (a drain exports, then deletes the entry): nothing waits any more, rightly;
+- queue → dead letter (a drain writes the dead letter, then deletes the entry): dead letters are scanned after
+  the queue;
+- dead letter → queue (``queue dead-letters --requeue`` writes the entry back, then deletes the dead letter):
+  the one move *against* the order of the scans, so the dead letters are scanned **before the queue as well**.
+
+An export one scan missed because it moved on is found by the next scan: a dead letter requeued before the
+first dead-letter scan reached it is an entry before the queue scan starts (or, drained since, on the
+destinations; or, dead-lettered again, found by the second dead-letter scan). What the scans cannot see is an
+export that moves back and forth within one computation: dead-lettered by a drain *and* requeued again while
+the queue scan runs (a requeue listed after the drain set it aside). A requeue is an operator's command after
+fixing the cause, so ``wait`` may then return early once; say so rather than pretend.
+
+**Destinations not built yet.** A destination registered with the queue
+(:mod:`connector.queue.destinations`) is fed by the drains only from its registration on: what was drained
+before it is there only once a bootstrap *planned after the registration* finished. So it holds the watermark
+(``Watermark.unbuilt``, and :meth:`Watermark.reached` is False) while its bootstrap state row
+(``<qid>#bootstrap:<name>``, :mod:`connector.snapshot.state`) holds a plan (unfinished) or a lease (running),
+or holds no clock probe at least as new as its registration cell (no bootstrap since it was registered: a
+bootstrap writes the probe, when it plans, after registering again). Both cells live in the queue's rows
+between ``<qid>#`` and ``<qid>:``, one tablet, whose timestamps never go back. An unfinished bootstrap of a
+destination that is not registered (a drain's own) holds it too.
+
+**A wrong queue is refused**, not read as an empty one: the queue must have been made by ``init`` with the
+bucket count and serializers given (:func:`connector.queue.stored_config.require_config`; entries of another
+bucket count would not parse, and an unknown queue would wait for nothing).
 
 :func:`wait_for_seq` is read-your-writes across clusters: after ``seq = txs.run(row, fn)`` returned, it returns
 once nothing with a seq at or below ``seq`` waits, that is once the commit's exports are on every destination
-(a destination a bootstrap is still building is not one yet: wait for the bootstrap).
+(and every registered destination is built).
 """
 
 from __future__ import annotations
@@ -26,11 +52,13 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from connector.accumulo import Connection
+from connector.accumulo import Connection, Range
 from connector.errors import ConnectorError
 from connector.queue import QueueConfig
+from connector.queue.destinations import DESTINATION_FAMILY
 from connector.queue.layout import DEAD_FAMILY, DEAD_REASON, ENTRY_FAMILY, ENTRY_QUALIFIER
 from connector.queue.status import KEYS_ONLY
+from connector.queue.stored_config import require_config
 
 from .layout import EXPORT_KIND
 from .targets import recorded_sources
@@ -40,15 +68,30 @@ _PAGE = 10_000
 
 
 @dataclass(frozen=True)
+class Unbuilt:
+    """A destination that holds the watermark: ``destination`` (its name, ``<cluster>/<table>``) and ``why``."""
+
+    destination: str
+    why: str
+
+    def __str__(self) -> str:
+        return f"destination {self.destination}: {self.why}"
+
+
+@dataclass(frozen=True)
 class Watermark:
     """What waits for a queue's destinations: ``outbox`` cells not relayed, ``entries`` not drained,
-    ``dead_letters`` refused, and the ``lowest`` seq among them (None: nothing waits)."""
+    ``dead_letters`` refused, and the ``lowest`` seq among them (None: nothing waits); ``unbuilt``: the
+    destinations not built yet, which hold it whatever waits; ``started_us``: this host's clock (µs) when the
+    computation began."""
 
     qid: str
     outbox: int = 0
     entries: int = 0
     dead_letters: int = 0
     lowest: int | None = None
+    unbuilt: tuple[Unbuilt, ...] = ()
+    started_us: int = 0
 
     @property
     def waiting(self) -> int:
@@ -56,25 +99,34 @@ class Watermark:
 
     @property
     def seq(self) -> int | None:
-        """The watermark: every commit with a seq up to it (visible when it was computed) is on every
+        """The watermark: every commit with a seq up to it (visible when it was computed) is on every built
         destination. None when nothing waits: every visible commit is."""
         return None if self.lowest is None else self.lowest - 1
 
     def reached(self, seq: int) -> bool:
         """Whether a commit at ``seq`` (visible when this was computed) is on every destination."""
-        return self.lowest is None or self.lowest > seq
+        return not self.unbuilt and (self.lowest is None or self.lowest > seq)
 
     def describe(self) -> str:
+        held = "; ".join(map(str, self.unbuilt))
         if self.lowest is None:
-            return "nothing waits: every commit is on the destinations"
+            return f"{held}: it holds every commit" if held else "nothing waits: every commit is on the destinations"
         parts = [f"{n:,} {what}" for n, what in ((self.outbox, "outbox cells not relayed"),
                                                  (self.entries, "queue entries not drained"),
                                                  (self.dead_letters, "dead letters")) if n]
-        return f"watermark seq {self.seq} ({', '.join(parts)}; the lowest waiting seq is {self.lowest})"
+        return (f"watermark seq {self.seq} ({', '.join(parts)}; the lowest waiting seq is {self.lowest})"
+                + (f"; {held}" if held else ""))
 
 
 def queue_watermark(conn: Connection, queue: QueueConfig) -> Watermark:
-    """What waits for ``queue``'s destinations now (see the module's description for the order of the scans)."""
+    """What waits for ``queue``'s destinations now (see the module's description for the order of the scans).
+    ``QueueConfigError`` (one line) when ``queue`` is not a queue ``init`` made with this configuration."""
+    require_config(conn, queue)
+    return _watermark(conn, queue)
+
+
+def _watermark(conn: Connection, queue: QueueConfig) -> Watermark:
+    started_us = time.time_ns() // 1000
     layout = queue.layout
     lowest: int | None = None
 
@@ -83,6 +135,7 @@ def queue_watermark(conn: Connection, queue: QueueConfig) -> Watermark:
         if seq is not None:
             lowest = seq if lowest is None else min(lowest, seq)
 
+    unbuilt = _unbuilt(conn, queue)  # before the scans: a bootstrap that finishes meanwhile saw all they see
     outbox = 0
     # an export's outbox qualifier: e:<queue table>:<entry row>, and the queue's entry rows start <qid>:
     target = b":".join([EXPORT_KIND, queue.table.encode("ascii"), queue.qid.encode("utf-8")]) + b":"
@@ -94,20 +147,61 @@ def queue_watermark(conn: Connection, queue: QueueConfig) -> Watermark:
             if found:
                 outbox += found
                 lower(pc.min(page.column("ts").filter(mine)).as_py())
+    before, lowest_dead = _dead_letters(conn, queue)  # before the queue too: a requeue moves backwards
+    lower(lowest_dead)
     entries = 0
     for page in conn.scan_batches(queue.table, layout.queue_range(), columns=[(ENTRY_FAMILY, ENTRY_QUALIFIER)],
                                   iterators=[KEYS_ONLY], batch_size=_PAGE):
         parsed = layout.parse_rows(page.column("row"))
         entries += page.num_rows
         lower(pc.min(parsed.column("seq")).as_py())
-    dead = 0
+    dead, lowest_dead = _dead_letters(conn, queue)
+    lower(lowest_dead)
+    return Watermark(queue.qid, outbox, entries, max(before, dead), lowest, unbuilt, started_us)
+
+
+def _dead_letters(conn: Connection, queue: QueueConfig) -> tuple[int, int | None]:
+    """How many dead letters the queue has, and the lowest seq among them."""
+    layout = queue.layout
+    dead, lowest = 0, None
     prefix = len(layout.dead_letter_prefix)
     for page in conn.scan_batches(queue.table, layout.dead_letter_range(), columns=[(DEAD_FAMILY, DEAD_REASON)],
                                   iterators=[KEYS_ONLY], batch_size=_PAGE):
         originals = pc.binary_slice(page.column("row"), prefix, 2**31 - 1)
         dead += page.num_rows
-        lower(pc.min(layout.parse_rows(originals).column("seq")).as_py())
-    return Watermark(queue.qid, outbox, entries, dead, lowest)
+        seq = pc.min(layout.parse_rows(originals).column("seq")).as_py()
+        lowest = seq if lowest is None else min(lowest, seq)
+    return dead, lowest
+
+
+#: the cells of a bootstrap's state row that tell whether it finished (:mod:`connector.snapshot.state`, a layer
+#: above: tests/test_watermark_races.py checks these are its names)
+BOOTSTRAP_FAMILY, BOOTSTRAP_PLAN, BOOTSTRAP_LEASE, BOOTSTRAP_CLOCK = b"b", b"plan", b"lease", b"clock"
+
+
+def _unbuilt(conn: Connection, queue: QueueConfig) -> tuple[Unbuilt, ...]:
+    """Why destinations of the queue are not built yet (see the module's description): two short scans of the
+    queue's own rows."""
+    registered = {cell.cq.decode("utf-8", "replace"): cell.ts
+                  for cell in conn.scan(queue.table, Range.exact_row(queue.layout.config_row),
+                                        columns=[DESTINATION_FAMILY], batch_size=100)}
+    prefix = queue.layout.bootstrap_row("")
+    states: dict[str, dict[bytes, int]] = {}
+    for cell in conn.scan(queue.table, Range.prefix(prefix),
+                          columns=[(BOOTSTRAP_FAMILY, q) for q in (BOOTSTRAP_PLAN, BOOTSTRAP_LEASE, BOOTSTRAP_CLOCK)]):
+        states.setdefault(cell.row[len(prefix):].decode("utf-8", "replace"), {})[cell.cq] = cell.ts
+    why: list[Unbuilt] = []
+    for name in sorted(set(registered) | set(states)):
+        state = states.get(name, {})
+        if BOOTSTRAP_PLAN in state:
+            why.append(Unbuilt(name, "bootstrap not finished"))
+        elif name not in registered:
+            continue  # a drain's own destination, or a purge's or repair's lease (table-id:...)
+        elif BOOTSTRAP_LEASE in state:
+            why.append(Unbuilt(name, "bootstrap running"))
+        elif state.get(BOOTSTRAP_CLOCK, -1) < registered[name]:
+            why.append(Unbuilt(name, "registered, and no bootstrap of it finished since"))
+    return tuple(why)
 
 
 def _starts_with(values: pa.Array, prefix: bytes) -> pa.Array:
@@ -126,9 +220,10 @@ def wait_for_seq(conn: Connection, queue: QueueConfig, seq: int, *, timeout: flo
     ``queue``: nothing at or below ``seq`` waits in the outboxes feeding it, in it or in its dead letters.
     :class:`WaitTimeout` after ``timeout`` seconds, saying how far it got. ``progress(watermark)`` hears each
     look."""
+    require_config(conn, queue)
     deadline = time.monotonic() + timeout
     while True:
-        mark = queue_watermark(conn, queue)
+        mark = _watermark(conn, queue)
         if progress is not None:
             progress(mark)
         if mark.reached(seq):

@@ -1,0 +1,162 @@
+"""The watermark where it could pass an export that still waits, on real clusters: a requeue run exactly between
+the queue scan and the dead-letter scan (the one move against the order of the scans), a queue that does not
+exist or is given with the wrong bucket count, a registered destination no bootstrap has built yet; and the
+gauge, which serves what the last computation found, on a live stream."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from connector.cli.metrics import drain_metrics
+from connector.jobs import LocalEngine, run_drain
+from connector.jobs.bootstrap import run_bootstrap
+from connector.queue import ExportQueue, QueueConfig
+from connector.queue.dead_letters import requeue_dead_letters
+from connector.queue.destinations import Destination, register_destination
+from connector.queue.errors import QueueConfigError
+from connector.queue.layout import ENTRY_FAMILY, ENTRY_QUALIFIER
+from connector.snapshot import state as bootstrap_state
+from connector.snapshot.state import BootstrapState, Plan
+from connector.transactions import RowTransactions, WaitTimeout, queue_watermark, wait_for_seq
+from connector.transactions import watermark as watermark_module
+from examples.inverted_count_index import count_update
+
+from .conftest import unique_table
+from .test_bootstrap import Stream, bootstrap_job, commit, drained
+from .test_metrics import free_port, scrape
+
+GAUGE = "accumulo_export_destination_watermark_seq"
+
+
+class RequeueAfterTheQueueScan:
+    """A connection that runs ``requeue`` once, right after the watermark's scan of the queue's entries ended
+    (before the scan of the dead letters that follows it): the window of finding 3, made certain."""
+
+    def __init__(self, conn: Any, queue: QueueConfig, requeue: Any) -> None:
+        self._conn, self._queue, self._requeue = conn, queue, requeue
+        self.requeued: int | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+    def scan_batches(self, table: str, *args: Any, **kwargs: Any) -> Iterator[Any]:
+        pages = self._conn.scan_batches(table, *args, **kwargs)
+        if table != self._queue.table or kwargs.get("columns") != [(ENTRY_FAMILY, ENTRY_QUALIFIER)]:
+            return pages
+        return self._then_requeue(pages)
+
+    def _then_requeue(self, pages: Iterator[Any]) -> Iterator[Any]:
+        yield from pages
+        if self.requeued is None:
+            self.requeued = self._requeue()
+
+
+def test_a_requeue_between_the_queue_scan_and_the_dead_letter_scan_does_not_pass_the_entry(scenario):
+    q = scenario.queue
+    with ExportQueue(scenario.conn_a, q) as queue:
+        queue.add("bad", {"new": "not a list of cells"}, 200)  # the translator refuses it: a dead letter
+        queue.add("ok", count_update("ok", None, 1), 300)
+    run_drain(LocalEngine(), scenario.job())
+    assert queue_watermark(scenario.conn_a, q).dead_letters == 1
+
+    racing = RequeueAfterTheQueueScan(scenario.conn_a, q, lambda: requeue_dead_letters(scenario.conn_a, q))
+    mark = queue_watermark(racing, q)  # type: ignore[arg-type]
+    assert racing.requeued == 1, "the requeue did not run inside the computation"
+    assert mark.lowest == 200 and not mark.reached(200), f"the watermark passed the requeued entry: {mark}"
+    with pytest.raises(WaitTimeout, match="1 queue entries not drained"):  # it is an entry again now
+        wait_for_seq(scenario.conn_a, q, 200, timeout=0.5)
+
+
+def test_a_queue_that_is_not_the_stored_one_is_refused_in_one_line(scenario):
+    q = scenario.queue
+    started = time.monotonic()
+    unknown = QueueConfig(table=q.table, qid="rwy", num_buckets=16)
+    for call in (lambda: wait_for_seq(scenario.conn_a, unknown, 10**15, timeout=5),
+                 lambda: queue_watermark(scenario.conn_a, unknown)):
+        with pytest.raises(QueueConfigError) as caught:
+            call()
+        message = str(caught.value)
+        assert "\n" not in message and "'rwy'" in message and f"did you mean queue {q.qid!r}" in message, message
+    with pytest.raises(QueueConfigError, match=r"table 'exports_nowhere' does not exist"):
+        wait_for_seq(scenario.conn_a, QueueConfig(table="exports_nowhere", qid=q.qid, num_buckets=16), 1, timeout=5)
+    wrong = QueueConfig(table=q.table, qid=q.qid, num_buckets=q.num_buckets + 3)
+    with pytest.raises(QueueConfigError, match=f"initialised with buckets {q.num_buckets}, not {q.num_buckets + 3}"):
+        wait_for_seq(scenario.conn_a, wrong, 1, timeout=5)
+    assert time.monotonic() - started < 5, "refused only after waiting"
+    assert wait_for_seq(scenario.conn_a, q, 1, timeout=5).reached(1)  # the right one is read
+
+
+def test_the_bootstrap_cells_the_watermark_reads_are_the_bootstrap_states(scenario):
+    assert (watermark_module.BOOTSTRAP_FAMILY, watermark_module.BOOTSTRAP_PLAN, watermark_module.BOOTSTRAP_LEASE,
+            watermark_module.BOOTSTRAP_CLOCK) == (bootstrap_state.STATE_FAMILY, bootstrap_state.PLAN,
+                                                  bootstrap_state.LEASE, bootstrap_state.CLOCK)
+
+
+def test_a_registered_destination_holds_the_watermark_until_a_bootstrap_of_it_finished(scenario):
+    q = scenario.queue
+    second = unique_table("second")
+    scenario.conn_b.create_table(second)
+    name = f"B/{second}"
+    register_destination(scenario.conn_a, q, Destination(name, scenario.b.gateway_options(), second, "difference"))
+    mark = queue_watermark(scenario.conn_a, q)
+    assert [u.destination for u in mark.unbuilt] == [name] and mark.lowest is None and not mark.reached(1), mark
+    with pytest.raises(WaitTimeout, match=f"destination {name}: registered, and no bootstrap of it finished"):
+        wait_for_seq(scenario.conn_a, q, 1, timeout=0.5)
+
+    state = BootstrapState(scenario.conn_a, q, name)  # a bootstrap that planned and was killed
+    state.acquire()
+    state.server_time_ms()
+    state.start(Plan(scenario.counts, "examples.inverted_count_index:snapshot", (), 0))
+    state.release()
+    with pytest.raises(WaitTimeout, match=f"destination {name}: bootstrap not finished"):
+        wait_for_seq(scenario.conn_a, q, 1, timeout=0.5)
+    state.acquire()
+    state.clear()
+    state.release()
+
+    txs = RowTransactions(scenario.conn_a, scenario.counts)
+    seq = commit(txs, scenario, "built", 4)
+    txs.close()
+    run_bootstrap(LocalEngine(), bootstrap_job(scenario, second, final_check=False))
+    run_drain(LocalEngine(), scenario.job())
+    mark = wait_for_seq(scenario.conn_a, q, seq, timeout=30)
+    assert mark.unbuilt == () and mark.reached(seq), mark
+
+
+def test_the_gauge_serves_the_last_computation_on_a_live_stream_even_when_lower(scenario):
+    stream = Stream(scenario, scenario.index)
+    metrics = drain_metrics(free_port(), scenario.job())
+    txs = RowTransactions(scenario.conn_a, scenario.counts)
+    try:
+        seqs = [commit(txs, scenario, f"w{n}", n) for n in range(1, 9)]
+        txs.flush()
+        drained(scenario)
+        assert gauge_reaches(metrics.port, lambda v: v >= seqs[-1]), "the gauge stayed below the last commit"
+
+        low = seqs[0] - 10  # a refused export below every commit: a dead letter holds the watermark at low - 1
+        with ExportQueue(scenario.conn_a, scenario.queue) as queue:
+            queue.add("bad", {"new": "not a list of cells"}, low)
+        assert gauge_reaches(metrics.port, lambda v: v == low - 1), "the gauge did not go down to the dead letter"
+    finally:
+        metrics.close()
+        stream.close()
+        txs.close()
+
+
+def gauge_reaches(port: int | None, wanted: Any, seconds: float = 60) -> bool:
+    """Whether the watermark gauge served on ``port`` shows a value ``wanted`` accepts within ``seconds``."""
+    assert port is not None
+    deadline = time.monotonic() + seconds
+    seen: list[float] = []
+    while time.monotonic() < deadline:
+        values = [v for (name, _), v in (scrape(port) or {}).items() if name == GAUGE]
+        seen = values or seen
+        if values and all(wanted(v) for v in values):
+            return True
+        time.sleep(0.5)
+    print(f"last gauge values: {seen}")
+    return False
