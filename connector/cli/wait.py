@@ -23,7 +23,9 @@ def register_wait_command(sub: Any) -> None:
     w = sub.add_parser("wait", formatter_class=Help, help="wait until a commit's exports are on every destination",
                        description="Return once the commit with sequence number --seq (the seq a row transaction's "
                                    "run returned) is on every destination of the queue: nothing at or below it "
-                                   "waits in the outboxes feeding the queue, in the queue or in its dead letters. "
+                                   "waits in the outboxes feeding the queue, in the queue or in its dead letters, "
+                                   "and every destination registered with the queue is built (a bootstrap of it "
+                                   "finished since its registration). "
                                    f"Exit status 0 then, {EXIT_WAIT_TIMED_OUT} after --timeout seconds (saying how "
                                    "far the watermark got).")
     queue_args(w)
