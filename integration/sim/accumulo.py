@@ -721,6 +721,21 @@ class SimAccumulo:
             if len(tablet.files) > 1:
                 self.major_compact(t, tablet, choose(len(tablet.files)))
 
+    def file_counts(self, name: str) -> list[int]:
+        """How many files each tablet of ``name`` has (for a scheduler choosing Accumulo's own compactions)."""
+        return [len(tablet.files) for tablet in self.table(name).tablets]
+
+    def system_compaction(self, name: str, tablet: int, files: Iterable[int] | None = None) -> None:
+        """A compaction Accumulo starts on its own: tablet number ``tablet`` of ``name``, the files ``files`` (all:
+        None, a full one, which drops delete markers); ``files`` ``[]``: a minor compaction (memory to a file)."""
+        t = self.table(name)
+        target = t.tablets[tablet]
+        chosen = None if files is None else list(files)
+        if chosen == []:
+            self.minor_compact(t, target)
+            return
+        self.major_compact(t, target, range(len(target.files)) if chosen is None else chosen)
+
     # --- bulk import ----------------------------------------------------------------------------------------
 
     def import_file(self, name: str, entries: Iterable[Entry]) -> None:

@@ -133,7 +133,7 @@ class SimWire:
 
     def read(self, size: int) -> bytes:
         chunk = self._reply.read(size)
-        if not chunk:
+        if not chunk and size:
             self._check_open()
             raise TTransportException(TTransportException.END_OF_FILE, "simulated gateway sent no reply")
         return chunk
