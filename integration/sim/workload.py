@@ -523,7 +523,7 @@ def visible(conn: Connection, table: str, row: str | None = None) -> Shown:
 # --- one schedule ------------------------------------------------------------------------------------------------
 
 #: fault rates at each call of a process (a crash, a stall, a lost answer)
-CRASH_RATE, STALL_RATE, LOST_RATE = 0.01, 0.02, 0.02
+CRASH_RATE, STALL_RATE, LOST_RATE = 0.003, 0.03, 0.02
 
 
 @dataclass
