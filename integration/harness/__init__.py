@@ -5,6 +5,9 @@ Use ``clusters(["a", "b"])`` as a context manager (tests use the session fixture
 Ctrl-C. Secrets are generated per run, passed to the launcher through its environment and a 0600 file,
 and never printed.
 
+Every entry point takes an Accumulo line (``clusters(..., line="3.0")``, ``build_gateway(line=...)``,
+``gateway_jar(line)``); None means ``$ACCUMULO_LINE`` (``make cluster ACCUMULO=3.0``), else 2.1.
+
 Modules: ``build`` (Maven: the gateway and harness modules of ``integration/gateway``, java command lines,
 the native map library), ``pki`` (test certificates),
 ``processes`` (child JVMs), ``cluster`` (the launcher and its clusters), ``standalone`` (a gateway from the
