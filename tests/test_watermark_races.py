@@ -102,10 +102,10 @@ def test_a_registered_destination_holds_the_watermark_until_a_bootstrap_of_it_fi
     scenario.conn_b.create_table(second)
     name = f"B/{second}"
     register_destination(scenario.conn_a, q, Destination(name, scenario.b.gateway_options(), second, "difference"))
-    mark = queue_watermark(scenario.conn_a, q)
-    assert [u.destination for u in mark.unbuilt] == [name] and mark.lowest is None and not mark.reached(1), mark
     with pytest.raises(WaitTimeout, match=f"destination {name}: registered, and no bootstrap of it finished"):
         wait_for_seq(scenario.conn_a, q, 1, timeout=0.5)
+    mark = queue_watermark(scenario.conn_a, q)
+    assert [u.destination for u in mark.unbuilt] == [name] and mark.lowest is None and not mark.reached(1), mark
 
     state = BootstrapState(scenario.conn_a, q, name)  # a bootstrap that planned and was killed
     state.acquire()
