@@ -31,7 +31,8 @@ before it is there only once a bootstrap *planned after the registration* finish
 (``<qid>#bootstrap:<name>``, :mod:`connector.snapshot.state`) holds a plan (unfinished) or a lease (running),
 or holds no clock probe at least as new as its registration cell (no bootstrap since it was registered: a
 bootstrap writes the probe, when it plans, after registering again). Both cells live in the queue's rows
-between ``<qid>#`` and ``<qid>:``, one tablet, whose timestamps never go back. An unfinished bootstrap of a
+between ``<qid>#`` and ``<qid>:``, one tablet (unless it grew past the split threshold and was split
+between them), whose timestamps never go back. An unfinished bootstrap of a
 destination that is not registered (a drain's own) holds it too.
 
 **A wrong queue is refused**, not read as an empty one: the queue must have been made by ``init`` with the
