@@ -197,3 +197,22 @@ def test_empty_strings_cross_the_simulated_wire() -> None:
     put(conn, b"r", b"", 1)
     assert conn.table_properties("t")["table.custom.empty"] == ""
     assert values(conn) == [(b"r", 1, b"")]
+
+
+def test_visibility_summaries_count_what_the_user_cannot_read() -> None:
+    from connector.accumulo.summaries import ensure_visibility_summary, visibility_summary
+
+    cluster = SimAccumulo("t", clock=lambda: 1, user_authorizations=[b"A"])
+    conn = sim_connection(SimGateway(cluster))
+    conn.create_table("t")
+    conn.write("t", [Mutation(b"r").put(b"f", b"q", b"1", visibility=b"B", timestamp=1)])
+    conn.flush_table("t")  # a file written before the summarizer: not counted
+    assert ensure_visibility_summary(conn, "t")
+    conn.write("t", [Mutation(b"s").put(b"f", b"q", b"2", visibility=b"B", timestamp=1),
+                     Mutation(b"s").put(b"f", b"p", b"3", visibility=b"A|B", timestamp=1)])
+    summary = visibility_summary(conn, "t")  # flushes first
+    assert (summary.configured, summary.hidden, summary.files, summary.files_missing) == (True, {"B": 1}, 2, 1)
+    assert not summary.complete
+    conn.compact_table("t")
+    summary = visibility_summary(conn, "t")
+    assert (summary.hidden, summary.files, summary.complete) == ({"B": 2}, 1, True)

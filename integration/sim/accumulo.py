@@ -50,6 +50,8 @@ REGEX_FILTER = "org.apache.accumulo.core.iterators.user.RegExFilter"
 TIMESTAMP_FILTER = "org.apache.accumulo.core.iterators.user.TimestampFilter"
 SORTED_KEY = "org.apache.accumulo.core.iterators.SortedKeyIterator"
 SCOPES = ("scan", "minc", "majc")
+SUMMARIZER_PROPERTY = "table.summarizer.accumulo_export_vis"
+VISIBILITY_SUMMARIZER = "org.apache.accumulo.core.client.summary.summarizers.VisibilitySummarizer"
 METADATA_TABLE = "accumulo.metadata"
 ROOT_TABLE = "accumulo.root"
 SYSTEM_TABLES = {ROOT_TABLE: "+r", METADATA_TABLE: "!0", "accumulo.replication": "+rep"}
@@ -373,13 +375,26 @@ def merge_ranges(ranges: Sequence[KeyRange]) -> list[KeyRange]:
 
 # --- the store ------------------------------------------------------------------------------------------------
 
+class File(list):  # type: ignore[type-arg]
+    """A file of a tablet: its sorted entries, and whether the table's visibility summarizer counted them (a file
+    written before the summarizer was configured was not)."""
+
+    summarized: bool = False
+
+
+def _file(entries: Iterable[Entry], props: dict[str, str]) -> File:
+    f = File(entries)
+    f.summarized = props.get(SUMMARIZER_PROPERTY) == VISIBILITY_SUMMARIZER
+    return f
+
+
 @dataclass
 class Tablet:
     """The rows ``(prev_end, end]`` of a table (None: unbounded): memory and files, sorted lists of entries."""
 
     end: bytes | None
     memory: list[Entry] = field(default_factory=list)
-    files: list[list[Entry]] = field(default_factory=list)
+    files: list[File] = field(default_factory=list)
     last_time: int = 0
 
 
@@ -522,12 +537,14 @@ class SimAccumulo:
                 continue
             old = t.tablets[i]
             cut = (split + b"\x00",)
-            left = Tablet(split, [e for e in old.memory if e < cut],
-                          [[e for e in f if e < cut] for f in old.files], old.last_time)
-            right = Tablet(old.end, [e for e in old.memory if e >= cut],
-                           [[e for e in f if e >= cut] for f in old.files], old.last_time)
-            left.files = [f for f in left.files if f]
-            right.files = [f for f in right.files if f]
+            left = Tablet(split, [e for e in old.memory if e < cut], [], old.last_time)
+            right = Tablet(old.end, [e for e in old.memory if e >= cut], [], old.last_time)
+            for f in old.files:  # each file referenced by both halves, as Accumulo splits
+                for half, part in ((left, [e for e in f if e < cut]), (right, [e for e in f if e >= cut])):
+                    if part:
+                        piece = File(part)
+                        piece.summarized = f.summarized
+                        half.files.append(piece)
             t.splits.insert(i, split)
             t.tablets[i:i + 1] = [left, right]
 
@@ -682,7 +699,7 @@ class SimAccumulo:
         if not tablet.memory:
             return
         iters = table_iterators(t.props, "minc")
-        f = list(apply_stack(_deleting(tablet.memory, propagate=True), iters))
+        f = _file(apply_stack(_deleting(tablet.memory, propagate=True), iters), t.props)
         tablet.memory = []
         if f:
             tablet.files.append(f)
@@ -708,7 +725,7 @@ class SimAccumulo:
         full = len(chosen) == len(tablet.files)
         iters = merge_iterators(table_iterators(t.props, "majc"), iterators)
         merged = heapq.merge(*(tablet.files[i] for i in chosen))
-        f = list(apply_stack(_deleting(merged, propagate=not full), iters))
+        f = _file(apply_stack(_deleting(merged, propagate=not full), iters), t.props)
         kept = [g for i, g in enumerate(tablet.files) if i not in set(chosen)]
         tablet.files = kept + ([f] if f else [])
         self.stats["majc"] += 1
@@ -746,7 +763,32 @@ class SimAccumulo:
             by_tablet.setdefault(t.tablet_index(e[0]), []).append(e)
         for i, es in by_tablet.items():
             es.sort()
-            t.tablets[i].files.append(es)
+            t.tablets[i].files.append(_file(es, t.props))
+
+    def unreadable_visibilities(self, name: str) -> dict[str, int]:
+        """What this project's gateway answers to ``unreadableVisibilities``: the table flushed, then its files'
+        visibility summaries: ``hidden:<expression>`` (puts under an expression the user cannot read), ``files``,
+        ``files.missing`` (files written before the summarizer was configured), ``configured``."""
+        t = self.table(name)
+        configured = t.props.get(SUMMARIZER_PROPERTY) == VISIBILITY_SUMMARIZER
+        for tablet in t.tablets:
+            self.minor_compact(t, tablet)
+        out: dict[str, int] = {}
+        files = [f for tablet in t.tablets for f in tablet.files]
+        summarized = [f for f in files if f.summarized]
+        if summarized:
+            out["files"] = len(files)
+            out["files.missing"] = len(files) - len(summarized)
+            out["files.large"] = 0
+            for f in summarized:
+                for e in f:
+                    if e[5] == PUT and e[3] and not visible(e[3], self.user_authorizations):
+                        key = "hidden:" + e[3].decode("utf-8", "replace")
+                        out[key] = out.get(key, 0) + 1
+        elif configured and files:
+            out["files.missing"] = 1  # files, none of them summarized: at least one is missing
+        out["configured"] = int(configured)
+        return out
 
     def next_seq(self) -> int:
         self._seq += 1

@@ -37,7 +37,6 @@ from .accumulo import (
     TableNotFound,
     Update,
     merge_ranges,
-    visible,
 )
 
 EXTENSIONS = frozenset({SCAN_TIMEOUT, SCAN_ISOLATED, BULK_RFILE, SUMMARY_VISIBILITY})
@@ -249,19 +248,7 @@ class SimGateway:
 
     def unreadableVisibilities(self, secret: str, table: str) -> dict[str, int]:
         self._check(secret)
-        auths = self.cluster.user_authorizations
-        counts: dict[str, int] = {}
-        if auths is None:
-            self._guard(lambda: self.cluster.table(table))
-            return counts
-        t = self._guard(lambda: self.cluster.table(table))
-        for tablet in t.tablets:
-            for source in (tablet.memory, *tablet.files):
-                for e in source:
-                    if e[3] and not visible(e[3], auths):
-                        name = e[3].decode("utf-8", "replace")
-                        counts[name] = counts.get(name, 0) + 1
-        return counts
+        return self._guard(lambda: self.cluster.unreadable_visibilities(table))
 
     # --- scanning ---------------------------------------------------------------------------------------
 
