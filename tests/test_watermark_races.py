@@ -6,7 +6,7 @@ gauge, which serves what the last computation found, on a live stream."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -32,27 +32,28 @@ from .test_metrics import free_port, scrape
 GAUGE = "accumulo_export_destination_watermark_seq"
 
 
-class RequeueAfterTheQueueScan:
-    """A connection that runs ``requeue`` once, right after the watermark's scan of the queue's entries ended
-    (before the scan of the dead letters that follows it): the window of finding 3, made certain."""
+class AroundTheQueueScan:
+    """A connection that runs ``before`` right before the watermark's first scan of the queue's entries and
+    ``after`` right after it ended (before the scan of the dead letters that follows it): a window between two
+    scans, made certain."""
 
-    def __init__(self, conn: Any, queue: QueueConfig, requeue: Any) -> None:
-        self._conn, self._queue, self._requeue = conn, queue, requeue
-        self.requeued: int | None = None
+    def __init__(self, conn: Any, queue: QueueConfig, before: Callable[[], Any] = lambda: None,
+                 after: Callable[[], Any] = lambda: None) -> None:
+        self._conn, self._queue, self._before, self._after = conn, queue, before, after
+        self.ran: list[Any] = []
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._conn, name)
 
     def scan_batches(self, table: str, *args: Any, **kwargs: Any) -> Iterator[Any]:
-        pages = self._conn.scan_batches(table, *args, **kwargs)
-        if table != self._queue.table or kwargs.get("columns") != [(ENTRY_FAMILY, ENTRY_QUALIFIER)]:
-            return pages
-        return self._then_requeue(pages)
+        if self.ran or table != self._queue.table or kwargs.get("columns") != [(ENTRY_FAMILY, ENTRY_QUALIFIER)]:
+            return self._conn.scan_batches(table, *args, **kwargs)
+        self.ran.append(self._before())
+        return self._then_after(self._conn.scan_batches(table, *args, **kwargs))
 
-    def _then_requeue(self, pages: Iterator[Any]) -> Iterator[Any]:
+    def _then_after(self, pages: Iterator[Any]) -> Iterator[Any]:
         yield from pages
-        if self.requeued is None:
-            self.requeued = self._requeue()
+        self.ran.append(self._after())
 
 
 def test_a_requeue_between_the_queue_scan_and_the_dead_letter_scan_does_not_pass_the_entry(scenario):
@@ -63,12 +64,25 @@ def test_a_requeue_between_the_queue_scan_and_the_dead_letter_scan_does_not_pass
     run_drain(LocalEngine(), scenario.job())
     assert queue_watermark(scenario.conn_a, q).dead_letters == 1
 
-    racing = RequeueAfterTheQueueScan(scenario.conn_a, q, lambda: requeue_dead_letters(scenario.conn_a, q))
+    racing = AroundTheQueueScan(scenario.conn_a, q, after=lambda: requeue_dead_letters(scenario.conn_a, q))
     mark = queue_watermark(racing, q)  # type: ignore[arg-type]
-    assert racing.requeued == 1, "the requeue did not run inside the computation"
+    assert racing.ran == [None, 1], "the requeue did not run inside the computation"
     assert mark.lowest == 200 and not mark.reached(200), f"the watermark passed the requeued entry: {mark}"
     with pytest.raises(WaitTimeout, match="1 queue entries not drained"):  # it is an entry again now
         wait_for_seq(scenario.conn_a, q, 200, timeout=0.5)
+
+
+def test_an_entry_dead_lettered_and_requeued_within_one_computation_does_not_pass(scenario):
+    q = scenario.queue
+    with ExportQueue(scenario.conn_a, q) as queue:
+        queue.add("bad", {"new": "not a list of cells"}, 200)  # the translator refuses it: a dead letter
+    # the drain sets it aside before the queue scan reaches it; a requeue puts it back before the dead letters
+    # are scanned again: it is in neither scan
+    racing = AroundTheQueueScan(scenario.conn_a, q, before=lambda: run_drain(LocalEngine(), scenario.job()),
+                                after=lambda: requeue_dead_letters(scenario.conn_a, q))
+    mark = queue_watermark(racing, q)  # type: ignore[arg-type]
+    assert len(racing.ran) == 2 and racing.ran[1] == 1, racing.ran
+    assert mark.lowest == 200 and not mark.reached(200), f"the watermark passed the requeued entry: {mark}"
 
 
 def test_a_queue_that_is_not_the_stored_one_is_refused_in_one_line(scenario):

@@ -19,10 +19,14 @@ follow the moves an export makes, and every move writes the export's new place b
 
 An export one scan missed because it moved on is found by the next scan: a dead letter requeued before the
 first dead-letter scan reached it is an entry before the queue scan starts (or, drained since, on the
-destinations; or, dead-lettered again, found by the second dead-letter scan). What the scans cannot see is an
-export that moves back and forth within one computation: dead-lettered by a drain *and* requeued again while
-the queue scan runs (a requeue listed after the drain set it aside). A requeue is an operator's command after
-fixing the cause, so ``wait`` may then return early once; say so rather than pretend.
+destinations; or, dead-lettered again, found by the second dead-letter scan). What the scans alone cannot see
+is an export that moves back and forth within one computation: dead-lettered by a drain before the queue scan
+reached it, then requeued again before the second dead-letter scan reached its dead letter. That takes a
+requeue that *listed* the dead letters after the computation began, so every requeue changes the queue's
+requeue token (``c:requeue`` in its config row) once it has listed them and before it writes any entry, and
+the computation reads the token before its scans and after them: when it changed, the computation starts again
+(a requeue that changed the token before the first reading listed only dead letters older than the
+computation, the case above).
 
 **Destinations not built yet.** A destination registered with the queue
 (:mod:`connector.queue.destinations`) is fed by the drains only from its registration on: what was drained
@@ -56,8 +60,10 @@ import pyarrow.compute as pc
 from connector.accumulo import Connection, Range
 from connector.errors import ConnectorError
 from connector.queue import QueueConfig
+from connector.queue.dead_letters import REQUEUE_QUALIFIER
 from connector.queue.destinations import DESTINATION_FAMILY
-from connector.queue.layout import DEAD_FAMILY, DEAD_REASON, ENTRY_FAMILY, ENTRY_QUALIFIER
+from connector.queue.errors import QueueError
+from connector.queue.layout import CONFIG_FAMILY, DEAD_FAMILY, DEAD_REASON, ENTRY_FAMILY, ENTRY_QUALIFIER
 from connector.queue.status import KEYS_ONLY
 from connector.queue.stored_config import require_config
 
@@ -127,6 +133,28 @@ def queue_watermark(conn: Connection, queue: QueueConfig) -> Watermark:
 
 
 def _watermark(conn: Connection, queue: QueueConfig) -> Watermark:
+    for _ in range(_ATTEMPTS):
+        token = _requeue_token(conn, queue)
+        mark = _scan(conn, queue)
+        if _requeue_token(conn, queue) == token:
+            return mark
+    raise QueueError(f"queue {queue.qid!r} in table {queue.table!r}: dead letters were requeued during each of "
+                     f"{_ATTEMPTS} computations of the watermark; try again once the requeues are done")
+
+
+#: computations of the watermark a requeue running meanwhile may spoil before giving up
+_ATTEMPTS = 10
+
+
+def _requeue_token(conn: Connection, queue: QueueConfig) -> bytes | None:
+    """The token every requeue of the queue's dead letters changes (None: never requeued)."""
+    for cell in conn.scan(queue.table, Range.exact_row(queue.layout.config_row),
+                          columns=[(CONFIG_FAMILY, REQUEUE_QUALIFIER)], batch_size=2):
+        return cell.value
+    return None
+
+
+def _scan(conn: Connection, queue: QueueConfig) -> Watermark:
     started_us = time.time_ns() // 1000
     layout = queue.layout
     lowest: int | None = None
