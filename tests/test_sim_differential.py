@@ -40,6 +40,7 @@ from connector.accumulo import UPDATE_SCHEMA, Connection, IteratorSetting, Key, 
 from connector.accumulo.bulk import sort_cells
 from connector.accumulo.conditional import Condition, ConditionalMutation, write_conditional
 from connector.accumulo.errors import AccumuloError
+from connector.accumulo.summaries import ensure_visibility_summary, visibility_summary
 from integration.sim.accumulo import SimAccumulo
 from integration.sim.gateway import SimGateway
 from integration.sim.transport import sim_connection
@@ -255,6 +256,8 @@ class Sequence:
             splits = sorted(r.sample(ROWS[1:-1], r.randint(1, 3)))
             self.both(f"add_splits {splits}", lambda c, t: c.add_splits(t, splits))
             self.both("list_splits", lambda c, t: c.list_splits(t))
+        if r.random() < 0.5:
+            self.both("ensure_visibility_summary", lambda c, t: ensure_visibility_summary(c, t))
         if versioning and r.random() < 0.4:
             self.set_max_versions(3)
         if r.random() < 0.4:
@@ -462,6 +465,7 @@ class Sequence:
         self.both("final full scan", lambda c, t: normalized(c.scan(t)))
         self.both("final compaction", lambda c, t: c.compact_table(t))
         self.both("final full scan after compaction", lambda c, t: normalized(c.scan(t)))
+        self.both("visibility summary after the final compaction", lambda c, t: visibility_summary(c, t))
 
 
 def _updates_batch(changes: list[tuple[bytes, bytes, bytes, bytes, int | None, bytes, bool]]) -> pa.RecordBatch:
