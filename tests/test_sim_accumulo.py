@@ -216,3 +216,17 @@ def test_visibility_summaries_count_what_the_user_cannot_read() -> None:
     conn.compact_table("t")
     summary = visibility_summary(conn, "t")
     assert (summary.hidden, summary.files, summary.complete) == ({"B": 2}, 1, True)
+
+
+def test_lagging_properties_reach_scans_only_when_propagated() -> None:
+    cluster = SimAccumulo("t", clock=lambda: 1, lagging_properties=True)
+    conn = sim_connection(SimGateway(cluster))
+    conn.create_table("t")
+    put(conn, b"r", b"hide", 1)
+    setting = IteratorSetting(30, "drop", "org.apache.accumulo.core.iterators.user.RegExFilter",
+                              {"valueRegex": "hide", "negate": "true"})
+    conn.attach_iterator("t", setting, ("scan",))
+    assert "table.iterator.scan.drop" in conn.table_properties("t")  # the property is there at once
+    assert values(conn) == [(b"r", 1, b"hide")]  # the tablet servers have not seen it yet
+    cluster.propagate_properties("t")
+    assert values(conn) == []

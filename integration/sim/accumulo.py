@@ -406,6 +406,13 @@ class Table:
     logical_time: bool
     splits: list[bytes] = field(default_factory=list)
     tablets: list[Tablet] = field(default_factory=lambda: [Tablet(None)])
+    #: the properties the tablet servers act on (scans, compactions, conditions); None: ``props`` itself. A
+    #: cluster with ``lagging_properties`` keeps the old ones here until :meth:`SimAccumulo.propagate_properties`
+    lagging: dict[str, str] | None = None
+
+    @property
+    def served_props(self) -> dict[str, str]:
+        return self.props if self.lagging is None else self.lagging
 
     def tablet_index(self, row: bytes) -> int:
         return bisect.bisect_left(self.splits, row)
@@ -445,8 +452,11 @@ class SimAccumulo:
     milliseconds (default: ``time.time()`` read at each write, which a simulation makes virtual)."""
 
     def __init__(self, name: str = "sim", *, clock: Callable[[], int] | None = None,
-                 user_authorizations: Iterable[bytes] | None = None) -> None:
+                 user_authorizations: Iterable[bytes] | None = None, lagging_properties: bool = False) -> None:
         self.name = name
+        #: a property change reaches the tablet servers only at :meth:`propagate_properties` (as in Accumulo, a
+        #: little after the call returns); False: at once
+        self.lagging_properties = lagging_properties
         self.clock: Callable[[], int] = clock or (lambda: int(time.time() * 1000))
         self.user_authorizations = None if user_authorizations is None else frozenset(user_authorizations)
         self.tables: dict[str, Table] = {}
@@ -494,8 +504,18 @@ class SimAccumulo:
         self.table(name)
         del self.tables[name]
 
+    def _before_change(self, t: Table) -> None:
+        if self.lagging_properties and t.lagging is None:
+            t.lagging = dict(t.props)
+
+    def propagate_properties(self, name: str | None = None) -> None:
+        """The tablet servers catch up with the property changes of table ``name`` (every table: None)."""
+        for t in self.tables.values() if name is None else [self.table(name)]:
+            t.lagging = None
+
     def set_property(self, name: str, key: str, value: str) -> None:
         t = self.table(name)
+        self._before_change(t)
         if not key.startswith("table."):
             raise InvalidArgument(f"Invalid table property: {key}")
         if key.startswith("table.iterator.") and key.count(".") == 3:
@@ -505,7 +525,9 @@ class SimAccumulo:
         t.props[key] = value
 
     def remove_property(self, name: str, key: str) -> None:
-        self.table(name).props.pop(key, None)
+        t = self.table(name)
+        self._before_change(t)
+        t.props.pop(key, None)
 
     def properties(self, name: str) -> dict[str, str]:
         return dict(self.table(name).props)
@@ -521,6 +543,7 @@ class SimAccumulo:
                 if other.priority == it.priority:
                     raise InvalidArgument(f"iterator priority conflict: {other.name} has priority {other.priority} "
                                           f"in scope {scope}")
+        self._before_change(t)
         for scope in scopes:
             t.props[f"table.iterator.{scope}.{it.name}"] = f"{it.priority},{it.class_name}"
             for k, v in it.options:
@@ -596,7 +619,7 @@ class SimAccumulo:
         return "ACCEPTED"
 
     def _holds(self, t: Table, row: bytes, c: Condition, auths: frozenset[bytes]) -> bool:
-        iterators = merge_iterators(table_iterators(t.props, "scan"), c.iterators)
+        iterators = merge_iterators(table_iterators(t.served_props, "scan"), c.iterators)
         for e in self._read(t, row, row, iterators, auths, {(c.cf, c.cq)}, set()):
             if e[3] != c.cv:
                 continue
@@ -647,7 +670,7 @@ class SimAccumulo:
         start_row = rng.start_row() if after is None else after[0]
         if from_row is not None:
             start_row = from_row
-        iters = merge_iterators([] if t is None else table_iterators(t.props, "scan"),
+        iters = merge_iterators([] if t is None else table_iterators(t.served_props, "scan"),
                                 list(iterators))
         if t is None:
             source = apply_stack(_deleting(
@@ -698,8 +721,8 @@ class SimAccumulo:
     def minor_compact(self, t: Table, tablet: Tablet) -> None:
         if not tablet.memory:
             return
-        iters = table_iterators(t.props, "minc")
-        f = _file(apply_stack(_deleting(tablet.memory, propagate=True), iters), t.props)
+        iters = table_iterators(t.served_props, "minc")
+        f = _file(apply_stack(_deleting(tablet.memory, propagate=True), iters), t.served_props)
         tablet.memory = []
         if f:
             tablet.files.append(f)
@@ -723,9 +746,9 @@ class SimAccumulo:
         if not chosen:
             return
         full = len(chosen) == len(tablet.files)
-        iters = merge_iterators(table_iterators(t.props, "majc"), iterators)
+        iters = merge_iterators(table_iterators(t.served_props, "majc"), iterators)
         merged = heapq.merge(*(tablet.files[i] for i in chosen))
-        f = _file(apply_stack(_deleting(merged, propagate=not full), iters), t.props)
+        f = _file(apply_stack(_deleting(merged, propagate=not full), iters), t.served_props)
         kept = [g for i, g in enumerate(tablet.files) if i not in set(chosen)]
         tablet.files = kept + ([f] if f else [])
         self.stats["majc"] += 1
@@ -763,7 +786,7 @@ class SimAccumulo:
             by_tablet.setdefault(t.tablet_index(e[0]), []).append(e)
         for i, es in by_tablet.items():
             es.sort()
-            t.tablets[i].files.append(_file(es, t.props))
+            t.tablets[i].files.append(_file(es, t.served_props))
 
     def unreadable_visibilities(self, name: str) -> dict[str, int]:
         """What this project's gateway answers to ``unreadableVisibilities``: the table flushed, then its files'

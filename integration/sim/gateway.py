@@ -297,25 +297,33 @@ class SimGateway:
                                  columns=s.columns, after=after, from_row=from_row)
 
     def _page(self, s: SimScanner, k: int) -> tuple[list[Entry], bool]:
+        if s.isolated:
+            return self._isolated_page(s, k)
+        out: list[Entry] = []
+        while s.index < len(s.ranges):
+            need = k - len(out)
+            got = list(itertools.islice(self._read(s, s.index, s.last), need + 1))  # one more: is there more?
+            if len(got) > need:
+                out.extend(got[:need])
+                if need:
+                    s.last = got[need - 1]
+                return out, True
+            out.extend(got)
+            s.index, s.last = s.index + 1, None
+        return out, False
+
+    def _isolated_page(self, s: SimScanner, k: int) -> tuple[list[Entry], bool]:
         out: list[Entry] = []
         while len(out) < k and s.index < len(s.ranges):
-            if s.isolated:
+            if not s.held:
+                s.held = self._next_row(s)
                 if not s.held:
-                    s.held = self._next_row(s)
-                    if not s.held:
-                        s.index, s.last = s.index + 1, None
-                        continue
-                take = s.held[:k - len(out)]
-                s.held = s.held[len(take):]
-                out.extend(take)
-                s.last = take[-1]
-                continue
-            got = list(itertools.islice(self._read(s, s.index, s.last), k - len(out)))
-            out.extend(got)
-            if got:
-                s.last = got[-1]
-            if len(out) < k:
-                s.index, s.last = s.index + 1, None
+                    s.index, s.last = s.index + 1, None
+                    continue
+            take = s.held[:k - len(out)]
+            s.held = s.held[len(take):]
+            out.extend(take)
+            s.last = take[-1]
         return out, self._more(s)
 
     def _next_row(self, s: SimScanner) -> list[Entry]:
