@@ -163,6 +163,12 @@ class SimGateway:
             self.cluster.write(w.table, batch)
         return n
 
+    def expire(self, session_id: str) -> bool:
+        """Forget one writer, scanner or conditional writer, as the gateway's idle expiry does (a writer's rows not
+        applied are lost); whether there was one."""
+        return any(registry.pop(session_id, None) is not None
+                   for registry in (self.writers, self.scanners, self.conditional_writers))  # type: ignore[attr-defined]
+
     def forget_sessions(self) -> None:
         """Drop every writer and scanner, as a gateway restart does (what writers held is lost)."""
         self.writers.clear()
