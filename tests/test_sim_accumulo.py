@@ -230,3 +230,13 @@ def test_lagging_properties_reach_scans_only_when_propagated() -> None:
     assert values(conn) == [(b"r", 1, b"hide")]  # the tablet servers have not seen it yet
     cluster.propagate_properties("t")
     assert values(conn) == []
+
+
+def test_a_batch_scan_reads_its_ranges_in_the_order_the_simulation_picks() -> None:
+    cluster = SimAccumulo("t", clock=lambda: 1)
+    conn = sim_connection(SimGateway(cluster, batch_order=lambda ranges: list(reversed(ranges))))
+    conn.create_table("t")
+    for row in (b"a", b"b", b"c"):
+        put(conn, row, b"v", 1)
+    ranges = [Range.exact_row(b"a"), Range.exact_row(b"c"), Range.exact_row(b"a")]  # overlapping ones merged
+    assert [c.row for c in conn.batch_scan("t", ranges)] == [b"c", b"a"]

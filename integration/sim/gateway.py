@@ -120,12 +120,17 @@ class SimBulkImport:
 
 class SimGateway:
     """A proxy handler over ``cluster``. ``secret`` is the shared secret it accepts. ``apply_at_once``: ``update``
-    applies what it brings at once (a BatchWriter that sends everything at once) instead of at ``flush``."""
+    applies what it brings at once (a BatchWriter that sends everything at once) instead of at ``flush``.
+    ``batch_order``: the order batch scanners read their ranges in (see the attribute)."""
 
-    def __init__(self, cluster: SimAccumulo, *, secret: str = "sim", apply_at_once: bool = False) -> None:
+    def __init__(self, cluster: SimAccumulo, *, secret: str = "sim", apply_at_once: bool = False,
+                 batch_order: Callable[[list[KeyRange]], list[KeyRange]] | None = None) -> None:
         self.cluster = cluster
         self.secret = secret
         self.apply_at_once = apply_at_once
+        #: the order a batch scanner reads its (merged) ranges in; a real one answers in no particular order, so a
+        #: simulation may shuffle them (default: in key order)
+        self.batch_order = batch_order
         self.writers: dict[str, SimWriter] = {}
         self.scanners: dict[str, SimScanner] = {}
         self.conditional_writers: dict[str, tuple[str, frozenset[bytes]]] = {}
@@ -268,6 +273,8 @@ class SimGateway:
         self._check(secret)
         o = options or proxy.BatchScanOptions()
         ranges = merge_ranges([_range(r) for r in o.ranges]) if o.ranges else [KeyRange()]
+        if self.batch_order is not None:
+            ranges = self.batch_order(ranges)
         return self._scanner(table, ranges, o.iterators, o.authorizations, o.columns, False)
 
     def _scanner(self, table: str, ranges: list[KeyRange], iterators: Any, auths: Any, columns: Any,
