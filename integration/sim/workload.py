@@ -48,7 +48,7 @@ from connector.jobs.drain import DrainJob, stream_drain
 from connector.queue import DrainSettings, ExportQueue, QueueConfig
 from connector.queue.dead_letters import requeue_dead_letters
 from connector.queue.destinations import Destination as Registration
-from connector.queue.destinations import register_destination
+from connector.queue.destinations import drain_exporter, register_destination
 from connector.queue.drain import drain_queue
 from connector.snapshot.bootstrap import BootstrapSettings
 from connector.snapshot.functions import snapshot_source
@@ -344,9 +344,10 @@ def batch_drain(world: World) -> None:
 
 
 def queue_drain(world: World) -> None:
-    """A drain of the queue's buckets directly (``connector.queue``), with the relay a drain does first."""
-    a, b = world.connect("A"), world.connect("B")
-    exporter = AccumuloExporter(b, DEST_TABLE, flaky_translator)
+    """A drain of the queue's buckets directly (``connector.queue``), into the destination and every registered
+    one, with the relay a drain does first."""
+    a = world.connect("A")
+    exporter = drain_exporter(world.options("A"), QUEUE, world.options("B"), DEST_TABLE, FLAKY, "tombstone")
     time.sleep(world.pick([0.0, 0.5, 2.0], "pause"))
 
     def run() -> None:
