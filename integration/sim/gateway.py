@@ -29,6 +29,7 @@ from .accumulo import (
     PUT,
     Condition,
     Entry,
+    InvalidArgument,
     IteratorConfig,
     KeyRange,
     SimAccumulo,
@@ -36,6 +37,7 @@ from .accumulo import (
     TableExists,
     TableNotFound,
     Update,
+    bound_range,
     merge_ranges,
 )
 
@@ -110,6 +112,7 @@ class SimScanner:
     index: int = 0  # the range being read
     last: Entry | None = None  # the last entry returned from it
     held: list[Entry] = field(default_factory=list)  # an isolated scanner's rest of the row it read
+    failure: str | None = None  # what its first nextK fails with (Accumulo checks a batch scan's ranges then)
 
 
 @dataclass
@@ -272,10 +275,19 @@ class SimGateway:
     def createBatchScanner(self, secret: str, table: str, options: Any) -> str:
         self._check(secret)
         o = options or proxy.BatchScanOptions()
-        ranges = merge_ranges([_range(r) for r in o.ranges]) if o.ranges else [KeyRange()]
+        ranges = [_range(r) for r in o.ranges] if o.ranges else [KeyRange()]
+        failure = None
+        if o.columns:  # each range bound to the columns before they are merged; one that inverts fails the scan
+            try:
+                ranges = [bound_range(r, _columns(o.columns)) for r in ranges]
+            except InvalidArgument as exc:
+                failure = str(exc)
+        ranges = merge_ranges(ranges)
         if self.batch_order is not None:
             ranges = self.batch_order(ranges)
-        return self._scanner(table, ranges, o.iterators, o.authorizations, o.columns, False)
+        sid = self._scanner(table, ranges, o.iterators, o.authorizations, o.columns, False)
+        self.scanners[sid].failure = failure
+        return sid
 
     def _scanner(self, table: str, ranges: list[KeyRange], iterators: Any, auths: Any, columns: Any,
                  isolated: bool) -> str:
@@ -297,6 +309,8 @@ class SimGateway:
         if s is None:
             raise proxy.UnknownScanner(f"unknown scanner {scanner}")
         try:
+            if s.failure is not None:
+                raise InvalidArgument(s.failure)
             cells, more = self._page(s, max(1, k))
         except SimError as exc:
             from thriftpy2.thrift import TApplicationException
