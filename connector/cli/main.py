@@ -33,7 +33,8 @@ log = logging.getLogger("accumulo-export")
 DESCRIPTION = "Export committed queue entries from cluster A into Accumulo tables on cluster B, with Spark."
 EPILOG = """clusters:
   --cluster/--source/--dest name clusters of a TOML file: accumulo-export/clusters.toml under
-  $XDG_CONFIG_HOME (default ~/.config), or the file that ACCUMULO_EXPORT_CONFIG names (`make cluster` writes one for the embedded clusters):
+  $XDG_CONFIG_HOME (default ~/.config), or the file that ACCUMULO_EXPORT_CONFIG names (`make cluster`
+  writes one for the embedded clusters):
       [clusters.A]
       host = "a-gateway-host"
       port = 42424
