@@ -61,10 +61,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--schedules", type=int, default=None, help="stop after this many schedules")
     parser.add_argument("--replay", type=int, default=None, metavar="SEED", help="run one schedule, traced")
     parser.add_argument("--choices", default=None, help="with --replay: the list of choices to replay")
+    parser.add_argument("--keep-going", action="store_true", help="note each failing schedule and go on")
+    parser.add_argument("--shrink", action="store_true", help="with --replay SEED: shrink that failing schedule")
     parser.add_argument("--shrink-seconds", type=float, default=300.0, help="time given to shrinking a failure")
     args = parser.parse_args(argv)
     logging.disable(logging.WARNING)
 
+    if args.replay is not None and args.shrink:
+        outcome = run_schedule(args.replay)
+        if not outcome.failed:
+            print(f"schedule seed {args.replay} passed")
+            return 0
+        report_failure(outcome, args.shrink_seconds)
+        return 1
     if args.replay is not None:
         given = [int(c) for c in args.choices.split(",") if c] if args.choices is not None else None
         outcome = run_schedule(args.replay, given, trace=True)
@@ -75,19 +84,27 @@ def main(argv: list[str] | None = None) -> int:
 
     started = last = time.monotonic()
     end = started + args.minutes * 60
-    done = since = 0
+    done = since = failures = 0
     while time.monotonic() < end and (args.schedules is None or done < args.schedules):
         outcome = run_schedule(schedule_seed(args.seed, done))
         done += 1
         since += 1
         if outcome.failed:
             print(f"{done} schedules in {time.monotonic() - started:.1f} s", flush=True)
+            if args.keep_going:  # note it and go on: one run finds several kinds of failure
+                failures += 1
+                print(f"FAILED: schedule seed {outcome.seed}: {describe(outcome)} "
+                      f"(it did: {', '.join(sorted({k.split(' ')[0] for k in outcome.counts}))})", flush=True)
+                continue
             report_failure(outcome, args.shrink_seconds)
             return 1
         now = time.monotonic()
         if now - last >= 1.0:
             print(f"{now - started:6.0f} s  {done} schedules ({since / (now - last):.0f}/s)", flush=True)
             last, since = now, 0
+    if failures:
+        print(f"{failures} of {done} schedules failed (replay one: --replay SEED; shrink it: --replay SEED --shrink)")
+        return 1
     print(f"passed: {done} schedules of seed {args.seed} in {time.monotonic() - started:.1f} s")
     return 0
 

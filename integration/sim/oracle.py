@@ -37,6 +37,7 @@ def check_wait(world: World, seq: int) -> None:
     what = "nothing" if shown is None else f"{shown[0]!r} at ts {shown[1]}"
     world.violations.append(Violation(
         "wait", f"wait_for_seq returned for seq {seq} ({commit.row}={commit.value}) but B shows {what}"))
+    world.sched.stop()  # the schedule failed here: what comes after is not part of it
 
 
 def _no_tombstone(world: World, shown: dict[object, tuple[bytes, int] | None]) -> None:

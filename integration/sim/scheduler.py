@@ -362,6 +362,10 @@ class Scheduler:
         self._stopping = False  # a later run() (the quiescent phase) starts afresh
         return self.stats
 
+    def stop(self) -> None:
+        """End the run: every thread raises Crash at its next turn (the oracle saw enough)."""
+        self._stopping = True
+
     def _abandon(self) -> None:
         """Let the parked threads die (they raise Crash when given the baton); a blocked one stays blocked."""
         self._stopping = self._abandoned = True
