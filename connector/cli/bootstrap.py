@@ -20,7 +20,7 @@ from connector.snapshot import BootstrapSettings, Destination, VerifyReport, sna
 from connector.snapshot.state import BootstrapState
 from connector.snapshot.verify import DEFAULT_EXAMPLES
 
-from .common import EXIT_NOT_CLEAN, UsageError, exit_status_of
+from .common import EXIT_NOT_CLEAN, UsageError, cluster_error, exit_status_of
 from .engine import EngineChoice
 from .every import repeat_every
 from .metrics import BootstrapProgress, Metrics, bootstrap_metrics
@@ -110,6 +110,8 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
     try:
         with choice.running(choice.local(), "accumulo-export bootstrap", args.verbose) as (engine, _):
             report = run_bootstrap(engine, job, _say)
+    except AccumuloError as exc:
+        raise cluster_error(exc, f"source {job.source.describe()} / destination {job.dest.describe()}") from None
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the running tasks finished their ranges, the lease is free
         try:
             with job.source.connect() as conn:
@@ -191,11 +193,14 @@ def _verify_once(job: BootstrapJob, args: argparse.Namespace, metrics: VerifyMet
         job, _ = preflight(job)
         s = job.settings
         assert s.snapshot is not None and s.translator is not None
-        with job.source.connect() as a, job.dest.connect() as b:
-            report = verify_destination(a, job.table, snapshot_source(a, job.table, s.snapshot), job.queue,
-                                        Destination(b, job.dest_table, s.translator, s.delete_mode),
-                                        repair=args.repair, settle_seconds=s.settle_seconds,
-                                        other_feeders=s.other_feeders, progress=_say)
+        try:
+            with job.source.connect() as a, job.dest.connect() as b:
+                report = verify_destination(a, job.table, snapshot_source(a, job.table, s.snapshot), job.queue,
+                                            Destination(b, job.dest_table, s.translator, s.delete_mode),
+                                            repair=args.repair, settle_seconds=s.settle_seconds,
+                                            other_feeders=s.other_feeders, progress=_say)
+        except AccumuloError as exc:  # named as the drain's errors are: which clusters the run talked to
+            raise cluster_error(exc, f"source {job.source.describe()} / destination {job.dest.describe()}") from None
     except ConnectorError as exc:
         metrics.failed()
         metrics.publish()
