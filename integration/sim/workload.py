@@ -63,7 +63,7 @@ from .scheduler import Choices, Crash, InlineExecutor, Scheduler, SimEvent, SimF
 PRODUCER_TABLE = "rows"
 DEST_TABLE = "dst"
 QUEUE = QueueConfig(table="exports", qid="sq", num_buckets=2)
-ROWS = ("r1", "r2")
+ROWS = ("r1", "r2", "r3")
 #: a producer's values; None deletes the row's cell; an "x" value is refused by the drain's translator now and then
 VALUES = ("1", "2", "x3", None)
 FAMILY, QUALIFIER = b"f", b"v"
@@ -270,7 +270,7 @@ def producer(world: World) -> None:
     delay = world.pick([None, 0.05, 1.0, 3600.0], "relay delay")
     txs = RowTransactions(conn, PRODUCER_TABLE, relay_delay=delay)
     try:
-        for _ in range(1 + world.draw(6, "commits")):
+        for _ in range(1 + world.draw(4, "commits")):
             row, value = world.pick(ROWS, "row"), world.pick(VALUES, "value")
             commit = Commit(row, value, None)
             world.commits.append(commit)
