@@ -35,8 +35,14 @@ def check_wait(world: World, seq: int) -> None:
                           or any(c.value is None and (c.seq is None or c.seq > seq) for c in same_row)):
         return  # S, or a later (or unknown) commit of the row, deleted the cell
     what = "nothing" if shown is None else f"{shown[0]!r} at ts {shown[1]}"
+    from connector.transactions import queue_watermark
+
+    from .workload import QUEUE
+    now = queue_watermark(world.peek("A"), QUEUE)  # read as the wait returned: no other process ran since
+    where = (f"it still waits ({now.describe()}): the wait missed it" if not now.reached(seq)
+             else "and it waits nowhere (not in an outbox, the queue or the dead letters): the export is lost")
     world.violations.append(Violation(
-        "wait", f"wait_for_seq returned for seq {seq} ({commit.row}={commit.value}) but B shows {what}"))
+        "wait", f"wait_for_seq returned for seq {seq} ({commit.row}={commit.value}) but B shows {what}, {where}"))
     world.sched.stop()  # the schedule failed here: what comes after is not part of it
 
 
