@@ -653,10 +653,12 @@ class SimAccumulo:
 
     def scan(self, name: str, rng: KeyRange | None = None, *, iterators: Sequence[IteratorConfig] = (),
              authorizations: Iterable[bytes] | None = None, columns: Iterable[tuple[bytes, bytes | None]] = (),
-             after: Entry | None = None, from_row: bytes | None = None) -> Iterator[Entry]:
+             after: Entry | None = None, after_dups: int = 1, from_row: bytes | None = None) -> Iterator[Entry]:
         """The entries a scan of ``rng`` returns, in key order, lazily: the table's scan iterators merged with
         ``iterators``; ``authorizations`` None: the user's; ``columns``: (cf, cq or None for the family);
-        ``after``: only keys after this entry's (a scanner's next page); ``from_row``: only rows from this one."""
+        ``after``: only keys after this entry's (a scanner's next page), but for those of its very key beyond the
+        first ``after_dups`` (a key written twice at one timestamp is two entries); ``from_row``: only rows from this
+        one."""
         columns = list(columns)
         rng = bound_range(rng or KeyRange(), columns)
         if name == METADATA_TABLE:
@@ -680,8 +682,10 @@ class SimAccumulo:
             source = self._read(t, start_row, rng.stop_row(), iters, auths, cols, fams)
         self.stats["scans"] += 1
         after_key = None if after is None else after[:5]
+        seen = 0
         for e in source:
-            if after_key is not None and e[:5] <= after_key:
+            if after_key is not None and e[:5] <= after_key and (e[:5] < after_key or seen < after_dups):
+                seen += e[:5] == after_key
                 continue
             if from_row is not None and e[0] < from_row:
                 continue

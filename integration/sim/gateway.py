@@ -111,6 +111,7 @@ class SimScanner:
     isolated: bool = False
     index: int = 0  # the range being read
     last: Entry | None = None  # the last entry returned from it
+    last_dups: int = 0  # how many entries of that very key were returned (a key written twice at one time)
     held: list[Entry] = field(default_factory=list)  # an isolated scanner's rest of the row it read
     failure: str | None = None  # what its first nextK fails with (Accumulo checks a batch scan's ranges then)
 
@@ -321,7 +322,15 @@ class SimGateway:
 
     def _read(self, s: SimScanner, index: int, after: Entry | None, from_row: bytes | None = None) -> Any:
         return self.cluster.scan(s.table, s.ranges[index], iterators=s.iterators, authorizations=s.authorizations,
-                                 columns=s.columns, after=after, from_row=from_row)
+                                 columns=s.columns, after=after, after_dups=s.last_dups, from_row=from_row)
+
+    @staticmethod
+    def _returned(s: SimScanner, entries: list[Entry]) -> None:
+        for e in entries:
+            if s.last is not None and e[:5] == s.last[:5]:
+                s.last_dups += 1
+            else:
+                s.last, s.last_dups = e, 1
 
     def _page(self, s: SimScanner, k: int) -> tuple[list[Entry], bool]:
         if s.isolated:
@@ -332,11 +341,10 @@ class SimGateway:
             got = list(itertools.islice(self._read(s, s.index, s.last), need + 1))  # one more: is there more?
             if len(got) > need:
                 out.extend(got[:need])
-                if need:
-                    s.last = got[need - 1]
+                self._returned(s, got[:need])
                 return out, True
             out.extend(got)
-            s.index, s.last = s.index + 1, None
+            s.index, s.last, s.last_dups = s.index + 1, None, 0
         return out, False
 
     def _isolated_page(self, s: SimScanner, k: int) -> tuple[list[Entry], bool]:
