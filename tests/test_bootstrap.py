@@ -22,7 +22,7 @@ from connector.queue import ExportQueue
 from connector.queue.destinations import Destination as Registered
 from connector.queue.destinations import register_destination
 from connector.snapshot import BootstrapError, BootstrapSettings, Destination, snapshot_source, verify_destination
-from connector.snapshot.state import BootstrapState
+from connector.snapshot.state import BootstrapState, table_key
 from connector.transactions import RowTransactions
 from examples.inverted_count_index import COUNT_QUALIFIER, COUNTS_FAMILY, actual_index, count_update, expected_index
 
@@ -52,6 +52,14 @@ def slow_snapshot(row: bytes, cells: Sequence[Cell]) -> list[tuple[str, dict]]:
     from examples.inverted_count_index import snapshot
 
     time.sleep(0.3)
+    return snapshot(row, cells)
+
+
+def tenth_snapshot(row: bytes, cells: Sequence[Cell]) -> list[tuple[str, dict]]:
+    """The example's snapshot, 0.05 s a row (a range that takes many seconds)."""
+    from examples.inverted_count_index import snapshot
+
+    time.sleep(0.05)
     return snapshot(row, cells)
 
 
@@ -327,7 +335,9 @@ def test_two_bootstraps_at_once_are_refused_and_a_killed_one_resumes(scenario):
         state = BootstrapState(scenario.conn_a, scenario.queue, job.destination)
         done_before = set(state.done())
         assert done_before and len(done_before) < 4
-        scenario.conn_a.write(scenario.queue.table, [Mutation(state.row).delete(b"b", b"lease")])
+        table = BootstrapState(scenario.conn_a, scenario.queue, table_key(scenario.conn_b, dest))  # the table's too
+        scenario.conn_a.write(scenario.queue.table, [Mutation(row).delete(b"b", b"lease") for row in (state.row,
+                                                                                                       table.row)])
         _hold.pop(b"w025")
         report = run_bootstrap(LocalEngine(), job)
         assert len(done_before) <= report.resumed < 4 and report.ranges == 4
@@ -542,3 +552,43 @@ def test_the_bulk_path_keeps_each_rows_version_and_loads_nothing_twice_after_a_k
     assert len(every_version) == 60 and all(c.ts == versions[c.cq] for c in every_version)
     assert len(scenario.conn_b.list_splits(dest)) == 2
     txs.close()
+
+
+def test_an_interrupted_bootstrap_of_one_tablet_stops_within_a_chunk_and_a_rerun_ends_exact(scenario, monkeypatch):
+    """The new user's finding: a bootstrap of a table with one tablet took 19 s to stop after Ctrl-C (its only
+    range ran to its end). It now stops between two chunks of rows; the range is not recorded as done, the lease
+    is freed, and a rerun writes the range whole."""
+    import os
+    import signal
+
+    from connector.snapshot import rows as rows_module
+
+    scenario.produce(300, n_words=300, seed=5)  # about 300 rows in the producers' one tablet
+    history_dest = unique_table("first")
+    scenario.conn_b.create_table(history_dest)
+    from connector.jobs import run_drain
+
+    run_drain(LocalEngine(), scenario.job(dest_table=history_dest))  # the queue empty: a final check needs no wait
+    monkeypatch.setattr(rows_module, "CHUNK_CELLS", 40)  # chunks of a dozen rows or so, under a second each
+    dest = unique_table("stopped")
+    job = bootstrap_job(scenario, dest, snapshot=f"{__name__}:tenth_snapshot", method="live", final_check=False)
+    sent: list[float] = []
+
+    def interrupt() -> None:
+        sent.append(time.monotonic())
+        os.kill(os.getpid(), signal.SIGINT)  # what Ctrl-C does: the main thread gets KeyboardInterrupt
+
+    timer = threading.Timer(3.0, interrupt)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_bootstrap(LocalEngine(), job)
+    finally:
+        timer.cancel()
+    stopped_after = time.monotonic() - sent[0]
+    assert stopped_after < 5.0, f"took {stopped_after:.1f} s to stop (the whole range takes about 15 s)"
+    state = BootstrapState(scenario.conn_a, scenario.queue, f"B/{dest}")
+    assert state.done() == {}  # the half-written range is not recorded: the rerun writes it whole
+    report = run_bootstrap(LocalEngine(), bootstrap_job(scenario, dest, method="live"))
+    assert report.resumed == 0 and report.check is not None and report.check.differences == 0
+    assert_exact(scenario, dest)

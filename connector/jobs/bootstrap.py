@@ -55,6 +55,7 @@ from connector.snapshot.verify import check_destination, check_rows_readable
 from connector.transactions.relay import relay_sources
 
 from .errors import checked_error
+from .local import stop_requested
 from .rounds import Engine, Round
 
 Progress = Callable[[str], None]
@@ -154,7 +155,8 @@ class RangeWriter:
                 state.mark_done(i, {"resumed_load": bulks[i][0]})
                 continue
             if s.method == "live":
-                stats = bootstrap_range(conn, job.table, self.ranges[i], source, job.queue, exporter)
+                stats = bootstrap_range(conn, job.table, self.ranges[i], source, job.queue, exporter,
+                                        stopping=stop_requested)
             else:
                 splits = exporter.connection.list_splits(job.dest_table)
                 stats = bulk_range(conn, job.table, self.ranges[i], source, job.queue, exporter, splits, record,

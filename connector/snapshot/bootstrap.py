@@ -17,6 +17,7 @@ older snapshot cell arrived) the final check finds and repairs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from connector.export import AccumuloExporter
@@ -24,6 +25,7 @@ from connector.queue import QueueConfig
 from connector.queue.settings import DestinationSettings
 from connector.settings import boolean, integer, seconds, setting
 
+from .errors import RangeStopped
 from .functions import SnapshotSource, check_snapshot_name
 from .implied import Bounds, SnapshotStats, implied_chunks
 from .verify import DEFAULT_SETTLE_SECONDS, OTHER_FEEDERS
@@ -58,11 +60,16 @@ class BootstrapSettings(DestinationSettings):
 
 
 def bootstrap_range(conn: object, table: str, bounds: Bounds, source: SnapshotSource, queue: QueueConfig,
-                    exporter: AccumuloExporter) -> SnapshotStats:
+                    exporter: AccumuloExporter, stopping: Callable[[], bool] = lambda: False) -> SnapshotStats:
     """Write what one tablet range of the producer table implies into the exporter's table (live: through its
-    writer, flushed: durable when this returns)."""
+    writer, flushed: durable when this returns). ``stopping`` is asked before each chunk of rows: once it says
+    yes the range is left half written (:class:`RangeStopped`), so a job stops within a chunk's time, not a
+    tablet's."""
     total = SnapshotStats()
     for _, updates, stats, _ in implied_chunks(conn, table, bounds, source, queue, exporter):  # type: ignore[arg-type]
+        if stopping():
+            raise RangeStopped(f"stopping: range of {table!r} left after {total.rows:,} rows (written again on "
+                               "resume)")
         exporter.write_updates(updates)
         total += stats
     return total

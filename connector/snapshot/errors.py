@@ -14,6 +14,12 @@ class BootstrapError(SnapshotError, RuntimeError):
     plan it would resume disagrees with what was asked, or the final check could not settle."""
 
 
+class RangeStopped(BootstrapError):
+    """A bootstrap's range was left half written because the job is stopping (Ctrl-C, SIGTERM): it is not
+    recorded as done, so the next run writes it again, whole (its writes are idempotent: each cell at its row's
+    version)."""
+
+
 class BootstrapInputError(BootstrapError, ValueError):
     """What a bootstrap was given is wrong (no snapshot function, a table that does not exist, a translator
     that does not load, a plan to resume that disagrees with what was asked): found before anything was

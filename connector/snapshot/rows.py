@@ -71,8 +71,10 @@ class RowChunk:
 
 
 def read_row_chunks(conn: Connection, table: str, rows: Range, layout: TxLayout,
-                    chunk_cells: int = CHUNK_CELLS) -> Iterator[RowChunk]:
-    """The rows of ``rows`` in ``table``, whole and each at one version, about ``chunk_cells`` cells at a time."""
+                    chunk_cells: int | None = None) -> Iterator[RowChunk]:
+    """The rows of ``rows`` in ``table``, whole and each at one version, about ``chunk_cells`` cells (default
+    :data:`CHUNK_CELLS`) at a time."""
+    chunk_cells = chunk_cells or CHUNK_CELLS
     pending: list[pa.RecordBatch] = []
     size = 0
     for page in conn.scan_batches(table, rows, batch_size=SCAN_PAGE, isolated=True):
