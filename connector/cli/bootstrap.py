@@ -16,14 +16,16 @@ from connector.accumulo import AccumuloError
 from connector.clusters_config import cluster
 from connector.errors import ConnectorError
 from connector.jobs.bootstrap import BootstrapJob, BootstrapReport, preflight, run_bootstrap
+from connector.queue.settings import DEFAULT_PURGE_EVERY_SECONDS, seconds_or_off
 from connector.snapshot import BootstrapSettings, Destination, VerifyReport, snapshot_source, verify_destination
+from connector.snapshot.auto_purge import BackgroundPurge
 from connector.snapshot.state import BootstrapState
 from connector.snapshot.verify import DEFAULT_EXAMPLES
 
 from .common import EXIT_NOT_CLEAN, UsageError, cluster_error, exit_status_of
 from .engine import EngineChoice
 from .every import repeat_every
-from .metrics import BootstrapProgress, Metrics, bootstrap_metrics
+from .metrics import BootstrapProgress, Metrics, PurgeMetrics, bootstrap_metrics
 from .options import Help, check_table_name, int_at_least, port_number, positive_seconds, source_and_destination_args
 from .queue import source_queue
 from .verify_metrics import VerifyMetrics, metrics_file_path
@@ -64,6 +66,10 @@ def register_bootstrap_commands(sub: Any) -> None:
     v.add_argument("--every", type=positive_seconds, metavar="SECONDS",
                    help="a standing check: verify again every SECONDS (start to start) until SIGTERM or Ctrl-C; a "
                         "run that fails is reported and the next one runs; exit status: the last run's")
+    v.add_argument("--purge-every", type=seconds_or_off, default=DEFAULT_PURGE_EVERY_SECONDS, metavar="SECONDS",
+                   help="with --every: purge the destination's tombstones this often, as a stream's --purge-every "
+                        "does (a verify --repair makes a purge in its grace give way); 0: never "
+                        f"(default: {DEFAULT_PURGE_EVERY_SECONDS:g})")
     v.add_argument("--metrics-port", type=port_number, metavar="PORT",
                    help="serve Prometheus metrics (the last complete verify's differences, repairs, duration and "
                         "end time; runs by outcome) on this port while the command runs (with --every: for good)")
@@ -112,7 +118,7 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
             report = run_bootstrap(engine, job, _say)
     except AccumuloError as exc:
         raise cluster_error(exc, f"source {job.source.describe()} / destination {job.dest.describe()}") from None
-    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the running tasks finished their ranges, the lease is free
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: running ranges finished or stopped unrecorded; the lease is free
         try:
             with job.source.connect() as conn:
                 done = f"{len(BootstrapState(conn, job.queue, job.destination).done())} ranges"
@@ -181,7 +187,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
     try:
         if args.every is None:
             return _verify_once(job, args, metrics, standing=False)
-        return repeat_every(args.every, lambda: _verify_once(job, args, metrics, standing=True), _say)
+        purge = BackgroundPurge(job.source, job.queue, job.dest, job.dest_table, period=args.purge_every).start()
+        metrics.registry.register(PurgeMetrics(purge))
+        try:
+            return repeat_every(args.every, lambda: _verify_once(job, args, metrics, standing=True), _say)
+        finally:
+            purge.stop()
     finally:
         metrics.close()
 
