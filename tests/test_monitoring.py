@@ -364,7 +364,7 @@ def test_every_metric_the_dashboard_and_the_alerts_use_is_served(scenario, conn_
     drain = Running(cli_env, "drain", "--source", "A", "--dest", "B", "--table", config.table, "--queue", config.qid,
                     "--dest-table", f"{config.table}_d", "--create-dest-table", "--translator", "cells", "--stream",
                     "--engine", "local",
-                    "--trigger-seconds", "0.5", "--metrics-port", str(port))
+                    "--trigger-seconds", "0.5", "--purge-every", "1", "--metrics-port", str(port))
     try:
         # the lag gauges come with the first lag scan, the dead keys after it: wait for all the drain's names
         of_drain = {n for n in wanted if not n.startswith("accumulo_export_verify_")}

@@ -10,18 +10,23 @@ test of the bound itself restores it."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import pytest
 
 from connector.accumulo import Mutation
 from connector.accumulo.writer import MIN_PURGE_GRACE_SECONDS
+from connector.cli.metrics import PurgeMetrics
 from connector.export import AccumuloExporter, SequencedExport
 from connector.export.tombstones import TOMBSTONE, tombstones_below
 from connector.queue import ExportQueue, QueueConfig
 from connector.queue.feeders import Feeder, record_feeder
 from connector.snapshot import purge as purge_module
+from connector.snapshot import state as state_module
+from connector.snapshot.auto_purge import BackgroundPurge
 from connector.snapshot.errors import BootstrapError, PurgeRefusedError
-from connector.snapshot.purge import purge_destination
+from connector.snapshot.purge import PurgeReport, purge_destination
 from connector.snapshot.state import BootstrapState, Plan, destination_id, table_key, table_lease
 
 from .conftest import run_cli, unique_table
@@ -138,8 +143,10 @@ def test_a_purge_waits_for_no_bootstrap_of_its_destination(setup, conn_a, conn_b
     assert purge_destination(conn_a, queue, conn_b, table, "B", grace=0).deleted == 1
 
 
-def test_a_bootstrap_started_during_a_purge_is_refused_naming_it(setup, conn_a, conn_b):
+def test_a_bootstrap_started_during_a_purge_is_refused_naming_it_when_the_purge_does_not_give_way(
+        setup, conn_a, conn_b, monkeypatch):
     queue, table = setup
+    monkeypatch.setattr(state_module, "PREEMPT_SECONDS", 0.0)  # the bootstrap asks once, the purge has no time
     refused: list[str] = []
 
     def during_the_grace(line: str) -> None:
@@ -153,6 +160,36 @@ def test_a_bootstrap_started_during_a_purge_is_refused_naming_it(setup, conn_a, 
     assert len(refused) == 1 and refused[0].startswith("a tombstone purge of B/"), refused
 
 
+def test_a_bootstrap_started_during_a_purges_grace_makes_it_give_way_within_seconds(setup, conn_a, conn_b):
+    """Issue 47: a purge in its grace (here 600 s) gives its lease up to a bootstrap at once, deleting nothing
+    (its tombstones wait for the next purge)."""
+    queue, table = setup
+    in_grace = threading.Event()
+    reports: list[PurgeReport] = []
+
+    def during_the_grace(line: str) -> None:
+        if "for writers" in line:
+            in_grace.set()
+
+    purge = threading.Thread(target=lambda: reports.append(purge_destination(
+        conn_a, queue, conn_b, table, "B", grace=600, progress=during_the_grace)), daemon=True)
+    purge.start()
+    assert in_grace.wait(60)
+    started = time.monotonic()
+    bootstrap = BootstrapState(conn_a, queue, destination_id("B", table), table_key=table_key(conn_b, table))
+    bootstrap.acquire()  # before issue 47: refused ("a tombstone purge of B/... is running")
+    took = time.monotonic() - started
+    bootstrap.release()
+    purge.join(30)
+    assert took < 15, f"the bootstrap waited {took:.0f} s for the purge"
+    (report,) = reports
+    assert (report.gave_way, report.stopped, report.deleted, report.listed) == (True, True, 0, 1)
+    assert "gave way to a bootstrap" in report.describe()
+    assert _tombstones(conn_b, table) == [(b"high", 9), (b"low", 3)]
+    # the request went with the bootstrap's lease: the next purge is not asked to give way
+    assert purge_destination(conn_a, queue, conn_b, table, "B", grace=0).deleted == 1
+
+
 def test_the_command_purges_and_reports_as_json(setup, cli_env, conn_b):
     queue, table = setup
     args = ["purge-tombstones", "--source", "A", "--table", queue.table, "--queue", queue.qid, "--dest", "B",
@@ -161,7 +198,8 @@ def test_the_command_purges_and_reports_as_json(setup, cli_env, conn_b):
     assert dry.returncode == 0, dry.stderr
     assert json.loads(dry.stdout) | {"seconds": 0} == {
         "destination": f"B/{table}", "horizon": 5, "listed": 1, "deleted": 0, "grace_seconds": 0.0, "seconds": 0,
-        "dry_run": True, "waiting_outbox_cells": 0, "waiting_entries": 1, "waiting_dead_letters": 0}
+        "dry_run": True, "stopped": False, "gave_way": False, "tombstones": 2, "waiting_outbox_cells": 0,
+        "waiting_entries": 1, "waiting_dead_letters": 0}
     short = run_cli(cli_env, *args, "--grace", "10")
     assert short.returncode == 2 and short.stderr.count("\n") == 1, short.stderr
     assert f"below the {MIN_PURGE_GRACE_SECONDS:g} s a purge needs" in short.stderr, short.stderr
@@ -270,3 +308,76 @@ def test_a_grace_below_the_bound_writers_are_held_to_is_refused(setup, conn_a, c
         purge_destination(conn_a, queue, conn_b, table, "B", grace=10)
     assert purge_destination(conn_a, queue, conn_b, table, "B", grace=10, dry_run=True).listed == 1
     assert len(_tombstones(conn_b, table)) == 2
+
+
+# --- issue 47: the purge on its own (a stream's background purger), and a purge stopped during its grace ---
+
+
+def test_a_purge_stopped_during_its_grace_deletes_nothing_releases_its_lease_and_says_so(setup, conn_a, conn_b):
+    queue, table = setup
+    stop = threading.Event()
+
+    def during_the_grace(line: str) -> None:
+        if "for writers" in line:
+            stop.set()
+
+    started = time.monotonic()
+    report = purge_destination(conn_a, queue, conn_b, table, "B", grace=600, progress=during_the_grace, stop=stop)
+    assert time.monotonic() - started < 30, "a stopped purge gives up within seconds, not after its grace"
+    assert (report.stopped, report.listed, report.deleted) == (True, 1, 0)
+    assert "stopped during the grace" in report.describe()
+    assert _tombstones(conn_b, table) == [(b"high", 9), (b"low", 3)]
+    state = BootstrapState(conn_a, queue, destination_id("B", table))
+    state.acquire()  # the purge let go of the lease
+    state.release()
+
+
+def test_the_background_purger_purges_each_period_and_stops_promptly(setup, accumulo, conn_a, conn_b):
+    queue, table = setup
+    a, b = accumulo["a"].gateway_options(), accumulo["b"].gateway_options()
+    purger = BackgroundPurge(a, queue, b, table, period=0.5, grace=0).start()
+    try:
+        deadline = time.monotonic() + 60
+        while not purger.outcomes and time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        started = time.monotonic()
+        purger.stop()
+    assert time.monotonic() - started < 30
+    name = f"{b.label}/{table}"
+    assert purger.outcomes[(name, "purged")] == 1, purger.outcomes
+    assert _tombstones(conn_b, table) == [(b"high", 9)]
+    served = {(s.name, tuple(sorted(s.labels.items()))): s.value
+              for family in PurgeMetrics(purger).collect() for s in family.samples}
+    assert served[("accumulo_export_purge_runs_total", (("destination", name), ("outcome", "purged")))] == 1
+    assert served[("accumulo_export_destination_tombstones", (("destination", name),))] == 2
+    # the seqs here are tiny (3, 5, 9 µs after the epoch): the ages are about the clock's
+    age = served[("accumulo_export_destination_oldest_tombstone_age_seconds", (("destination", name),))]
+    assert abs(age - time.time()) < 60
+    assert served[("accumulo_export_purge_horizon_age_seconds", (("destination", name),))] > 0
+
+
+def test_a_failing_background_purge_is_counted_and_never_raises(setup, accumulo, conn_a, conn_b):
+    queue, table = setup
+    record_feeder(conn_b, table, Feeder("another-queue-id", "othertable", "o"))  # the purge refuses the table
+    a, b = accumulo["a"].gateway_options(), accumulo["b"].gateway_options()
+    purger = BackgroundPurge(a, queue, b, table, period=3600, grace=0)
+    purger.run_once()
+    assert purger.outcomes == {(f"{b.label}/{table}", "failed"): 1}
+    assert len(_tombstones(conn_b, table)) == 2
+
+
+def test_a_delete_mode_destination_is_not_purged(accumulo, conn_a, conn_b):
+    queue = QueueConfig(table=unique_table("purgeq"), qid="p", num_buckets=2)
+    ExportQueue(conn_a, queue).init()
+    table = unique_table("deletemode")
+    with AccumuloExporter(conn_b, table, "difference", delete_mode="delete").ensure_table(create=True) as exporter:
+        exporter.export([_put(1, "x"), _delete(3, "x")])
+    try:
+        purger = BackgroundPurge(accumulo["a"].gateway_options(), queue, accumulo["b"].gateway_options(), table,
+                                 period=3600, grace=0)
+        purger.run_once()
+        assert not purger.outcomes and not purger.reports
+    finally:
+        conn_b.delete_table(table)
+        conn_a.delete_table(queue.table)

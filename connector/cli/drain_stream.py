@@ -15,9 +15,22 @@ from typing import TYPE_CHECKING
 
 from connector.jobs import DrainJob, DrainReport, LocalEngine, stream_drain
 from connector.queue import count_entries
+from connector.snapshot.auto_purge import BackgroundPurge
 
 from .common import Terminated, sigterm_as_event
+from .metrics import Metrics, PurgeMetrics
 from .progress import PROGRESS_COUNT_LIMIT, PROGRESS_SECONDS, DrainProgressView
+
+
+def background_purge(job: DrainJob, view: DrainProgressView) -> BackgroundPurge:
+    """The stream's purger of its destinations' tombstones (every ``--purge-every`` seconds; 0: none), started,
+    its metrics served with the stream's (the view's observer is the stream's ``Metrics.observe``)."""
+    purge = BackgroundPurge(job.source, job.queue, job.dest, job.dest_table, period=job.settings.purge_every)
+    metrics = getattr(view.observer, "__self__", None)
+    if isinstance(metrics, Metrics) and purge.period > 0:
+        metrics.registry.register(PurgeMetrics(purge))
+    return purge.start()
+
 
 if TYPE_CHECKING:  # Spark loads only when a Spark stream runs
     from pyspark.sql import SparkSession
@@ -41,6 +54,7 @@ def stream_with_spark(args: argparse.Namespace, job: DrainJob, spark: SparkSessi
     report = DrainReport()
     # the tasks keep progress rows under this id (one per stream run), which the counters fold and remove
     counters = StreamCounters(job, report_dir, uuid.uuid4().hex)
+    purge = background_purge(job, view)
     with sigterm_as_event() as terminated:  # from the start: a SIGTERM while the query starts stops it once started
         query = start_stream(spark, job, checkpoint, report_dir, check=False, progress_id=counters.progress_id)
         stream_started = time.monotonic()
@@ -59,6 +73,8 @@ def stream_with_spark(args: argparse.Namespace, job: DrainJob, spark: SparkSessi
             stop = exc
             print("stopping after the running micro-batch ...", file=sys.stderr, flush=True)
             stop_stream(query)
+        finally:
+            purge.stop()
     # the last reports; a micro-batch the stop cut short counts through its rows (its work was done)
     try:
         with job.source.connect() as conn:
@@ -100,6 +116,7 @@ def stream_locally(args: argparse.Namespace, job: DrainJob,
     # the stream runs in a thread so that Ctrl-C in the main thread ends it between micro-batches (an Event,
     # not Thread.join: a join interrupted by Ctrl-C may later return before the thread ends)
     threading.Thread(target=run, name="local-stream", daemon=True).start()
+    purge = background_purge(job, view)
     print("streaming drain started (in this process); Ctrl-C or SIGTERM stops it", file=sys.stderr, flush=True)
     interrupted: KeyboardInterrupt | None = None
     try:
@@ -110,6 +127,8 @@ def stream_locally(args: argparse.Namespace, job: DrainJob,
         print("stopping after the running micro-batch ...", file=sys.stderr, flush=True)
         stop.set()
         done.wait()
+    finally:
+        purge.stop()
     if failure:
         raise failure[0]
     return holder["report"], interrupted

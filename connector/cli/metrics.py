@@ -379,3 +379,40 @@ def bootstrap_metrics(port: int | None, job: BootstrapJob) -> Metrics:
     metrics = Metrics("bootstrap", {"table": job.table, "queue": job.queue.qid, "dest_table": job.dest_table},
                       BOOTSTRAP_COUNTERS, _bootstrap_counts)
     return metrics if port is None else metrics.serve(port)
+
+
+class PurgeMetrics:
+    """A Prometheus collector of a background purger (:class:`~connector.snapshot.auto_purge.BackgroundPurge`):
+    its runs by outcome, and what each destination's last purge found: its tombstones, the oldest one's age, and
+    how long the purge horizon (the lowest seq still waiting for the queue's destinations) has been pinned there.
+    Ages are this host's clock minus a seq: the seqs are µs of the producers' clocks."""
+
+    def __init__(self, purger: Any) -> None:
+        self.purger = purger
+
+    def collect(self) -> Iterator[Metric]:
+        runs = CounterMetricFamily(f"{PREFIX}_purge_runs", "background purges of a destination's tombstones, by "
+                                   "outcome (purged, nothing, gave_way, stopped, failed)",
+                                   labels=["destination", "outcome"])
+        for (name, outcome), count in sorted(dict(self.purger.outcomes).items()):
+            runs.add_metric([name, outcome], count)
+        yield runs
+        tombstones = GaugeMetricFamily(f"{PREFIX}_destination_tombstones", "tombstones the destination's last purge "
+                                       "listed", labels=["destination"])
+        oldest = GaugeMetricFamily(f"{PREFIX}_destination_oldest_tombstone_age_seconds", "this host's clock minus "
+                                   "the lowest tombstone timestamp the last purge listed (a tombstone's timestamp is "
+                                   "its commit's seq: µs of the producer's clock)", labels=["destination"])
+        pinned = GaugeMetricFamily(f"{PREFIX}_purge_horizon_age_seconds", "this host's clock minus the lowest seq "
+                                   "still waiting (outbox cell, queue entry or dead letter) when the last purge read "
+                                   "it: tombstones above it cannot be purged; 0 when nothing waited",
+                                   labels=["destination"])
+        now_us = time.time() * 1e6
+        for name, report in sorted(dict(self.purger.reports).items()):
+            tombstones.add_metric([name], report.tombstones)
+            if report.oldest_tombstone is not None:
+                oldest.add_metric([name], max(0.0, now_us - report.oldest_tombstone) / 1e6)
+            lowest = report.horizon
+            pinned.add_metric([name], 0.0 if lowest is None else max(0.0, now_us - lowest) / 1e6)
+        yield tombstones
+        yield oldest
+        yield pinned

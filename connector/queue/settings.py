@@ -28,11 +28,18 @@ DEFAULT_RELAY_SECONDS = 10.0
 DEFAULT_BUFFER_BYTES = 1 << 20
 #: a drain compacts the queue's tablets when their files hold this many dead keys (connector.queue.compaction)
 DEFAULT_COMPACT_DEAD_KEYS = 100_000
+#: how often a stream purges its tombstone-mode destinations' tombstones (seconds; 0: never)
+DEFAULT_PURGE_EVERY_SECONDS = 6 * 3600.0
 #: how long a read or write on A or B may wait for a tablet server during a drain (seconds), when the cluster's
 #: gateway options name no ``server_wait`` of their own
 DEFAULT_SERVER_WAIT = 300.0
 
 PLAN, EXPORT, DRAIN, SPARK = "plan", "export", "drain", "spark"
+
+
+def seconds_or_off(raw: str) -> float:
+    """A number of seconds > 0, or 0 (off)."""
+    return 0.0 if raw.strip() in ("0", "0.0") else seconds(raw)
 
 
 @dataclass(frozen=True)
@@ -46,9 +53,9 @@ class DestinationSettings(Settings):
     delete_mode: str | None = setting(
         None, "how deletes are written on B: tombstone (a put of a tombstone that hides older puts for good, even "
         "one arriving after a full compaction; reclaimed by 'purge-tombstones') or delete (Accumulo deletes: "
-        "cheaper, but a late export after a full compaction shows a stale cell until a repair: docs/design.md: The "
-        "compaction hazard). The destination table records its mode (its first writer's); a run asking for "
-        "another one is refused", choices=[m.value for m in DeleteMode], tags={EXPORT},
+        "cheaper, but a late export after a full compaction shows a stale cell until a repair: "
+        "docs/design.md: The compaction hazard). The destination table records its mode (its first writer's); a "
+        "run asking for another one is refused", choices=[m.value for m in DeleteMode], tags={EXPORT},
         shown_default=f"the mode the destination table records; on a new one {DEFAULT_DELETE_MODE.value}")
     create_dest_table: bool = setting(False, "create the destination table when it does not exist (versioning "
                                       "iterator, one version); without it a missing table is refused, naming the "
@@ -89,6 +96,10 @@ class DrainSettings(DestinationSettings):
                                    "left in the outboxes feeding the queue within about this long (a batch drain "
                                    "relays them once before it starts)", parse=seconds, tags={DRAIN},
                                    metavar="SECONDS")
+    purge_every: float = setting(DEFAULT_PURGE_EVERY_SECONDS, "a stream purges the tombstones of its tombstone-mode "
+                                 "destinations (its table and the queue's registered ones) this often, as "
+                                 "'purge-tombstones' does with its default grace, in the stream's process; 0: never",
+                                 parse=seconds_or_off, option=None, metavar="SECONDS")
     buckets_per_partition: int | None = setting(None, "buckets per Spark task (default: the buckets of one tablet)",
                                                 parse=integer(1), tags={PLAN, SPARK}, flag=None)
     checkpoint: str | None = setting(None, "a Spark stream's checkpoint folder, kept (default: a temporary one, "

@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -74,10 +75,13 @@ from connector.queue.feeders import destination_feeders, feeder_of
 from connector.transactions import Watermark, queue_watermark
 
 from .errors import PurgeRefusedError
-from .state import BootstrapState, destination_id, process_identity, table_key, unfinished_bootstraps
+from .state import PURGE, BootstrapState, destination_id, process_identity, table_key, unfinished_bootstraps
 
 #: seconds a purge waits between listing tombstones and deleting them (see the module's description)
 DEFAULT_GRACE_SECONDS = max(600.0, MIN_PURGE_GRACE_SECONDS)
+#: how often a purge in its grace looks whether it was stopped (and whether it still holds its lease)
+STOP_CHECK_SECONDS = 2.0
+STOPPED, GAVE_WAY = "stopped", "gave way"
 
 
 @dataclass
@@ -88,7 +92,11 @@ class PurgeReport:
     ``horizon``: only tombstones with a seq below it were kept, the lower of the two readings' (None: every one,
     since nothing waited);
     ``listed``: tombstones found below the horizon (of those there when the purge listed them); ``deleted``:
-    real deletes written for them (0 on a dry run); ``seconds``: the whole purge, the grace included."""
+    real deletes written for them (0 on a dry run); ``seconds``: the whole purge, the grace included;
+    ``stopped``: the purge was stopped during its grace and deleted nothing (its tombstones wait for the next);
+    ``gave_way``: it stopped because a bootstrap or repair of the table asked for its lease;
+    ``tombstones``: all the tombstones it listed, ``oldest_tombstone``: the lowest of their timestamps (a tombstone's
+    timestamp is its commit's seq: µs of the producer's clock; None: none listed)."""
 
     destination: str
     watermark: Watermark
@@ -98,6 +106,10 @@ class PurgeReport:
     seconds: float = 0.0
     dry_run: bool = False
     second: Watermark | None = None
+    stopped: bool = False
+    gave_way: bool = False
+    tombstones: int = 0
+    oldest_tombstone: int | None = None
 
     @property
     def horizon(self) -> int | None:
@@ -106,13 +118,16 @@ class PurgeReport:
     def describe(self) -> str:
         below = "every tombstone (nothing waited)" if self.horizon is None else f"tombstones below seq {self.horizon}"
         done = (f"would turn {self.listed:,} into real deletes (dry run)" if self.dry_run
+                else f"gave way to a bootstrap or repair: deleted none of the {self.listed:,} listed" if self.gave_way
+                else f"stopped during the grace: deleted none of the {self.listed:,} listed" if self.stopped
                 else f"turned {self.deleted:,} of {self.listed:,} listed into real deletes")
         return f"{self.destination}: {below}: {done} in {self.seconds:.1f} s"
 
     def to_json(self) -> dict[str, object]:
         return {"destination": self.destination, "horizon": self.horizon, "listed": self.listed,
                 "deleted": self.deleted, "grace_seconds": self.grace_seconds, "seconds": round(self.seconds, 1),
-                "dry_run": self.dry_run, "waiting_outbox_cells": self.watermark.outbox,
+                "dry_run": self.dry_run, "stopped": self.stopped, "gave_way": self.gave_way,
+                "tombstones": self.tombstones, "waiting_outbox_cells": self.watermark.outbox,
                 "waiting_entries": self.watermark.entries, "waiting_dead_letters": self.watermark.dead_letters}
 
 
@@ -126,13 +141,17 @@ def check_grace(grace: float) -> None:
 
 def purge_destination(a: Connection, queue: QueueConfig, dest: Connection, dest_table: str, dest_cluster: str, *,
                       grace: float = DEFAULT_GRACE_SECONDS, dry_run: bool = False,
-                      progress: Callable[[str], None] | None = None) -> PurgeReport:
+                      progress: Callable[[str], None] | None = None,
+                      stop: threading.Event | None = None) -> PurgeReport:
     """Turn the tombstones of ``dest_table`` (on ``dest``, the cluster named ``dest_cluster``) that no export of
     ``queue`` (on ``a``) can still need into real deletes, after proving it (the module's description). With
     ``dry_run``, list and count them, change nothing, and do not wait. ``PurgeRefusedError`` (nothing changed) for a
     grace below :data:`~connector.accumulo.writer.MIN_PURGE_GRACE_SECONDS`, a missing table, another queue feeding
     it, or an unfinished bootstrap of it; ``BootstrapError`` when a bootstrap, a purge or a repair of it runs, or
-    the purge's lease was lost meanwhile."""
+    the purge's lease was lost meanwhile. When ``stop`` is set during the grace the purge gives up within
+    :data:`STOP_CHECK_SECONDS`, deletes nothing and releases the lease (``report.stopped``): a purge that deletes
+    nothing changes nothing, so the proof has nothing to keep. So does it when a bootstrap or repair of the table
+    asks for the lease (``report.gave_way`` too: :data:`~connector.snapshot.state.PREEMPT_SECONDS`)."""
     started = time.monotonic()
     say = progress or (lambda line: None)
     if not dry_run:
@@ -142,7 +161,7 @@ def purge_destination(a: Connection, queue: QueueConfig, dest: Connection, dest_
         raise PurgeRefusedError(f"destination table {dest_table!r} does not exist on {dest_cluster}")
     key = table_key(dest, dest_table)
     _refuse_other_feeders(a, queue, dest, dest_table)
-    token = json.dumps({"owner": secrets.token_hex(8), "what": "a tombstone purge", "destination": destination,
+    token = json.dumps({"owner": secrets.token_hex(8), "what": PURGE, "destination": destination,
                         **process_identity()}).encode()
     # the table's lease, whatever name reaches it, and the name's (a bootstrap of an older release takes only that)
     state = BootstrapState(a, queue, destination, token, table_key=key)
@@ -156,19 +175,26 @@ def purge_destination(a: Connection, queue: QueueConfig, dest: Connection, dest_
         listed = list(tombstones_below(dest, dest_table, None))
         mark = queue_watermark(a, queue)  # after the listing: every tombstone listed was there before it
         report = PurgeReport(destination, mark, grace_seconds=0.0 if dry_run else grace, dry_run=dry_run)
+        report.tombstones = sum(p.num_rows for p in listed)
+        report.oldest_tombstone = min((pc.min(p.column("ts")).as_py() for p in listed if p.num_rows), default=None)
         pages = [_below(p, mark.lowest) for p in listed]
         report.listed = sum(p.num_rows for p in pages)
         say(f"{mark.describe()}: {report.listed:,} of {sum(p.num_rows for p in listed):,} tombstones are below it")
         if not dry_run and report.listed:
-            _wait(grace - LATE_WRITE_SECONDS, state, say, f"{report.listed:,} tombstones listed; waiting {grace:g} s "
-                  "for writers that may still hold older exports")
+            _gave_up(report, _wait(grace - LATE_WRITE_SECONDS, state, say, f"{report.listed:,} tombstones listed; "
+                                   f"waiting {grace:g} s for writers that may still hold older exports", stop))
+        if report.stopped:
+            say(f"{report.describe()}; the tombstones wait for the next purge")
+        elif not dry_run and report.listed:
             # an old export put back where it waits during the grace (a late relay) holds its tombstone
             report.second = queue_watermark(a, queue)
             pages = [_below(p, report.second.lowest) for p in pages]
             report.listed = sum(p.num_rows for p in pages)
             say(f"read again: {report.second.describe()}: {report.listed:,} tombstones are below both readings")
             if report.listed:
-                _wait(LATE_WRITE_SECONDS, state, say, "waiting for the copies writers read before that reading")
+                _gave_up(report, _wait(LATE_WRITE_SECONDS, state, say,
+                                       "waiting for the copies writers read before that reading", stop))
+            if report.listed and not report.stopped:
                 _refuse_other_feeders(a, queue, dest, dest_table)
                 state.check_held()
                 report.deleted = delete_cells(dest, dest_table, pages)
@@ -176,6 +202,12 @@ def purge_destination(a: Connection, queue: QueueConfig, dest: Connection, dest_
         state.release()
     report.seconds = time.monotonic() - started
     return report
+
+
+def _gave_up(report: PurgeReport, why: str | None) -> None:
+    """Record why a wait gave up (nothing is deleted then)."""
+    report.stopped = why is not None
+    report.gave_way = why == GAVE_WAY
 
 
 def _refuse_other_feeders(a: Connection, queue: QueueConfig, dest: Connection, dest_table: str) -> None:
@@ -196,13 +228,22 @@ def _below(page: pa.RecordBatch, horizon: int | None) -> pa.RecordBatch:
     return page if horizon is None else page.filter(pc.less(page.column("ts"), horizon))
 
 
-def _wait(seconds: float, state: BootstrapState, say: Callable[[str], None], line: str) -> None:
+def _wait(seconds: float, state: BootstrapState, say: Callable[[str], None], line: str,
+          stop: threading.Event | None = None) -> str | None:
     """Wait ``seconds``, saying ``line`` first and how long is left every minute; raise at once if the lease was
-    lost."""
+    lost. Within STOP_CHECK_SECONDS, why it gave up (``STOPPED``, ``GAVE_WAY``) when ``stop`` was set or a bootstrap
+    or repair asked for the lease: the caller then deletes nothing. None: it waited all of ``seconds``."""
     deadline = time.monotonic() + seconds
+    stop = stop or threading.Event()
     say(line)
+    last_said = time.monotonic()
     while (left := deadline - time.monotonic()) > 0:
-        time.sleep(min(left, 60.0))
+        if stop.wait(min(left, STOP_CHECK_SECONDS)):
+            return STOPPED
         state.check()
-        if deadline - time.monotonic() > 0:
+        if state.asked_to_yield():
+            return GAVE_WAY
+        if deadline - time.monotonic() > 0 and time.monotonic() - last_said >= 60.0:
+            last_said = time.monotonic()
             say(f"{deadline - time.monotonic():.0f} s of the wait left")
+    return STOPPED if stop.is_set() else None

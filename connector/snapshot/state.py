@@ -48,6 +48,7 @@ import os
 import secrets
 import socket
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,6 +66,12 @@ BULK_FAMILY = b"k"
 #: a lease whose heartbeat is this old by the server's clock is free (its bootstrap was killed or is stuck)
 LEASE_SECONDS = 60.0
 LEASE_RENEW_SECONDS = 10.0
+#: a bootstrap or repair that finds a tombstone purge holding the lease asks it to give way (a ``b:yield`` cell in
+#: the lease's row) and tries again for this long; the purge looks every few seconds and, in its grace, gives up
+#: without deleting anything (connector.snapshot.purge)
+PREEMPT_SECONDS = 30.0
+YIELD = b"yield"
+PURGE = "a tombstone purge"
 
 Stored = tuple[bytes, int]  # a cell's value and timestamp
 
@@ -249,9 +256,17 @@ class BootstrapState:
 
     def _acquire_own(self) -> None:
         lease, beat = self._lease()
+        deadline = time.monotonic() + PREEMPT_SECONDS
+        while (lease is not None and self._preempts(_holder(lease[0])) and self._age(lease, beat) < LEASE_SECONDS
+               and not _dead_here(_holder(lease[0])) and time.monotonic() < deadline):
+            # a purge in its grace gives way: ask, and look again until it let go (or the wait ran out)
+            self._write_if([Condition(STATE_FAMILY, LEASE, lease[0])],
+                           Mutation(self.row).put(STATE_FAMILY, YIELD, self.token))
+            time.sleep(0.5)
+            lease, beat = self._lease()
         if lease is not None:
             holder = _holder(lease[0])
-            age = (self.server_time_ms() - max(lease[1], beat[1] if beat else 0)) / 1000
+            age = self._age(lease, beat)
             if age < LEASE_SECONDS and not _dead_here(holder):
                 shown = holder.get("destination") or self.destination
                 raise BootstrapError(
@@ -263,12 +278,27 @@ class BootstrapState:
         judged = [Condition(STATE_FAMILY, LEASE, lease[0] if lease else None),
                   Condition(STATE_FAMILY, BEAT, beat[0] if beat else None)]
         if not self._write_if(judged, Mutation(self.row).put(STATE_FAMILY, LEASE, self.token)
-                              .put(STATE_FAMILY, BEAT, b"0")):
+                              .put(STATE_FAMILY, BEAT, b"0").delete(STATE_FAMILY, YIELD)):
             raise BootstrapError(f"another bootstrap of {self.destination} took the lease just now; two at once "
                                  "are refused")
         self._beat = 0
         self._renewer = threading.Thread(target=self._renew, name="bootstrap-lease", daemon=True)
         self._renewer.start()
+
+    def _age(self, lease: Stored, beat: Stored | None) -> float:
+        """Seconds since the lease was last renewed, by A's clock."""
+        return (self.server_time_ms() - max(lease[1], beat[1] if beat else 0)) / 1000
+
+    def _preempts(self, holder: dict[str, Any]) -> bool:
+        """Whether this lease's taker makes ``holder`` give way: a purge does, for anything but another purge."""
+        return holder.get("what") == PURGE and _holder(self.token).get("what") != PURGE
+
+    def asked_to_yield(self) -> bool:
+        """Whether a bootstrap or repair asked this lease's holder (a purge) to give way, in its row or the
+        table's (one read of A each)."""
+        if self._table is not None and self._table.asked_to_yield():
+            return True
+        return self._cell(STATE_FAMILY, YIELD) is not None
 
     def renew(self) -> bool:
         """Write the next heartbeat, conditional on the lease and the heartbeat this bootstrap wrote last (the
