@@ -253,12 +253,3 @@ def test_a_key_written_twice_at_one_time_survives_paging() -> None:
     for batch_size in (1, 2, 1000):
         assert [c.value for c in conn.scan("t", batch_size=batch_size)] == [b"second", b"first"]
 
-
-def test_one_mutation_writing_one_key_twice_keeps_the_last() -> None:
-    # Accumulo numbers a mutation's updates alike in its in-memory map: the second write of a key replaces the
-    # first (the differential test, seed 44, saw one version where the simulation kept two)
-    _, _, conn = world()
-    conn.remove_table_property("t", "table.iterator.scan.vers")
-    conn.write("t", [Mutation(b"r").put(b"f", b"q", b"first").put(b"f", b"q", b"second")])
-    conn.write("t", [Mutation(b"r").put(b"f", b"q", b"third")])  # another mutation, same time: a second entry
-    assert [c.value for c in conn.scan("t")] == [b"third", b"second"]

@@ -107,6 +107,9 @@ class Sequence:
         self.max_versions = 1
         self.versioning = True
         self.scan_filters: list[str] = []  # names of the filters attached to the scan scope only
+        #: keys put at the server's time in the operation being built: two such puts of one key in one operation
+        #: get one timestamp, and Accumulo keeps either first
+        self.server_time_keys: set[tuple[bytes, bytes, bytes, bytes]] = set()
         self.next_ts = 1
         self.iterator_names = 0
 
@@ -151,7 +154,9 @@ class Sequence:
         r = self.rng
         if r.random() < 0.12:
             row, cf, cq, cv = self.key(row)
-            return row, cf, cq, cv, None, r.choice(VALUES), False
+            if (row, cf, cq, cv) not in self.server_time_keys:  # one per key and operation: they share a time
+                self.server_time_keys.add((row, cf, cq, cv))
+                return row, cf, cq, cv, None, r.choice(VALUES), False
         while True:
             row, cf, cq, cv = self.key(row)
             ts = self.explicit_ts()
@@ -167,6 +172,7 @@ class Sequence:
 
     def changes(self) -> list[tuple[bytes, bytes, bytes, bytes, int | None, bytes, bool]]:
         r = self.rng
+        self.server_time_keys.clear()
         return [self.delete_cell() if r.random() < 0.25 else self.put_cell() for _ in range(r.randint(1, 6))]
 
     def rng_choice(self) -> Range | None:
@@ -415,6 +421,7 @@ class Sequence:
         rows = r.sample(ROWS, r.randint(1, 3))
         auths = [AUTH] if r.random() < 0.7 else []
         mutations: list[tuple[bytes, list[Condition], list[tuple[Any, ...]]]] = []
+        self.server_time_keys.clear()
         for row in rows:
             conditions = []
             for _ in range(r.randint(1, 2)):

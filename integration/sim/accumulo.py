@@ -592,18 +592,12 @@ class SimAccumulo:
         tablet = t.tablets[t.tablet_index(row)]
         now: int | None = None
         memory = tablet.memory
-        stamped: dict[tuple[bytes, bytes, bytes, int, bool], bytes | None] = {}
         for cf, cq, cv, ts, value, delete in updates:
             if ts is None:
                 if now is None:
                     now = self._time(t, tablet)
                 ts = now
-            # one mutation writing one key twice keeps the last (Accumulo's in-memory map numbers a mutation's
-            # updates alike, so the second replaces the first)
-            stamped.pop((cf, cq, cv, ts, delete), None)
-            stamped[(cf, cq, cv, ts, delete)] = value
-        for (cf, cq, cv, ts, delete), value in stamped.items():
-            self._seq += 1
+            self._seq += 1  # a later write of one key sorts first, as Accumulo's in-memory map numbers each update
             if delete:
                 bisect.insort(memory, (row, cf, cq, cv, -ts, DELETE, -self._seq, b""))
             else:
