@@ -39,7 +39,10 @@ PLAN, EXPORT, DRAIN, SPARK = "plan", "export", "drain", "spark"
 
 def seconds_or_off(raw: str) -> float:
     """A number of seconds > 0, or 0 (off)."""
-    return 0.0 if raw.strip() in ("0", "0.0") else seconds(raw)
+    try:
+        return 0.0 if float(raw) == 0 else seconds(raw)
+    except ValueError:
+        raise ValueError(f"must be a number of seconds > 0, or 0 (off), got {raw!r}") from None
 
 
 @dataclass(frozen=True)
