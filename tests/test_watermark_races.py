@@ -174,3 +174,53 @@ def gauge_reaches(port: int | None, wanted: Any, seconds: float = 60) -> bool:
         time.sleep(0.5)
     print(f"last gauge values: {seen}")
     return False
+
+
+class FlushHook:
+    """A connection whose batch writers run ``hook`` once, right after their ``nth`` flush returned: a requeue's
+    window between writing its entries back and deleting its dead letters, made certain."""
+
+    def __init__(self, conn: Any, nth: int, hook: Callable[[], Any]) -> None:
+        self._conn, self._nth, self._hook = conn, nth, hook
+        self.ran: list[Any] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+    def batch_writer(self, table: str, **options: Any) -> Any:
+        writer = self._conn.batch_writer(table, **options)
+        flush, flushes = writer.flush, []
+
+        def hooked_flush(*args: Any, **kwargs: Any) -> Any:
+            out = flush(*args, **kwargs)
+            flushes.append(1)
+            if len(flushes) == self._nth and not self.ran:
+                self.ran.append(self._hook())
+            return out
+
+        writer.flush = hooked_flush
+        return writer
+
+
+def test_a_requeue_never_deletes_the_dead_letter_a_drain_wrote_again_in_its_window(scenario):
+    """The simulation's seed 4 (schedule 4000931): a requeue wrote the entry back; before it deleted the dead
+    letter, a drain refused the entry again and wrote a new dead letter of the same row; the requeue's deletes, at
+    the server's time, removed that one too. The export was gone for good and ``wait`` returned for it."""
+    from connector.queue.dead_letters import dead_letters
+
+    q = scenario.queue
+    with ExportQueue(scenario.conn_a, q) as queue:
+        queue.add("bad", {"new": "not a list of cells"}, 200)  # the translator refuses it: a dead letter
+    run_drain(LocalEngine(), scenario.job())
+    assert [d.row for d in dead_letters(scenario.conn_a, q)] != []
+
+    def drain_again() -> int:
+        time.sleep(0.01)  # the new dead letter gets a later server time than the old one
+        return run_drain(LocalEngine(), scenario.job()).dead_lettered
+
+    racing = FlushHook(scenario.conn_a, 2, drain_again)  # after the entries' flush, before the deletes
+    assert requeue_dead_letters(racing, q) == 1  # type: ignore[arg-type]
+    assert racing.ran == [1], "the drain did not run inside the requeue's window"
+    assert len(list(dead_letters(scenario.conn_a, q))) == 1, "the dead letter written meanwhile was deleted"
+    mark = queue_watermark(scenario.conn_a, q)
+    assert mark.dead_letters == 1 and not mark.reached(200), mark

@@ -30,34 +30,41 @@ class DeadLetter:
     value: bytes
     reason: str
     ts: int | None
+    #: the timestamps of the dead letter's own cells (qualifier -> ts): a requeue deletes exactly these versions
+    cell_ts: tuple[tuple[bytes, int], ...] = ()
 
 
 def dead_letters(conn: Connection, config: QueueConfig) -> Iterator[DeadLetter]:
     """The queue's dead letters, in row order."""
     layout = config.layout
     current: bytes | None = None
-    cells: dict[bytes, bytes] = {}
+    cells: dict[bytes, tuple[bytes, int]] = {}
     for cell in conn.scan(config.table, layout.dead_letter_range(), columns=[DEAD_FAMILY]):
         if cell.row != current:
             if current is not None:
                 yield _dead_letter(layout.original_row(current), cells)
             current, cells = cell.row, {}
-        cells[cell.cq] = cell.value
+        cells[cell.cq] = (cell.value, cell.ts)
     if current is not None:
         yield _dead_letter(layout.original_row(current), cells)
 
 
-def _dead_letter(row: bytes, cells: dict[bytes, bytes]) -> DeadLetter:
-    ts = cells.get(DEAD_TS)
-    return DeadLetter(row, cells.get(DEAD_VALUE, b""), cells.get(DEAD_REASON, b"").decode("utf-8", "replace"),
-                      int(ts) if ts and ts.isdigit() else None)
+def _dead_letter(row: bytes, cells: dict[bytes, tuple[bytes, int]]) -> DeadLetter:
+    ts = cells.get(DEAD_TS, (b"", 0))[0]
+    return DeadLetter(row, cells.get(DEAD_VALUE, (b"", 0))[0],
+                      cells.get(DEAD_REASON, (b"", 0))[0].decode("utf-8", "replace"),
+                      int(ts) if ts and ts.isdigit() else None,
+                      tuple((cq, cell_ts) for cq, (_, cell_ts) in sorted(cells.items())))
 
 
 def requeue_dead_letters(conn: Connection, config: QueueConfig, rows: Iterable[bytes] | None = None) -> int:
     """Write dead letters back as queue entries (all of them, or those whose original row is in ``rows``),
     then remove them; returns how many. Once they are listed, and before any entry is written, the queue's
     requeue token changes (what the watermark looks for). The entries are durable before their dead letters go,
-    so a crash in between leaves a dead letter that is re-queued again (harmless: the same row and value)."""
+    so a crash in between leaves a dead letter that is re-queued again (harmless: the same row and value). Each
+    dead letter is deleted at its own cells' timestamps, never at the server's time: a drain that refused the
+    requeued entry again meanwhile wrote a newer dead letter of the same row, which must stay (the simulation's
+    seed 4: it was deleted with the old one, and the export was lost)."""
     wanted = None if rows is None else set(rows)
     chosen = [d for d in dead_letters(conn, config) if wanted is None or d.row in wanted]
     if not chosen:
@@ -70,6 +77,13 @@ def requeue_dead_letters(conn: Connection, config: QueueConfig, rows: Iterable[b
         # no timestamp: the server's time, so the drain deletes exactly this new version
         writer.add_mutations(Mutation(d.row).put(ENTRY_FAMILY, ENTRY_QUALIFIER, d.value) for d in chosen)
         writer.flush()  # the entries are durable before their dead letters go
-        writer.add_mutations(Mutation(layout.dead_letter_row(d.row)).delete(DEAD_FAMILY, DEAD_REASON)
-                             .delete(DEAD_FAMILY, DEAD_VALUE).delete(DEAD_FAMILY, DEAD_TS) for d in chosen)
+        writer.add_mutations(_delete_versions(layout.dead_letter_row(d.row), d) for d in chosen)
     return len(chosen)
+
+
+def _delete_versions(row: bytes, letter: DeadLetter) -> Mutation:
+    """Deletes of exactly the versions of ``letter``'s cells that were read."""
+    mutation = Mutation(row)
+    for qualifier, ts in letter.cell_ts:
+        mutation.delete(DEAD_FAMILY, qualifier, timestamp=ts)
+    return mutation
