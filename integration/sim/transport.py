@@ -38,24 +38,21 @@ Hook = Callable[[str], Any]
 
 def _method_of(message: bytes) -> tuple[str, int]:
     """The method name and seqid of a compact-protocol call message."""
-    pos = 2
-    seqid = shift = 0
-    while True:
-        b = message[pos]
-        pos += 1
-        seqid |= (b & 0x7F) << shift
-        shift += 7
-        if b < 0x80:
-            break
-    n = shift = 0
-    while True:
-        b = message[pos]
-        pos += 1
-        n |= (b & 0x7F) << shift
-        shift += 7
-        if b < 0x80:
-            break
+    seqid, pos = _varint(message, 2)
+    n, pos = _varint(message, pos)
     return message[pos:pos + n].decode("utf-8"), seqid
+
+
+def _varint(message: bytes, pos: int) -> tuple[int, int]:
+    """The unsigned varint at ``pos`` and the position after it."""
+    value = shift = 0
+    while True:
+        b = message[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        shift += 7
+        if b < 0x80:
+            return value, pos
 
 
 class SimServer:
