@@ -164,6 +164,26 @@ def test_wrong_bucket_count_is_refused_and_the_stored_one_is_used(scenario, cli_
         ExportQueue(scenario.conn_a, QueueConfig(table=config.table, qid="jobs", num_buckets=7)).add("k", 1, 1)
 
 
+def test_buckets_given_for_a_queue_that_does_not_exist_is_refused_naming_the_nearest(scenario, cli_env):
+    """The new user's finding: following the hint "give the bucket count (--buckets)", ``drain ... --queue rwy
+    --buckets 16`` and ``queue status ... --queue rwy --buckets 16`` exited 0 with 0 entries on a misspelt queue.
+    A queue made by another program (entries, no stored configuration) is still read with the count given."""
+    config = QueueConfig(table=unique_table("cfgq"), qid="rwx", num_buckets=16)
+    ExportQueue(scenario.conn_a, config).init()
+    q = ["--table", config.table, "--queue", "rwy", "--buckets", "16"]
+    for command in (["queue", "status", "--cluster", "A", *q],
+                    ["drain", "--source", "A", *q, "--dest", "B", "--dest-table", scenario.index]):
+        line = _one_line_error(run_cli(cli_env, *command))
+        assert "queue 'rwy'" in line and "does not exist" in line and "did you mean queue 'rwx'" in line, line
+    from connector.queue.stored_config import resolve_config
+
+    foreign = QueueConfig(table=config.table, qid="fluo", num_buckets=4)
+    scenario.conn_a.write(config.table, [Mutation(foreign.layout.entry_row(b'"k"', 7)).put(b"e", b"v", b"{}")])
+    assert resolve_config(scenario.conn_a, config.table, "fluo", num_buckets=4) == foreign
+    with pytest.raises(QueueConfigError, match="queue 'rwy' in table .* does not exist"):
+        resolve_config(scenario.conn_a, config.table, "rwy", num_buckets=16)
+
+
 # --- 4. a named secret source that is missing is an error ------------------------------------------------
 
 def test_unset_secret_env_does_not_fall_back_to_another_secret(accumulo, cli_env, tmp_path):

@@ -138,6 +138,12 @@ def nearest_queue(conn: Connection, table: str, qid: str) -> str | None:
     return next(iter(difflib.get_close_matches(qid, ids, n=1, cutoff=0.5)), None) or (ids[0] if len(ids) == 1 else None)
 
 
+def _has_rows(conn: Connection, table: str, qid: str) -> bool:
+    """Whether ``table`` holds any entry (``<qid>:``) or record (``<qid>#``) row of queue ``qid``."""
+    return any(True for prefix in (f"{qid}:", f"{qid}#")
+               for _ in conn.scan(table, Range.prefix(prefix.encode("utf-8")), batch_size=1))
+
+
 def store_config(conn: Connection, config: QueueConfig) -> bool:
     """Store ``config`` as the queue's configuration unless one is stored already (atomically: of two racing
     ``init``s one wins and the other is checked against it). Returns True if this call stored it; raises
@@ -148,12 +154,18 @@ def store_config(conn: Connection, config: QueueConfig) -> bool:
 def resolve_config(conn: Connection, table: str, qid: str, *, num_buckets: int | None = None,
                    key_serializer: str | None = None, value_serializer: str | None = None) -> QueueConfig:
     """The queue's configuration: what ``init`` stored, checked against any value given; for a queue without
-    a stored configuration (made before it was stored, or by another program), the values given."""
+    a stored configuration (made before it was stored, or by another program), the values given, provided the
+    table holds any row of that queue: a misspelt id with ``--buckets`` would read as an empty queue."""
     cell = _cell(table, qid)
     stored = cell.read(conn)
     if stored is None:
         if num_buckets is None:
             raise cell.missing(", or give the bucket count (--buckets)", nearest_queue(conn, table, qid))
+        if not _has_rows(conn, table, qid):
+            near = nearest_queue(conn, table, qid)
+            guess = f" (did you mean queue {near!r}?)" if near else ""
+            raise QueueConfigError(f"{cell.name} does not exist{guess}: no stored configuration and no entry or "
+                                   f"record of it; create it with '{cell.init_command}'")
         return QueueConfig(table=table, qid=qid, num_buckets=num_buckets,
                            key_serializer=key_serializer or DEFAULT_SERIALIZER,
                            value_serializer=value_serializer or DEFAULT_SERIALIZER)
