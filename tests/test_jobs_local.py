@@ -38,7 +38,7 @@ def test_bucket_groups_are_consecutive_and_bounded():
 
 def test_counters_travel_as_one_arrow_row_each():
     assert stats_ddl(DrainStats) == ("entries long, exported long, deleted long, dead_lettered long, batches long, "
-                                     "bytes long, seconds double, cells long")
+                                     "bytes long, seconds double, cells long, abandoned long")
     stats = CombineStats(keys=3, updates=7, seconds=0.5, errors=["key 'a': boom"])
     row = stats_batch(stats).to_pylist()
     assert len(row) == 1 and row[0]["errors"] == '["key \'a\': boom"]'

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from connector.accumulo import UPDATE_SCHEMA
 from connector.accumulo.wire.native import encode_update_frames
 from connector.queue.errors import MalformedEntryError
-from connector.queue.layout import QueueLayout, bucket_of, murmur3_32
+from connector.queue.layout import MAX_BUCKETS, QueueLayout, bucket_of, murmur3_32
 from connector.queue.native_rows import entry_deletes
 
 from .queue_row_oracle import parse_row as oracle_parse_row
@@ -47,7 +47,7 @@ def test_design_md_murmur_checks():
 
 
 @settings(max_examples=200, deadline=None)
-@given(keys=st.lists(st.binary(max_size=100), max_size=50), num_buckets=st.integers(1, 2**31 - 1))
+@given(keys=st.lists(st.binary(max_size=100), max_size=50), num_buckets=st.integers(1, MAX_BUCKETS))
 def test_native_bucket_check_matches_the_python_hash(keys, num_buckets):
     assert buckets_natively(keys, num_buckets) == [bucket_of(k, num_buckets) for k in keys]
     layout = QueueLayout("q", num_buckets)

@@ -76,6 +76,9 @@ def _finish_one_shots(run: ChaosRun, result: QuietResult) -> None:
                                                                   "register")]
     if waiting:
         run.log(f"waiting for {', '.join(p.name for p in waiting)} to end")
+    for p in waiting:
+        if p.kind == "purge":  # its grace is 10 minutes at least: stopped as a stream stops its own purger, a purge
+            p.sigterm()        # in its grace deletes nothing (connector/snapshot/purge.py), one deleting finishes
     deadline = time.monotonic() + ONE_SHOT_SECONDS
     for p in waiting:
         if p.wait(max(1.0, deadline - time.monotonic())) is None:
