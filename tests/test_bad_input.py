@@ -164,7 +164,7 @@ def test_wrong_bucket_count_is_refused_and_the_stored_one_is_used(scenario, cli_
         ExportQueue(scenario.conn_a, QueueConfig(table=config.table, qid="jobs", num_buckets=7)).add("k", 1, 1)
 
 
-def test_buckets_given_for_a_queue_that_does_not_exist_is_refused_naming_the_nearest(scenario, cli_env):
+def test_buckets_given_for_a_queue_never_initialised_is_refused_naming_the_nearest(scenario, cli_env):
     """The new user's finding: following the hint "give the bucket count (--buckets)", ``drain ... --queue rwy
     --buckets 16`` and ``queue status ... --queue rwy --buckets 16`` exited 0 with 0 entries on a misspelt queue.
     A queue made by another program (entries, no stored configuration) is still read with the count given."""
@@ -174,13 +174,13 @@ def test_buckets_given_for_a_queue_that_does_not_exist_is_refused_naming_the_nea
     for command in (["queue", "status", "--cluster", "A", *q],
                     ["drain", "--source", "A", *q, "--dest", "B", "--dest-table", scenario.index]):
         line = _one_line_error(run_cli(cli_env, *command))
-        assert "queue 'rwy'" in line and "does not exist" in line and "did you mean queue 'rwx'" in line, line
+        assert "queue 'rwy'" in line and "was never initialised" in line and "did you mean queue 'rwx'" in line, line
     from connector.queue.stored_config import resolve_config
 
     foreign = QueueConfig(table=config.table, qid="fluo", num_buckets=4)
     scenario.conn_a.write(config.table, [Mutation(foreign.layout.entry_row(b'"k"', 7)).put(b"e", b"v", b"{}")])
     assert resolve_config(scenario.conn_a, config.table, "fluo", num_buckets=4) == foreign
-    with pytest.raises(QueueConfigError, match="queue 'rwy' in table .* does not exist"):
+    with pytest.raises(QueueConfigError, match="queue 'rwy' in table .* was never initialised"):
         resolve_config(scenario.conn_a, config.table, "rwy", num_buckets=16)
 
 

@@ -164,8 +164,8 @@ def resolve_config(conn: Connection, table: str, qid: str, *, num_buckets: int |
         if not _has_rows(conn, table, qid):
             near = nearest_queue(conn, table, qid)
             guess = f" (did you mean queue {near!r}?)" if near else ""
-            raise QueueConfigError(f"{cell.name} does not exist{guess}: no stored configuration and no entry or "
-                                   f"record of it; create it with '{cell.init_command}'")
+            raise QueueConfigError(f"{cell.name} was never initialised{guess}: it has no stored configuration and the "
+                                   f"table holds no entry or record of it; run '{cell.init_command}' first")
         return QueueConfig(table=table, qid=qid, num_buckets=num_buckets,
                            key_serializer=key_serializer or DEFAULT_SERIALIZER,
                            value_serializer=value_serializer or DEFAULT_SERIALIZER)
