@@ -55,11 +55,24 @@ def slow_snapshot(row: bytes, cells: Sequence[Cell]) -> list[tuple[str, dict]]:
     return snapshot(row, cells)
 
 
+#: rows ``tenth_snapshot`` lets pass before it sends this process SIGINT, as Ctrl-C would (None: never)
+_interrupt_after: dict[str, int | None] = {"rows": None}
+
+
 def tenth_snapshot(row: bytes, cells: Sequence[Cell]) -> list[tuple[str, dict]]:
-    """The example's snapshot, 0.05 s a row (a range that takes many seconds)."""
+    """The example's snapshot, 0.05 s a row (a range that takes many seconds); once ``_interrupt_after`` rows
+    have passed, it interrupts the process (the main thread gets KeyboardInterrupt)."""
+    import os
+    import signal
+
     from examples.inverted_count_index import snapshot
 
     time.sleep(0.05)
+    left = _interrupt_after["rows"]
+    if left is not None:
+        _interrupt_after["rows"] = left - 1
+        if left == 1:
+            os.kill(os.getpid(), signal.SIGINT)
     return snapshot(row, cells)
 
 
@@ -556,48 +569,30 @@ def test_the_bulk_path_keeps_each_rows_version_and_loads_nothing_twice_after_a_k
 
 def test_an_interrupted_bootstrap_of_one_tablet_stops_within_a_chunk_and_a_rerun_ends_exact(scenario, monkeypatch):
     """The new user's finding: a bootstrap of a table with one tablet took 19 s to stop after Ctrl-C (its only
-    range ran to its end). It now stops between two chunks of rows; the range is not recorded as done, the lease
-    is freed, and a rerun writes the range whole."""
-    import os
-    import signal
-
+    range ran to its end). It now stops between two chunks of rows; the range is not recorded as done, and a
+    rerun writes it whole."""
+    from connector.jobs import run_drain
     from connector.snapshot import rows as rows_module
 
-    scenario.produce(300, n_words=300, seed=5)  # about 300 rows in the producers' one tablet
+    scenario.produce(300, n_words=300, seed=5)  # about 170 rows in the producers' one tablet
     history_dest = unique_table("first")
     scenario.conn_b.create_table(history_dest)
-    from connector.jobs import run_drain
-
     run_drain(LocalEngine(), scenario.job(dest_table=history_dest))  # the queue empty: a final check needs no wait
-    monkeypatch.setattr(rows_module, "CHUNK_CELLS", 40)  # chunks of a dozen rows or so, under a second each
+    monkeypatch.setattr(rows_module, "CHUNK_CELLS", 40)  # chunks of a dozen rows or so
+    monkeypatch.setitem(_interrupt_after, "rows", 30)  # Ctrl-C at the 30th row of the range
     dest = unique_table("stopped")
     job = bootstrap_job(scenario, dest, snapshot=f"{__name__}:tenth_snapshot", method="live", final_check=False)
-    sent: list[float] = []
-    finished = threading.Event()
-
-    def interrupt_once_writing() -> None:  # Ctrl-C once the range's first cells are on B
-        while not finished.is_set():
-            if scenario.conn_b.table_exists(dest) and any(True for _ in scenario.conn_b.scan(dest, batch_size=1)):
-                sent.append(time.monotonic())
-                os.kill(os.getpid(), signal.SIGINT)  # what Ctrl-C does: the main thread gets KeyboardInterrupt
-                return
-            time.sleep(0.05)
-
-    watcher = threading.Thread(target=interrupt_once_writing, daemon=True)
-    watcher.start()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            run_bootstrap(LocalEngine(), job)
-    finally:
-        finished.set()
-        watcher.join(10)
-    stopped_after = time.monotonic() - sent[0]
-    state = BootstrapState(scenario.conn_a, scenario.queue, f"B/{dest}")
+    with pytest.raises(KeyboardInterrupt):
+        run_bootstrap(LocalEngine(), job)
+    rows_snapshotted = 30 - (_interrupt_after["rows"] or 0)
+    state = BootstrapState(scenario.conn_a, scenario.queue, job.destination)
     # it stopped inside its only range (before, the range ran to its end and was recorded): part of what A
     # implies is on B, nothing is recorded, and the rerun writes the range whole
-    assert state.done() == {}, f"the range ran to its end ({stopped_after:.1f} s after the interrupt)"
-    written = len(actual_index(scenario.conn_b, dest))
-    assert written < len(expected_index(scenario.conn_a, scenario.counts)), "the whole range was written"
-    report = run_bootstrap(LocalEngine(), bootstrap_job(scenario, dest, method="live"))
+    assert state.done() == {}, f"the range ran to its end ({rows_snapshotted} rows snapshotted)"
+    expected = len(expected_index(scenario.conn_a, scenario.counts))
+    assert len(actual_index(scenario.conn_b, dest)) < expected, "the whole range was written"
+    monkeypatch.setitem(_interrupt_after, "rows", None)
+    report = run_bootstrap(LocalEngine(), bootstrap_job(scenario, dest, snapshot=f"{__name__}:tenth_snapshot",
+                                                        method="live"))
     assert report.resumed == 0 and report.check is not None and report.check.differences == 0
     assert_exact(scenario, dest)
