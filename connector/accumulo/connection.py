@@ -184,9 +184,16 @@ class Connection:
     @contextlib.contextmanager
     def raw_client(self, what: str) -> Iterator[Any]:
         """This thread's Thrift client, for a call its caller encodes or decodes itself (a ``nextK`` page, a
-        pre-encoded conditional update). Not retried. A transport failure inside the block drops the socket
-        and raises ``ConnectionLostError`` naming ``what``; any other error propagates as raised."""
-        client = self._thread_client()
+        pre-encoded conditional update). Not retried. A transport failure inside the block, or in opening this
+        thread's socket (its secret check's answer lost, say), drops the socket and raises ``ConnectionLostError``
+        naming ``what``, which callers that start over catch; any other error propagates as raised."""
+        try:
+            client = self._thread_client()
+        except Exception as exc:
+            if is_transient(exc):
+                raise ConnectionLostError(f"{what}: opening a socket to {self.gateways}: {type(exc).__name__}: "
+                                          f"{exc}") from exc
+            raise
         try:
             yield client
         except Exception as exc:
@@ -215,6 +222,8 @@ class Connection:
             if self.tls is None and is_transient(exc) and speaks_tls(address.host, address.port):
                 raise TlsError(f"{address} closed the connection on the first call and answers "
                                f"TLS: the gateway may require TLS (set tls_ca_file)") from None
+            if is_transient(exc):  # its answer lost: the next socket tries the other gateways first
+                self.gateways.mark_down(address)
             raise
         self._secret_checked = True
 
