@@ -150,6 +150,7 @@ class Commit:
     row: str
     value: str | None
     seq: int | None
+    known: int | None = None  # the order in which producers learnt their commits' seqs (None: never returned)
 
 
 @dataclass
@@ -174,17 +175,34 @@ class World:
     refusing: bool = True  # the drains' translator refuses "x" values now and then
     bootstrap_began: set[str] = field(default_factory=set)  # the second destination's bootstraps, by cluster label
     bootstrap_done: set[str] = field(default_factory=set)  # ... and those that finished
+    swarm: Swarm | None = None  # drawn by setup
+    slow: set[str] = field(default_factory=set)  # the processes that stall often and long (swarm)
+    known: int = 0  # commits whose seq a producer learnt so far
+    writer_owner: dict[str, str] = field(default_factory=dict)  # B's writer id -> the process that made it
 
     def __post_init__(self) -> None:
         self.a, self.gateway_a = _new_cluster("A")
         self.b, self.gateway_b = _new_cluster("B")
         for gateway in (self.gateway_a, self.gateway_b):
             _summaries_configured(gateway)
+        from .oracle import watch_repairs
+        watch_repairs(self)
 
     # connections: one per process and cluster, scheduled (``connect``) or not (``peek``: the oracle's eyes)
     def connect(self, cluster: str) -> Connection:
         gw = self.gateway_a if cluster == "A" else self.gateway_b
-        return _connect(gw, cluster, self.sched.before_call, self.sched.after_call)
+        return _connect(gw, cluster, self._before_call, self.sched.after_call)
+
+    def _before_call(self, method: str) -> None:
+        """The scheduler's turn and faults, then, for a slow process, now and then a long stall (a process
+        paused for longer than a purge's grace: a GC pause, a stopped VM)."""
+        self.sched.before_call(method)
+        me = self.sched.current()
+        if (me is not None and me.process.faults and me.process.name in self.slow and self.swarm is not None
+                and self.chance(self.swarm.slow_rate, f"slow {me.process.name}")):
+            pause = self.pick(SLOW_STALLS, "slow seconds")
+            self.sched.note(f"SLOW: paused {pause:g} s before {method}")
+            self.sched.sleep(pause)
 
     def options(self, cluster: str, named: bool = True) -> GatewayOptions:
         """How jobs name a cluster; :func:`simulated_world` makes ``connect()`` of these a simulated connection
@@ -220,7 +238,7 @@ def flaky_translator(export: SequencedExport) -> Any:
     world = _current
     new = export.value.get("new") if isinstance(export.value, dict) else None
     if world is not None and world.refusing and new and str(new[0].get("value", "")).startswith("x") \
-            and world.chance(0.5, "refuse"):
+            and world.chance(world.swarm.refuse if world.swarm else 0.5, "refuse"):
         raise ValueError(f"refused value {new[0]['value']!r}")
     return difference(export)
 
@@ -228,25 +246,98 @@ def flaky_translator(export: SequencedExport) -> Any:
 # --- the processes -------------------------------------------------------------------------------------------
 
 
+#: the kinds of process a schedule's mix is drawn from
+KINDS: list[tuple[str, Callable[[World], None]]] = []  # filled below, once the functions exist
+#: virtual seconds a slow process stalls at a call (up to past the longest short grace)
+SLOW_STALLS = (1.0, 5.0, 20.0, 60.0)
+
+
+@dataclass
+class Swarm:
+    """What a schedule's world is made of, drawn from its seed before anything runs (swarm testing: each
+    schedule enables its own subset of process kinds, weights and fault rates, so that combinations a uniform
+    mix makes rare, such as many requeues beside waits, or a slow relay beside purges and compactions, are
+    common in some schedules). Each draw's first option (the value 0, which shrinking tends to) is the plain
+    mix: every kind, weight 1, the default rates."""
+
+    weights: dict[str, int]
+    processes: int  # extra processes beside the deployment (two producers and a stream)
+    crash_rate: float
+    stall_rate: float
+    lost_rate: float
+    refuse: float  # the chance the translator refuses an "x" value
+    wait: float  # the chance a producer waits for its commit
+    slow: float  # the chance a process is slow
+    slow_rate: float  # a slow process's chance of a long stall at each call
+    rounds: int  # how many rounds a looping process (requeue, relay, purge, compact, waiter) may run
+    pauses: tuple[float, ...]  # the pauses between its rounds
+
+    @classmethod
+    def draw(cls, world: World) -> Swarm:
+        weights = {name: world.pick([1, 0, 3], f"weight {name}") for name, _ in KINDS}
+        if not any(weights.values()):
+            weights = {name: 1 for name, _ in KINDS}
+        return cls(weights=weights, processes=2 + world.draw(8, "processes"),
+                   crash_rate=world.pick([0.003, 0.0, 0.01], "crash rate"),
+                   stall_rate=world.pick([0.03, 0.01, 0.1], "stall rate"),
+                   lost_rate=world.pick([0.02, 0.0, 0.05], "lost rate"),
+                   refuse=world.pick([0.5, 0.2, 0.9], "refuse rate"),
+                   wait=world.pick([0.3, 0.1, 0.8], "wait rate"),
+                   slow=world.pick([0.0, 0.2, 0.5], "slow share"),
+                   slow_rate=world.pick([0.1, 0.3], "slow rate"),
+                   rounds=world.pick([4, 2, 8], "rounds"),
+                   pauses=world.pick([(0.0, 0.5, 2.0), (0.2, 1.0, 5.0), (1.0, 5.0, 20.0)], "pauses"))
+
+    def kind(self, world: World) -> tuple[str, Callable[[World], None]]:
+        pool = [(name, fn) for name, fn in KINDS for _ in range(self.weights[name])]
+        return world.pick(pool, "kind")  # type: ignore[no-any-return]
+
+    def describe(self) -> str:
+        kinds = ",".join(f"{n}x{w}" if w > 1 else n for n, w in self.weights.items() if w)
+        return (f"{self.processes} processes of {kinds}; crash {self.crash_rate:g} stall {self.stall_rate:g} "
+                f"lost {self.lost_rate:g} refuse {self.refuse:g} wait {self.wait:g} slow {self.slow:g}"
+                f"@{self.slow_rate:g} rounds {self.rounds} pauses {self.pauses}")
+
+
+def start(world: World, name: str, fn: Callable[[World], None]) -> None:
+    """A process of the mix; slow or not, as drawn."""
+    assert world.swarm is not None
+    if world.chance(world.swarm.slow, "slow"):
+        world.slow.add(name)
+    world.sched.process(name, fn, world)
+
+
 def setup(world: World) -> None:
-    """Tables and queue, then the random mix of processes (started from here, inside the run)."""
+    """Tables and queue, then the swarm's mix of processes (started from here, inside the run)."""
     a, b = world.peek("A"), world.peek("B")
     ExportQueue(a, QUEUE).init()
     with RowTransactions(a, PRODUCER_TABLE) as txs:
         txs.init()
     a.compact_table(PRODUCER_TABLE, wait=True)  # so that verify knows every file has the visibility summary
     AccumuloExporter(b, DEST_TABLE, "difference").ensure_table(create=True)
-    # the deployment: two producers and a stream; then a random mix of everything else
+    swarm = world.swarm = Swarm.draw(world)
+    world.sched.crash_rate, world.sched.stall_rate, world.sched.lost_rate = (
+        swarm.crash_rate, swarm.stall_rate, swarm.lost_rate)
+    world.did(f"swarm: {swarm.describe()}")
+    # the deployment: two producers and a stream; then the swarm's mix of everything else
     for i in range(2):
-        world.sched.process(f"producer{i}", producer, world)
-    world.sched.process("stream", stream, world)
-    kinds = [("relay", one_shot_relay), ("drain", batch_drain), ("qdrain", queue_drain), ("stream", stream),
-             ("requeue", requeue), ("purge", purge), ("verify", verify), ("compact", compact_b),
-             ("stray", stray_cell), ("waiter", waiter), ("producer", producer), ("bootstrap", bootstrap),
-             ("tserver", tablet_servers)]
-    for i in range(2 + world.draw(5, "processes")):
-        name, fn = world.pick(kinds, "kind")
-        world.sched.process(f"{name}{i + 2}", fn, world)
+        start(world, f"producer{i}", producer)
+    start(world, "stream", stream)
+    for i in range(swarm.processes):
+        name, fn = swarm.kind(world)
+        start(world, f"{name}{i + 2}", fn)
+
+
+def rounds(world: World, label: str) -> range:
+    """The rounds of a looping process: 1 up to the swarm's bound."""
+    assert world.swarm is not None
+    return range(1 + world.draw(world.swarm.rounds, label))
+
+
+def pause(world: World) -> None:
+    """A pause between rounds, from the swarm's set."""
+    assert world.swarm is not None
+    time.sleep(world.pick(world.swarm.pauses, "pause"))
 
 
 def guarded(name: str, world: World, fn: Callable[[], None]) -> None:
@@ -287,6 +378,8 @@ def producer(world: World) -> None:
             def run(commit: Commit = commit, change: Any = change) -> None:
                 try:
                     commit.seq = txs.run(commit.row, change)
+                    world.known += 1
+                    commit.known = world.known
                 except ConnectorError as exc:
                     seqs = getattr(exc, "seqs", None)
                     if seqs:
@@ -295,7 +388,7 @@ def producer(world: World) -> None:
                 world.did(f"commit {commit.row}={commit.value} seq {commit.seq}")
 
             guarded("producer", world, run)
-            if commit.seq is not None and world.chance(0.3, "wait"):
+            if commit.seq is not None and world.chance(world.swarm.wait if world.swarm else 0.3, "wait"):
                 guarded("wait", world, functools.partial(wait_and_check, world, conn, commit.seq))
             time.sleep(world.pick([0.0, 0.1, 1.0, 3.0], "pause"))
     finally:
@@ -305,26 +398,28 @@ def producer(world: World) -> None:
 def waiter(world: World) -> None:
     """Waits for the latest commit the producers reported (a reader of its own writes in another process)."""
     conn = world.connect("A")
-    for _ in range(1 + world.draw(3, "waits")):
-        time.sleep(world.pick([0.1, 0.5, 2.0], "pause"))
+    for _ in rounds(world, "waits"):
+        pause(world)
         known = [c.seq for c in world.commits if c.seq is not None]
         if known:
             guarded("wait", world, functools.partial(wait_and_check, world, conn, max(known)))
 
 
 def wait_and_check(world: World, conn: Connection, seq: int) -> None:
-    """wait_for_seq, then at once (no other process runs meanwhile) the oracle's look at B."""
-    wait_for_seq(conn, QUEUE, seq, timeout=world.pick([1.0, 5.0], "wait timeout"), poll=0.2)
+    """wait_for_seq, then at once (no other process runs meanwhile) the oracle's look at B, for the commits
+    known before the wait began."""
+    known = world.known
+    wait_for_seq(conn, QUEUE, seq, timeout=world.pick([1.0, 5.0, 30.0], "wait timeout"), poll=0.2)
     world.did(f"wait {seq} returned")
     from .oracle import check_wait
-    check_wait(world, seq)
+    check_wait(world, seq, known)
 
 
 def one_shot_relay(world: World) -> None:
     """``accumulo-export tx relay``: every outbox cell found, relayed."""
     conn = world.connect("A")
-    for _ in range(1 + world.draw(3, "relays")):
-        time.sleep(world.pick([0.0, 0.5, 2.0], "pause"))
+    for _ in rounds(world, "relays"):
+        pause(world)
         guarded("relay", world, lambda: world.did(f"relay_table relayed {relay_table(conn, PRODUCER_TABLE).relayed}"))
 
 
@@ -335,7 +430,7 @@ def drain_job(world: World, **settings: Any) -> DrainJob:
 
 def batch_drain(world: World) -> None:
     """A batch drain (``accumulo-export drain``): relays what outboxes hold, then drains the cut."""
-    time.sleep(world.pick([0.0, 0.5, 2.0], "pause"))
+    pause(world)
 
     def run() -> None:
         report = run_drain(LocalEngine(1), drain_job(world), max_rounds=3)
@@ -348,7 +443,7 @@ def queue_drain(world: World) -> None:
     one, with the relay a drain does first."""
     a = world.connect("A")
     exporter = drain_exporter(world.options("A"), QUEUE, world.options("B"), DEST_TABLE, FLAKY, "tombstone")
-    time.sleep(world.pick([0.0, 0.5, 2.0], "pause"))
+    pause(world)
 
     def run() -> None:
         relay_sources(a, QUEUE.table, QUEUE.layout.config_row)
@@ -377,27 +472,28 @@ def stream(world: World) -> None:
 
 def requeue(world: World) -> None:
     conn = world.connect("A")
-    for _ in range(1 + world.draw(3, "requeues")):
-        time.sleep(world.pick([0.0, 0.5, 2.0], "pause"))
+    for _ in rounds(world, "requeues"):
+        pause(world)
         guarded("requeue", world, lambda: world.did(f"requeued {requeue_dead_letters(conn, QUEUE)}"))
 
 
 def purge(world: World) -> None:
-    """``accumulo-export purge-tombstones --dest B`` with a short grace (virtual seconds)."""
+    """``accumulo-export purge-tombstones --dest B`` with a short grace (virtual seconds), now and then."""
     a, b = world.connect("A"), world.connect("B")
-    time.sleep(world.pick([0.0, 1.0, 3.0], "pause"))
-    grace = world.pick(GRACES, "grace")
+    for _ in rounds(world, "purges"):
+        pause(world)
+        grace = world.pick(GRACES, "grace")
 
-    def run() -> None:
-        report = purge_destination(a, QUEUE, b, DEST_TABLE, "B", grace=grace)
-        world.did(f"purge deleted {report.deleted} below {report.horizon}")
-    guarded("purge", world, run)
+        def run(grace: float = grace) -> None:
+            report = purge_destination(a, QUEUE, b, DEST_TABLE, "B", grace=grace)
+            world.did(f"purge deleted {report.deleted} below {report.horizon}")
+        guarded("purge", world, run)
 
 
 def verify(world: World) -> None:
     """``accumulo-export verify --repair``."""
     a, b = world.connect("A"), world.connect("B")
-    time.sleep(world.pick([0.0, 1.0, 3.0], "pause"))
+    pause(world)
 
     def run() -> None:
         source = snapshot_source(a, PRODUCER_TABLE, SNAPSHOT)
@@ -411,7 +507,7 @@ def bootstrap(world: World) -> None:
     """Register a second destination and bootstrap it (live or bulk), through a named or an unnamed gateway."""
     a, b = world.connect("A"), world.connect("B")
     dest = world.options("B", named=world.chance(0.5, "named"))
-    time.sleep(world.pick([0.0, 1.0], "pause"))
+    pause(world)
 
     def run() -> None:
         world.bootstrap_began.add(dest.label)
@@ -430,8 +526,8 @@ def bootstrap(world: World) -> None:
 def compact_b(world: World) -> None:
     """B's own full compactions (they drop delete markers and what they hide)."""
     b = world.connect("B")
-    for _ in range(1 + world.draw(3, "compactions")):
-        time.sleep(world.pick([0.2, 1.0, 3.0], "pause"))
+    for _ in rounds(world, "compactions"):
+        pause(world)
 
         def run() -> None:
             b.compact_table(DEST_TABLE, wait=True)
@@ -443,7 +539,7 @@ def tablet_servers(world: World) -> None:
     """What the tablet servers do on their own, now and then: minor compactions, partial major compactions (they
     keep delete markers), and a writer's rows sent before its flush (a BatchWriter's buffer filling up)."""
     for _ in range(2 + world.draw(5, "server actions")):
-        time.sleep(world.pick([0.05, 0.5, 2.0], "pause"))
+        pause(world)
         cluster, gateway = world.pick([(world.a, world.gateway_a), (world.b, world.gateway_b)], "cluster")
         action = world.pick(["minor", "partial", "send"], "server action")
         if action == "send":
@@ -466,7 +562,7 @@ def tablet_servers(world: World) -> None:
 def stray_cell(world: World) -> None:
     """A cell on B that no row of A implies (someone wrote into the destination): verify must remove it."""
     b = world.connect("B")
-    time.sleep(world.pick([0.0, 1.0], "pause"))
+    pause(world)
 
     def run() -> None:
         row = f"{STRAY_PREFIX}{world.draw(3, 'stray row')}"
@@ -475,6 +571,11 @@ def stray_cell(world: World) -> None:
             writer.add_mutations([Mutation(row).put(FAMILY, QUALIFIER, b"stray", timestamp=ts)])
         world.did(f"stray cell {row}@{ts}")
     guarded("stray", world, run)
+
+
+KINDS[:] = [("relay", one_shot_relay), ("drain", batch_drain), ("qdrain", queue_drain), ("stream", stream),
+            ("requeue", requeue), ("purge", purge), ("verify", verify), ("compact", compact_b), ("stray", stray_cell),
+            ("waiter", waiter), ("producer", producer), ("bootstrap", bootstrap), ("tserver", tablet_servers)]
 
 
 def quiesce(world: World) -> None:
