@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import pyarrow as pa
 
 from connector.serializers import DEFAULT_SERIALIZER
@@ -32,13 +33,22 @@ class FanoutExporter:
             exporter.export(exports)
 
     def export_batch(self, exports: pa.RecordBatch, *, key_serializer: str = DEFAULT_SERIALIZER,
-                     value_serializer: str = DEFAULT_SERIALIZER) -> list[EntryFailure]:
+                     value_serializer: str = DEFAULT_SERIALIZER,
+                     left_out: Sequence[np.ndarray | None] | None = None) -> list[EntryFailure]:
+        """``left_out``: per exporter, None or a mask of the exports (True) it must not get (they count as
+        exported there)."""
         failures: dict[int, EntryFailure] = {}
-        for exporter in self.exporters:
-            for f in exporter.export_batch(exports, key_serializer=key_serializer, value_serializer=value_serializer):
-                if f.entry not in failures:
+        for i, exporter in enumerate(self.exporters):
+            mask = None if left_out is None else left_out[i]
+            batch, kept = exports, None
+            if mask is not None and mask.any():
+                kept = np.flatnonzero(~mask)
+                batch = exports.take(pa.array(kept, pa.int64()))  # maybe empty: its cell count is 0 then
+            for f in exporter.export_batch(batch, key_serializer=key_serializer, value_serializer=value_serializer):
+                entry = f.entry if kept is None else int(kept[f.entry])
+                if entry not in failures:
                     reason = f.reason if len(self.exporters) == 1 else f"{exporter.table}: {f.reason}"
-                    failures[f.entry] = EntryFailure(f.entry, f.kind, reason)
+                    failures[entry] = EntryFailure(entry, f.kind, reason)
         return [failures[i] for i in sorted(failures)]
 
     def cells_written_by_last_call(self) -> int:

@@ -31,8 +31,14 @@ from connector.export import (
 )
 from connector.export.shared import shared_exporter
 from connector.queue import QueueConfig, QueueConfigError
-from connector.queue.destinations import register_destination, registered_destinations, wait_for_acknowledgements
+from connector.queue.destinations import (
+    raise_epoch,
+    register_destination,
+    registered_destinations,
+    wait_for_acknowledgements,
+)
 from connector.queue.feeders import feeder_of, record_feeder
+from connector.queue.requeued import record_bootstrap_read
 from connector.queue.stored_config import check_config, read_translator
 from connector.settings import OptionError
 from connector.snapshot import (
@@ -187,14 +193,20 @@ def run_bootstrap(engine: Engine, job: BootstrapJob, progress: Progress | None =
                     f"{plan.snapshot!r}; finish it with those, or forget it first (accumulo-export bootstrap "
                     "--forget)")
             if plan is None:
+                # before A is read, by the clock of the queue's records tablet: a re-queued dead letter older than
+                # this is already in the snapshot, and the drains leave it out here (connector.queue.requeued)
+                record_bootstrap_read(job.dest.shared(), job.dest_table, feeder_of(conn, job.queue).queue_id,
+                                      state.server_time_ms())
                 registered = {d.name: d for d in registered_destinations(conn, job.queue)}
                 if job.destination in registered:
                     # registered again (a new epoch): once every drain process acknowledged it, each batch a
                     # drain deletes has reached this destination (or was read before A is read below)
                     epoch = register_destination(conn, job.queue, registered[job.destination])
-                    waited = wait_for_acknowledgements(conn, job.queue, epoch, say=say)
-                    say(f"{job.destination} is registered with the queue: {waited} drain process(es) acknowledged "
-                        "it or had been silent long enough")
+                else:
+                    epoch = raise_epoch(conn, job.queue)  # every drain process reads that record again
+                waited = wait_for_acknowledgements(conn, job.queue, epoch, say=say)
+                say(f"{waited} drain process(es) acknowledged registration epoch {epoch} or had been silent long "
+                    "enough")
                 report.relayed = relay_sources(conn, job.queue.table, job.queue.layout.config_row).relayed
                 source = snapshot_source(conn, job.table, snapshot)
                 plan = Plan(job.table, snapshot, tuple(source_bounds(conn, job.table, source)),

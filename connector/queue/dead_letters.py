@@ -2,7 +2,9 @@
 
 Each lives at ``<qid>#dead:<original entry row>`` (see :mod:`connector.queue.layout`) with its reason, its
 value and the timestamp of the original entry. After fixing the cause (a translator, a producer), re-queue
-them: the original entry is written back and drained again like any other.
+them: the original entry is written back and drained again like any other, to every destination but those
+whose bootstrap read A after the dead letter was written (their snapshot holds its commit already:
+:mod:`connector.queue.requeued`).
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from dataclasses import dataclass
 from connector.accumulo import Connection, Mutation
 
 from .config import QueueConfig
+from .destinations import raise_epoch, wait_for_acknowledgements
 from .layout import CONFIG_FAMILY, DEAD_FAMILY, DEAD_REASON, DEAD_TS, DEAD_VALUE, ENTRY_FAMILY, ENTRY_QUALIFIER
+from .requeued import check_records_tablet, requeued_records, sweep_requeued
 
 #: in the queue's config row: a fresh token written by every requeue before its entries, so the watermark, which
 #: reads it before and after its scans, sees a requeue that ran meanwhile (:mod:`connector.transactions.watermark`)
@@ -32,6 +36,11 @@ class DeadLetter:
     ts: int | None
     #: the timestamps of the dead letter's own cells (qualifier -> ts): a requeue deletes exactly these versions
     cell_ts: tuple[tuple[bytes, int], ...] = ()
+
+    @property
+    def dead_ms(self) -> int | None:
+        """When the dead letter was written, by the clock of the queue's records tablet (its oldest cell read)."""
+        return min((ts for _, ts in self.cell_ts), default=None)
 
 
 def dead_letters(conn: Connection, config: QueueConfig) -> Iterator[DeadLetter]:
@@ -57,23 +66,35 @@ def _dead_letter(row: bytes, cells: dict[bytes, tuple[bytes, int]]) -> DeadLette
                       tuple((cq, cell_ts) for cq, (_, cell_ts) in sorted(cells.items())))
 
 
-def requeue_dead_letters(conn: Connection, config: QueueConfig, rows: Iterable[bytes] | None = None) -> int:
+def requeue_dead_letters(conn: Connection, config: QueueConfig, rows: Iterable[bytes] | None = None, *,
+                         timeout: float = 300.0) -> int:
     """Write dead letters back as queue entries (all of them, or those whose original row is in ``rows``),
-    then remove them; returns how many. Once they are listed, and before any entry is written, the queue's
-    requeue token changes (what the watermark looks for). The entries are durable before their dead letters go,
-    so a crash in between leaves a dead letter that is re-queued again (harmless: the same row and value). Each
-    dead letter is deleted at its own cells' timestamps, never at the server's time: a drain that refused the
-    requeued entry again meanwhile wrote a newer dead letter of the same row, which must stay (the simulation's
-    seed 4: it was deleted with the old one, and the export was lost)."""
+    then remove them; returns how many.
+
+    Once they are listed, each entry's record (when its dead letter was written: :mod:`.requeued`) is written, then
+    the queue's requeue token changes (what the watermark looks for) and its registration epoch rises, in one
+    conditional mutation, and the entries are written only once every drain process acknowledged that epoch (or
+    stayed silent: :func:`~connector.queue.destinations.wait_for_acknowledgements`, ``timeout`` seconds at most), so
+    every drain that exports one knows its record and leaves it out of a destination bootstrapped since. A queue
+    table split inside the queue's records is refused first (``QueueConfigError``). The entries are durable before
+    their dead letters go, so a crash in between leaves a dead letter that is re-queued again (harmless: the same
+    row and value). Each dead letter is deleted at its own cells' timestamps, never at the server's time: a drain
+    that refused the requeued entry again meanwhile wrote a newer dead letter of the same row, which must stay (the
+    simulation's seed 4: it was deleted with the old one, and the export was lost)."""
     wanted = None if rows is None else set(rows)
     chosen = [d for d in dead_letters(conn, config) if wanted is None or d.row in wanted]
     if not chosen:
         return 0
+    check_records_tablet(conn, config)
     layout = config.layout
+    sweep_requeued(conn, config)
     with conn.batch_writer(config.table) as writer:
-        writer.add_mutation(Mutation(layout.config_row).put(CONFIG_FAMILY, REQUEUE_QUALIFIER,
-                                                            secrets.token_hex(8).encode("ascii")))
-        writer.flush()  # the token changed before any entry comes back
+        writer.add_mutations(requeued_records(config, ((d.row, d.dead_ms) for d in chosen if d.dead_ms is not None)))
+        writer.flush()  # the records are durable before the epoch that makes every drain process read them
+        # the token changes before any entry comes back (one conditional mutation with the epoch)
+        epoch = raise_epoch(conn, config, Mutation(layout.config_row).put(CONFIG_FAMILY, REQUEUE_QUALIFIER,
+                                                                          secrets.token_hex(8).encode("ascii")))
+        wait_for_acknowledgements(conn, config, epoch, timeout=timeout)
         # no timestamp: the server's time, so the drain deletes exactly this new version
         writer.add_mutations(Mutation(d.row).put(ENTRY_FAMILY, ENTRY_QUALIFIER, d.value) for d in chosen)
         writer.flush()  # the entries are durable before their dead letters go

@@ -28,7 +28,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
@@ -46,6 +46,7 @@ from connector.serializers import DEFAULT_SERIALIZER
 from .config import QueueConfig
 from .errors import QueueConfigError, QueueError
 from .feeders import Feeder, feeder_of, record_feeder
+from .requeued import Requeued, bootstrap_read_ms, left_out, read_requeued
 
 log = logging.getLogger(__name__)
 
@@ -100,10 +101,12 @@ class Destination:
 
 @dataclass(frozen=True)
 class Registrations:
-    """The destinations registered with a queue, by name, and the queue's registration epoch."""
+    """The destinations registered with a queue, by name, and the queue's registration epoch; as a drain process
+    looks them up, also the records of the re-queued entries (:mod:`.requeued`)."""
 
     epoch: int
     destinations: tuple[Destination, ...]
+    requeued: Requeued = field(default_factory=dict)
 
 
 def read_registrations(conn: Connection, queue: QueueConfig) -> Registrations:
@@ -148,6 +151,13 @@ def _change(conn: Connection, queue: QueueConfig, change: Callable[[Registration
             return epoch
         time.sleep(0.05)
     raise QueueError(f"queue {queue.qid!r}: registrations kept changing under this one; try again")
+
+
+def raise_epoch(conn: Connection, queue: QueueConfig, mutation: Mutation | None = None) -> int:
+    """Raise the queue's registration epoch (with ``mutation`` of its config row in the same conditional
+    mutation), so that every drain process looks up again what it exports with (:func:`wait_for_acknowledgements`
+    tells when they did); returns the new epoch."""
+    return _change(conn, queue, lambda current, epoch: mutation or Mutation(queue.layout.config_row))
 
 
 def register_destination(conn: Connection, queue: QueueConfig, destination: Destination) -> int:
@@ -214,7 +224,9 @@ class _ProcessView:
                 # visible to that bootstrap's wait, even if the acknowledgement after it is slow to come
                 self.beat += 1
                 acknowledge(conn, self.queue, LOOKING_UP, self.beat)
-                self.registrations = read_registrations(conn, self.queue)
+                registrations = read_registrations(conn, self.queue)
+                # after the epoch: a requeue records its entries before it raises the epoch this acknowledges
+                self.registrations = replace(registrations, requeued=read_requeued(conn, self.queue))
                 acknowledge(conn, self.queue, self.registrations.epoch, self.beat)
                 self.looked_up = now  # the batches of the next REFRESH_SECONDS go to these registrations
             return self.registrations
@@ -275,6 +287,9 @@ class RegisteredExporter:
         self._epoch: int | None = None
         self._names: tuple[str, ...] = ()
         self._exporter: AccumuloExporter | FanoutExporter | None = None
+        self._requeued: Requeued = {}
+        #: per exporter of the fan-out: when its table's last bootstrap read A (None: never bootstrapped)
+        self._read_ms: list[int | None] = []
 
     def __repr__(self) -> str:
         return f"RegisteredExporter({self.target.table!r}, queue={self.queue.qid!r})"
@@ -299,14 +314,22 @@ class RegisteredExporter:
             feeder = view.queue_feeder()
             for exporter in exporters:
                 record_feeder(exporter.connection, exporter.table, feeder)
-            self._exporter = exporters[0] if len(exporters) == 1 else FanoutExporter(exporters)
+            # read again with each epoch: a bootstrap records it, then raises the epoch, before it reads A
+            self._read_ms = [bootstrap_read_ms(e.connection, e.table, feeder.queue_id) for e in exporters]
+            bootstrapped = any(ms is not None for ms in self._read_ms)
+            self._exporter = exporters[0] if len(exporters) == 1 and not bootstrapped else FanoutExporter(exporters)
             self._epoch, self._names = registrations.epoch, tuple(d.name for d in others)
+        self._requeued = registrations.requeued
         return self._exporter
 
     def export_batch(self, exports: pa.RecordBatch, *, key_serializer: str = DEFAULT_SERIALIZER,
                      value_serializer: str = DEFAULT_SERIALIZER) -> list[EntryFailure]:
-        return self.current().export_batch(exports, key_serializer=key_serializer,
-                                           value_serializer=value_serializer)
+        exporter = self.current()
+        if isinstance(exporter, FanoutExporter):
+            # a re-queued export whose dead letter is older than a destination's bootstrap read is already there
+            return exporter.export_batch(exports, key_serializer=key_serializer, value_serializer=value_serializer,
+                                         left_out=left_out(exports, self._requeued, self._read_ms))
+        return exporter.export_batch(exports, key_serializer=key_serializer, value_serializer=value_serializer)
 
     def export(self, exports: Sequence[SequencedExport]) -> None:
         self.current().export(exports)

@@ -4,6 +4,8 @@ Compatible with the Fluo Recipes export queue::
 
     entry row    <qid>:<bucketHex>:<serialized key><seq, 8 bytes big-endian>    column e:v, value = serialized value
     dead letter  <qid>#dead:<original row>                                      columns d:reason, d:value, d:ts
+    requeued     <qid>#requeued:<original row>                                  column q:ms, value = when its dead
+                                                                                letter was written (ms, this tablet's)
     config       <qid>#config                                                   column c:queue, value = JSON
     progress     <qid>#progress:<run id>:<task>                                 column p:stats, value = JSON
     mark         <qid>#mark:<bucketHex>                                         column m:t, value = a unique token
@@ -254,6 +256,17 @@ class QueueLayout:
         if not dead_letter_row.startswith(self._dead_prefix):
             raise ValueError(f"not a dead-letter row of queue {self.qid!r}: {dead_letter_row!r}")
         return dead_letter_row[len(self._dead_prefix):]
+
+    @property
+    def requeued_prefix(self) -> bytes:
+        """``<qid>#requeued:``, the prefix of the rows where a requeue records when each entry it wrote back had been
+        dead-lettered (:mod:`connector.queue.dead_letters`)."""
+        return self._qid_bytes + b"#requeued:"
+
+    @property
+    def records_range(self) -> tuple[bytes, bytes]:
+        """The rows between ``<qid>#`` and ``<qid>:`` (exclusive): the queue's own records, never an entry."""
+        return self._qid_bytes + b"#", self._qid_bytes + b":"
 
     def dead_letter_range(self) -> Range:
         """The range holding every dead-letter row of this queue (inside [``<qid>#``, ``<qid>:``))."""

@@ -1,0 +1,139 @@
+"""When each re-queued entry had been dead-lettered, and when a destination's bootstrap read A: what lets a drain
+leave out, per destination, a re-queued export that destination's snapshot already holds.
+
+A requeue writes, before the entries it puts back, one record per entry (``<qid>#requeued:<entry row>``, column
+``q:ms``): the timestamp of its dead letter's cells, the time of the queue's records tablet when the dead letter
+was written. A bootstrap records on its destination table, before it reads A, a time of that same tablet
+(:data:`BOOTSTRAP_READ_PROPERTY` + the queue's id). A drain exports a re-queued entry to a destination only if
+its dead letter is not older than that destination's bootstrap read (:func:`left_out`). Why that is sound, and
+what it assumes: DESIGN.md, "A dead letter older than a destination's bootstrap".
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from connector.accumulo import AccumuloSecurityError, Connection, Mutation, Range
+
+from .config import QueueConfig
+from .errors import QueueConfigError
+
+log = logging.getLogger(__name__)
+
+REQUEUED_FAMILY, REQUEUED_QUALIFIER = b"q", b"ms"
+#: a probe of the records tablet's clock, in the row ``<qid>#requeued:`` itself (no entry row is empty)
+CLOCK_FAMILY, CLOCK_QUALIFIER = b"c", b"clock"
+#: on a destination table: the time of the queue's records tablet (ms) before its last bootstrap read A
+BOOTSTRAP_READ_PROPERTY = "table.custom.accumulo_export.bootstrap_read."
+#: a record whose entry is neither queued nor dead-lettered is removed once it is this old by the records tablet's
+#: clock: far beyond the bound within which a drain exports a batch it read (connector.accumulo.writer)
+KEEP_MS = 24 * 3600 * 1000
+
+#: (serialized key, seq) of a re-queued entry -> when its dead letter was written (ms, the records tablet's time)
+Requeued = Mapping[tuple[bytes, int], int]
+
+
+def check_records_tablet(conn: Connection, queue: QueueConfig) -> None:
+    """Refuse, in one line, a queue table split inside the queue's records (between ``<qid>#`` and ``<qid>:``):
+    a dead letter's time and a bootstrap's are then taken by two tablets' clocks, which nothing relates."""
+    low, high = queue.layout.records_range
+    inside = [s for s in conn.list_splits(queue.table) if low < s < high]
+    if inside:
+        raise QueueConfigError(
+            f"queue table {queue.table!r} is split inside queue {queue.qid!r}'s records at {inside[0]!r}: a requeue "
+            "compares times of that one tablet; merge it (accumulo shell: merge -t "
+            f"{queue.table} -b {low.decode('utf-8', 'replace')} -e {high.decode('utf-8', 'replace')})")
+
+
+def requeued_records(queue: QueueConfig, dead_ms: Iterable[tuple[bytes, int]]) -> Iterator[Mutation]:
+    """The records of re-queued entries: for each (entry row, its dead letter's time), when that entry had been
+    dead-lettered."""
+    prefix = queue.layout.requeued_prefix
+    for row, ms in dead_ms:
+        yield Mutation(prefix + row).put(REQUEUED_FAMILY, REQUEUED_QUALIFIER, str(ms).encode("ascii"))
+
+
+def read_requeued(conn: Connection, queue: QueueConfig) -> dict[tuple[bytes, int], int]:
+    """Every re-queued entry's record: (serialized key, seq) -> when its dead letter was written. A record of a
+    row that is not an entry row of this queue is skipped."""
+    layout, prefix = queue.layout, queue.layout.requeued_prefix
+    out: dict[tuple[bytes, int], int] = {}
+    for cell in conn.scan(queue.table, Range.prefix(prefix), columns=[(REQUEUED_FAMILY, REQUEUED_QUALIFIER)],
+                          batch_size=1000):
+        try:
+            parsed = layout.parse_row(cell.row[len(prefix):])
+            out[(parsed.key_bytes, parsed.seq)] = int(cell.value)
+        except ValueError:
+            continue
+    return out
+
+
+def sweep_requeued(conn: Connection, queue: QueueConfig) -> int:
+    """Remove the records older than :data:`KEEP_MS` (by the records tablet's clock) whose entry is neither in the
+    queue nor a dead letter; returns how many."""
+    layout, prefix = queue.layout, queue.layout.requeued_prefix
+    conn.write(queue.table, [Mutation(prefix).put(CLOCK_FAMILY, CLOCK_QUALIFIER, b"")])
+    clock = conn.scan(queue.table, Range.exact_row(prefix), columns=[(CLOCK_FAMILY, CLOCK_QUALIFIER)])
+    now = next((c.ts for c in clock), None)
+    if now is None:
+        return 0
+    old = [(c.row, c.ts) for c in conn.scan(queue.table, Range.prefix(prefix),
+                                            columns=[(REQUEUED_FAMILY, REQUEUED_QUALIFIER)], batch_size=1000)
+           if c.row != prefix and c.ts < now - KEEP_MS]
+    gone = []
+    for row, ts in old:
+        entry = row[len(prefix):]
+        waiting = any(True for _ in conn.scan(queue.table, Range.exact_row(entry), batch_size=1)) or any(
+            True for _ in conn.scan(queue.table, Range.exact_row(layout.dead_letter_row(entry)), batch_size=1))
+        if not waiting:
+            gone.append(Mutation(row).delete(REQUEUED_FAMILY, REQUEUED_QUALIFIER, timestamp=ts))
+    if gone:
+        conn.write(queue.table, gone)
+    return len(gone)
+
+
+def record_bootstrap_read(dest: Connection, table: str, queue_id: str, ms: int) -> bool:
+    """Record on ``table`` that a bootstrap fed by the queue ``queue_id`` reads A after ``ms`` (the records
+    tablet's time), and read it back; False, with a warning, without the permission to alter the table."""
+    name = BOOTSTRAP_READ_PROPERTY + queue_id
+    try:
+        dest.set_table_property(table, name, str(ms))
+    except AccumuloSecurityError as exc:
+        log.warning("cannot record on %s when its bootstrap read A (%s): a dead letter older than it, re-queued, "
+                    "is exported to it too; run verify --repair after such a requeue", table, exc)
+        return False
+    return bootstrap_read_ms(dest, table, queue_id) == ms
+
+
+def bootstrap_read_ms(dest: Connection, table: str, queue_id: str) -> int | None:
+    """When the last bootstrap of ``table`` fed by the queue ``queue_id`` read A (None: no bootstrap recorded)."""
+    value = dest.table_properties(table).get(BOOTSTRAP_READ_PROPERTY + queue_id)
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def left_out(exports: pa.RecordBatch, requeued: Requeued, read_ms: Sequence[int | None]) -> list[np.ndarray | None]:
+    """Per destination (``read_ms``: when its bootstrap read A, None for none): which exports of the batch (True)
+    it must not get: a re-queued export whose dead letter is older than that read (already in its snapshot)."""
+    nothing: list[np.ndarray | None] = [None] * len(read_ms)
+    if not requeued or all(ms is None for ms in read_ms) or not exports.num_rows:
+        return nothing
+    keys = exports.column("key")
+    candidates = np.flatnonzero(np.asarray(pc.is_in(keys, value_set=pa.array({k for k, _ in requeued}, pa.binary()))
+                                           .fill_null(False).to_numpy(zero_copy_only=False), dtype=bool))
+    if not len(candidates):
+        return nothing
+    seqs = exports.column("seq")
+    dead = np.full(exports.num_rows, np.iinfo(np.int64).max, dtype=np.int64)  # not re-queued: never older
+    for i in candidates:
+        ms = requeued.get((keys[int(i)].as_py(), seqs[int(i)].as_py()))
+        if ms is not None:
+            dead[int(i)] = ms
+    return [None if ms is None else dead < ms for ms in read_ms]
