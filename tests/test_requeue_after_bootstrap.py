@@ -20,6 +20,7 @@ from connector.jobs.bootstrap import run_bootstrap
 from connector.queue.dead_letters import dead_letters, requeue_dead_letters
 from connector.queue.destinations import Destination, register_destination
 from connector.queue.drain import drain_buckets
+from connector.queue.errors import QueueConfigError
 from connector.transactions import RowTransactions
 from examples.inverted_count_index import actual_index, expected_index
 
@@ -90,3 +91,94 @@ def test_a_dead_letter_older_than_a_bootstrap_requeued_after_it_reaches_only_des
     assert index_of(scenario, second) == expected, "the re-queued export older than the bootstrap shows there"
     ahead.close()
     behind.close()
+
+
+def dead_letter_with_a_drained_successor(scenario: Scenario, txs: RowTransactions) -> None:
+    """X (apple = 13) refused into a dead letter, then its successor (apple deleted) drained to the index."""
+    commit(txs, scenario, "apple", 13)
+    txs.flush()
+    run_drain(LocalEngine(1), scenario.job(translator=REFUSING))
+    commit(txs, scenario, "apple", 0)
+    txs.flush()
+    run_drain(LocalEngine(1), scenario.job(translator=REFUSING))
+    assert [d.reason for d in dead_letters(scenario.conn_a, scenario.queue)] == [
+        "untranslatable: ValueError: refused: a count of 13"]
+
+
+def test_the_destination_a_drain_writes_itself_is_left_out_too_when_it_was_bootstrapped_unregistered(
+        scenario: Scenario) -> None:
+    """The procedure's order (the stream into the new table first, then its bootstrap, no registration) and the
+    cut-over's (the new table becomes the stream's own destination): the drain's own table is left out as well."""
+    txs = RowTransactions(scenario.conn_a, scenario.counts, clock_us=skewed(-HOUR_US))
+    dead_letter_with_a_drained_successor(scenario, txs)
+    new = unique_table("new")
+    stream_task = scenario.job(dest_table=new, translator="difference", create_dest_table=True).exporter()
+    stream_task.current()  # built, and its registrations looked up, before the bootstrap
+    run_bootstrap(LocalEngine(1), bootstrap_job(scenario, new))
+    assert requeue_dead_letters(scenario.conn_a, scenario.queue) == 1
+    drain_buckets(scenario.conn_a, scenario.queue, range(scenario.queue.num_buckets), stream_task)
+    assert scenario.depth() == 0
+    assert index_of(scenario, new) == expected_index(scenario.conn_a, scenario.counts) == set()
+    txs.close()
+
+
+class AfterFirstFlush:
+    """A connection whose batch writers run ``hook`` once, right after their first flush returned: inside a
+    requeue, its records durable and its entries not yet written."""
+
+    def __init__(self, conn: Any, hook: Any) -> None:
+        self._conn, self._hook = conn, hook
+        self.ran: list[Any] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+    def batch_writer(self, table: str, **options: Any) -> Any:
+        writer = self._conn.batch_writer(table, **options)
+        flush = writer.flush
+
+        def hooked() -> Any:
+            out = flush()
+            if not self.ran:
+                self.ran.append(self._hook())
+            return out
+
+        writer.flush = hooked
+        return writer
+
+
+def test_a_bootstrap_run_inside_a_requeue_is_left_out_of_the_entry_that_requeue_writes_back(scenario: Scenario) -> None:
+    """A requeue that listed its dead letters, then stalled while a destination was registered and bootstrapped
+    whole (final check included), writes its entries after: the drains still leave them out there."""
+    txs = RowTransactions(scenario.conn_a, scenario.counts, clock_us=skewed(HOUR_US))
+    dead_letter_with_a_drained_successor(scenario, txs)
+    second = unique_table("second")
+    scenario.conn_b.create_table(second)
+    register_destination(scenario.conn_a, scenario.queue,
+                         Destination(f"B/{second}", scenario.b.gateway_options(), second, "difference"))
+    racing = AfterFirstFlush(scenario.conn_a, lambda: run_bootstrap(LocalEngine(1), bootstrap_job(scenario, second)))
+    assert requeue_dead_letters(racing, scenario.queue) == 1  # type: ignore[arg-type]
+    assert len(racing.ran) == 1 and racing.ran[0].check is not None, "the bootstrap did not run inside the requeue"
+    run_drain(LocalEngine(1), scenario.job(translator="difference"))
+    assert scenario.depth() == 0
+    assert index_of(scenario, second) == index_of(scenario, scenario.index) == set()
+    txs.close()
+
+
+def test_a_queue_table_split_inside_the_queues_records_is_refused_before_anything_is_requeued(
+        scenario: Scenario) -> None:
+    """The rule compares two timestamps of the tablet holding the queue's records; split there, they come from
+    two tablets (maybe two servers' clocks): refused in one line, naming the split and the fix."""
+    txs = RowTransactions(scenario.conn_a, scenario.counts)
+    dead_letter_with_a_drained_successor(scenario, txs)
+    split = scenario.queue.layout.dead_letter_prefix
+    scenario.conn_a.add_splits(scenario.queue.table, [split])
+    try:
+        requeue_dead_letters(scenario.conn_a, scenario.queue)
+    except QueueConfigError as exc:
+        message = str(exc)
+    else:
+        raise AssertionError("the requeue was not refused")
+    assert "\n" not in message and repr(split) in message and "merge" in message, message
+    assert len(list(dead_letters(scenario.conn_a, scenario.queue))) == 1 and scenario.depth() == 0
+    txs.close()
