@@ -31,10 +31,26 @@ def shrink(choices: list[int], fails: Callable[[list[int]], bool], *, budget_sec
         return False
 
     best = _trim(best)
+    # 0. the shortest failing prefix (a binary search: failing is not monotone in the length, so it is a guess
+    # that the loop below refines)
+    low, high = 0, len(best)
+    while low < high and runs < max_runs and time.monotonic() < deadline:
+        middle = (low + high) // 2
+        if attempt(_trim(best[:middle])):
+            high = len(best)
+        else:
+            low = middle + 1
     changed = True
     while changed and runs < max_runs and time.monotonic() < deadline:
         changed = False
-        # 1. remove chunks, large to small
+        # 1. zero chunks (0 is each choice's simplest option; the choices after keep their places)
+        size = max(1, len(best) // 2)
+        while size >= 1:
+            for i in range(0, len(best), size):
+                if any(best[i:i + size]) and attempt(_trim(best[:i] + [0] * len(best[i:i + size]) + best[i + size:])):
+                    changed = True
+            size //= 2
+        # 2. remove chunks, large to small
         size = max(1, len(best) // 2)
         while size >= 1:
             i = 0
@@ -43,13 +59,6 @@ def shrink(choices: list[int], fails: Callable[[list[int]], bool], *, budget_sec
                     changed = True
                 else:
                     i += size
-            size //= 2
-        # 2. zero chunks (0 is each choice's simplest option)
-        size = max(1, len(best) // 2)
-        while size >= 1:
-            for i in range(0, len(best), size):
-                if any(best[i:i + size]) and attempt(_trim(best[:i] + [0] * len(best[i:i + size]) + best[i + size:])):
-                    changed = True
             size //= 2
         # 3. lower each value
         for i in range(len(best)):

@@ -271,6 +271,8 @@ class Swarm:
     slow_rate: float  # a slow process's chance of a long stall at each call
     rounds: int  # how many rounds a looping process (requeue, relay, purge, compact, waiter) may run
     pauses: tuple[float, ...]  # the pauses between its rounds
+    rows: tuple[str, ...] = ROWS  # the rows producers write (fewer: more commits meet on one row)
+    values: tuple[str | None, ...] = VALUES  # what they write (None: a delete), repeated for weight
 
     @classmethod
     def draw(cls, world: World) -> Swarm:
@@ -281,12 +283,14 @@ class Swarm:
                    crash_rate=world.pick([0.003, 0.0, 0.01], "crash rate"),
                    stall_rate=world.pick([0.03, 0.01, 0.1], "stall rate"),
                    lost_rate=world.pick([0.02, 0.0, 0.05], "lost rate"),
-                   refuse=world.pick([0.5, 0.2, 0.9], "refuse rate"),
+                   refuse=world.pick([0.5, 0.2, 0.9, 0.0], "refuse rate"),
                    wait=world.pick([0.3, 0.1, 0.8], "wait rate"),
                    slow=world.pick([0.0, 0.2, 0.5], "slow share"),
                    slow_rate=world.pick([0.1, 0.3], "slow rate"),
                    rounds=world.pick([4, 2, 8], "rounds"),
-                   pauses=world.pick([(0.0, 0.5, 2.0), (0.2, 1.0, 5.0), (1.0, 5.0, 20.0)], "pauses"))
+                   pauses=world.pick([(0.0, 0.5, 2.0), (0.2, 1.0, 5.0), (1.0, 5.0, 20.0)], "pauses"),
+                   rows=ROWS[:world.pick([3, 1, 2], "rows")],
+                   values=world.pick([VALUES, VALUES + (None, None), VALUES + ("x3", "x3")], "values"))
 
     def kind(self, world: World) -> tuple[str, Callable[[World], None]]:
         pool = [(name, fn) for name, fn in KINDS for _ in range(self.weights[name])]
@@ -296,7 +300,8 @@ class Swarm:
         kinds = ",".join(f"{n}x{w}" if w > 1 else n for n, w in self.weights.items() if w)
         return (f"{self.processes} processes of {kinds}; crash {self.crash_rate:g} stall {self.stall_rate:g} "
                 f"lost {self.lost_rate:g} refuse {self.refuse:g} wait {self.wait:g} slow {self.slow:g}"
-                f"@{self.slow_rate:g} rounds {self.rounds} pauses {self.pauses}")
+                f"@{self.slow_rate:g} rounds {self.rounds} pauses {self.pauses} rows {len(self.rows)} values "
+                f"{'/'.join(str(v) for v in self.values)}")
 
 
 def start(world: World, name: str, fn: Callable[[World], None]) -> None:
@@ -362,7 +367,9 @@ def producer(world: World) -> None:
     txs = RowTransactions(conn, PRODUCER_TABLE, relay_delay=delay)
     try:
         for _ in range(1 + world.draw(4, "commits")):
-            row, value = world.pick(ROWS, "row"), world.pick(VALUES, "value")
+            swarm = world.swarm
+            row = world.pick(swarm.rows if swarm else ROWS, "row")
+            value = world.pick(swarm.values if swarm else VALUES, "value")
             commit = Commit(row, value, None)
             world.commits.append(commit)
 
@@ -491,16 +498,17 @@ def purge(world: World) -> None:
 
 
 def verify(world: World) -> None:
-    """``accumulo-export verify --repair``."""
+    """``accumulo-export verify --repair``, now and then."""
     a, b = world.connect("A"), world.connect("B")
-    pause(world)
+    for _ in rounds(world, "verifies"):
+        pause(world)
 
-    def run() -> None:
-        source = snapshot_source(a, PRODUCER_TABLE, SNAPSHOT)
-        report = verify_destination(a, PRODUCER_TABLE, source, QUEUE, Destination(b, DEST_TABLE, "difference"),
-                                    repair=True, settle_seconds=world.pick([0.5, 3.0], "settle"))
-        world.did(f"verify differences {report.differences} repaired {report.count('repaired')}")
-    guarded("verify", world, run)
+        def run() -> None:
+            source = snapshot_source(a, PRODUCER_TABLE, SNAPSHOT)
+            report = verify_destination(a, PRODUCER_TABLE, source, QUEUE, Destination(b, DEST_TABLE, "difference"),
+                                        repair=True, settle_seconds=world.pick([0.5, 3.0], "settle"))
+            world.did(f"verify differences {report.differences} repaired {report.count('repaired')}")
+        guarded("verify", world, run)
 
 
 def bootstrap(world: World) -> None:
