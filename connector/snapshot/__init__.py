@@ -6,7 +6,8 @@ their snapshot exports), ``implied`` (the cells a range of A implies on B), ``co
 cell-by-cell differences), ``verify`` (two passes), ``repair`` (writing the fixes), ``settle`` (waiting for what
 was in flight), ``bootstrap`` (its settings and one range's work), ``bulk`` (its bulk-load path), ``state`` (a
 bootstrap's lease, plan and progress), ``purge`` (a destination's tombstones reclaimed, proved first),
-``auto_purge`` (a stream's purges on its own), ``native_digest`` (the Rust digests), ``errors``. The jobs that
+``auto_purge`` (a stream's purges on its own), ``shared_cells`` (a destination cell two rows imply, refused
+for purge), ``native_digest`` (the Rust digests), ``errors``. The jobs that
 run them on an engine are
 ``connector.jobs.bootstrap``; the commands ``accumulo-export bootstrap``, ``verify`` and ``purge-tombstones``::
 

@@ -37,4 +37,4 @@ class VerifyRefusedError(SnapshotError, ValueError):
 
 class PurgeRefusedError(SnapshotError, ValueError):
     """A purge of a destination's tombstones was refused before it changed anything: the destination table does
-    not exist, another queue feeds it, or a bootstrap of it is unfinished."""
+    not exist, another queue feeds it, two rows of A imply one of its cells, or a bootstrap of it is unfinished."""

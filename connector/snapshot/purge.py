@@ -12,9 +12,10 @@ from one of those places and has not written them yet.
 an export lands, if ever, within B of the moment it read the export from where it waited. A drain exports a batch
 only within :data:`~connector.accumulo.writer.EXPORT_HOLD_SECONDS` of reading it, and deletes the batch's entries
 only when its export returned within that bound (else they stay and are read again: :mod:`connector.queue.drain`);
-every flush of the gateway's writers fails after :data:`~connector.accumulo.writer.WRITER_TIMEOUT_SECONDS`
-instead of retrying for ever. B is their sum. A purge's grace must be at least
-:data:`~connector.accumulo.writer.MIN_PURGE_GRACE_SECONDS` (2 B): a shorter one is refused.
+a relay copies an outbox cell to its queue only within the same bound of reading it, and reads the cell again when
+it stalled longer (:mod:`connector.transactions.relay`); every flush of the gateway's writers fails after
+:data:`~connector.accumulo.writer.WRITER_TIMEOUT_SECONDS` instead of retrying for ever. B is their sum. A purge's
+grace must be at least :data:`~connector.accumulo.writer.MIN_PURGE_GRACE_SECONDS` (2 B): a shorter one is refused.
 
 The proof, for a tombstone of cell c at seq T (c derives from one row R of A; R's commits have rising seqs), and an
 export E of R at a seq s < T:
@@ -42,8 +43,11 @@ Throughout, the purge holds the destination table's lease (:mod:`connector.snaps
 identity, not on the name a connection gives it), so no bootstrap writes old versions and no ``verify --repair``
 compacts or writes meanwhile, and it refuses a table whose bootstrap is unfinished under any name.
 
-What the proof assumes, besides the bound: a dead letter is requeued by one process at a time, and every drain of
-a queue translates an entry alike (so a drain never dead-letters an export another drain exported). A copy of E
+What the proof assumes, besides the bound: a dead letter is requeued by one process at a time (a requeue is not
+held: its dead letter stays where the watermark looks until its entry is durable in the queue, and only a requeue
+removes one), every drain of a queue translates an entry alike (so a drain never dead-letters an export another
+drain exported), and each destination cell derives from one row of A (a table where verify found a cell two rows
+imply is refused: :mod:`.shared_cells`). A copy of E
 put back after ``t1 + B`` by a second requeuer, or by a drain refusing what another exported, is not covered.
 
 Tombstones written after the listing wait for the next purge: a commit that became visible after W1 may carry a
@@ -75,6 +79,7 @@ from connector.queue.feeders import destination_feeders, feeder_of
 from connector.transactions import Watermark, queue_watermark
 
 from .errors import PurgeRefusedError
+from .shared_cells import recorded_shared_cell
 from .state import PURGE, BootstrapState, destination_id, process_identity, table_key, unfinished_bootstraps
 
 #: seconds a purge waits between listing tombstones and deleting them (see the module's description)
@@ -147,7 +152,8 @@ def purge_destination(a: Connection, queue: QueueConfig, dest: Connection, dest_
     ``queue`` (on ``a``) can still need into real deletes, after proving it (the module's description). With
     ``dry_run``, list and count them, change nothing, and do not wait. ``PurgeRefusedError`` (nothing changed) for a
     grace below :data:`~connector.accumulo.writer.MIN_PURGE_GRACE_SECONDS`, a missing table, another queue feeding
-    it, or an unfinished bootstrap of it; ``BootstrapError`` when a bootstrap, a purge or a repair of it runs, or
+    it, a cell of it that two rows of A imply (recorded by verify: :mod:`.shared_cells`), or an unfinished bootstrap
+    of it; ``BootstrapError`` when a bootstrap, a purge or a repair of it runs, or
     the purge's lease was lost meanwhile. When ``stop`` is set during the grace the purge gives up within
     :data:`STOP_CHECK_SECONDS`, deletes nothing and releases the lease (``report.stopped``): a purge that deletes
     nothing changes nothing, so the proof has nothing to keep. So does it when a bootstrap or repair of the table
@@ -161,6 +167,7 @@ def purge_destination(a: Connection, queue: QueueConfig, dest: Connection, dest_
         raise PurgeRefusedError(f"destination table {dest_table!r} does not exist on {dest_cluster}")
     key = table_key(dest, dest_table)
     _refuse_other_feeders(a, queue, dest, dest_table)
+    _refuse_shared_cell(dest, dest_table)
     token = json.dumps({"owner": secrets.token_hex(8), "what": PURGE, "destination": destination,
                         **process_identity()}).encode()
     # the table's lease, whatever name reaches it, and the name's (a bootstrap of an older release takes only that)
@@ -196,6 +203,7 @@ def purge_destination(a: Connection, queue: QueueConfig, dest: Connection, dest_
                                        "waiting for the copies writers read before that reading", stop))
             if report.listed and not report.stopped:
                 _refuse_other_feeders(a, queue, dest, dest_table)
+                _refuse_shared_cell(dest, dest_table)
                 state.check_held()
                 report.deleted = delete_cells(dest, dest_table, pages)
     finally:
@@ -216,6 +224,13 @@ def _refuse_other_feeders(a: Connection, queue: QueueConfig, dest: Connection, d
     if others:
         raise PurgeRefusedError(f"{dest_table} is also fed by {', '.join(others)}: its tombstones may guard exports "
                                 f"of that queue too, which this purge cannot see; nothing was changed")
+
+
+def _refuse_shared_cell(dest: Connection, dest_table: str) -> None:
+    shared = recorded_shared_cell(dest, dest_table)
+    if shared:
+        raise PurgeRefusedError(f"{dest_table}: {shared} (found by verify): the proof holds only for cells that each "
+                                "derive from one row; nothing was changed")
 
 
 def _lower(first: int | None, second: int | None) -> int | None:

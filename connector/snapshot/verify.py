@@ -53,6 +53,7 @@ from .functions import SnapshotSource
 from .implied import SnapshotStats, bounds_range, implied_chunks, source_bounds, tablet_bounds
 from .repair import repair_cells
 from .settle import settle
+from .shared_cells import record_shared_cell, shared_cell
 from .state import table_lease
 
 log = logging.getLogger(__name__)
@@ -111,6 +112,9 @@ class VerifyReport:
     pending: int = 0
     snapshot: SnapshotStats = field(default_factory=SnapshotStats)
     seconds: float = 0.0
+    #: a destination cell two rows of A imply, and both rows (one line; None: none), recorded on the table so that
+    #: a purge refuses it (:mod:`connector.snapshot.shared_cells`)
+    shared_cell: str | None = None
 
     @property
     def differences(self) -> int:
@@ -142,6 +146,7 @@ class VerifyReport:
                 "unrepairable_ranges": self.unrepairable, "compacted_tablets": self.compacted,
                 "pending_entries": self.pending, "rows": self.snapshot.rows, "failed_rows": self.snapshot.failed,
                 "failed_examples": list(self.snapshot.errors), "seconds": round(self.seconds, 2),
+                "shared_cell": self.shared_cell,
                 "ranges_differing": [r.to_json(examples) for r in self.results if r.diffs]}
 
 
@@ -229,13 +234,17 @@ def verify_destination(a: Connection, table: str, source: SnapshotSource, queue:
     with ThreadPoolExecutor(1, thread_name_prefix="verify-destination") as pool:
         dest_digests = pool.submit(_actual_digests, dest, bounds, splits, stop)
         try:
-            expected, report.snapshot, failed = _expected(a, table, source, queue, dest)
+            expected, report.snapshot, failed, report.shared_cell = _expected(a, table, source, queue, dest)
         except BaseException:
             stop.set()  # the destination's read stops at its next page rather than going on for nothing
             raise
         actual_digests = dest_digests.result()
     report.expected = expected.num_rows
     report.actual = sum(count for count, _ in actual_digests)
+    if report.shared_cell is not None or not failed:  # with rows failed, a cell they share is not known
+        record_shared_cell(dest.conn, dest.table, report.shared_cell)
+    if report.shared_cell is not None:
+        say(f"{report.shared_cell}: a purge of {dest.table}'s tombstones is refused while that holds")
     e_counts, e_sums = digests(expected, splits)
     differing = [i for i, (count, total) in enumerate(actual_digests) if (count, total) != (e_counts[i], e_sums[i])]
     report.matched = report.ranges - len(differing)
@@ -252,7 +261,7 @@ def verify_destination(a: Connection, table: str, source: SnapshotSource, queue:
     settled = settle(a, table, source, queue, settle_seconds, say)
     report.pending = settled.outbox + settled.entries
     say(f"pass 2: {sum(map(len, first.values())):,} differences in {len(first)} ranges; reading again")
-    expected, report.snapshot, failed_again = _expected(a, table, source, queue, dest)
+    expected, report.snapshot, failed_again, _ = _expected(a, table, source, queue, dest)
     failed |= failed_again
     by_range = split_by_range(expected, splits, only=list(first))
     confirmed: dict[int, list[CellDiff]] = {}
@@ -318,7 +327,8 @@ def _identity(d: CellDiff) -> tuple[object, ...]:
 
 
 def _expected(a: Connection, table: str, source: SnapshotSource, queue: QueueConfig,
-              dest: Destination) -> tuple[pa.Table, SnapshotStats, set[bytes]]:
+              dest: Destination) -> tuple[pa.Table, SnapshotStats, set[bytes], str | None]:
+    """The cells A's rows imply, the counters, the rows that failed, and a cell two rows imply (None: none)."""
     exporter = AccumuloExporter(dest.conn, dest.table, dest.translator)  # translation only: delete mode
     updates = []
     stats = SnapshotStats()
@@ -328,7 +338,7 @@ def _expected(a: Connection, table: str, source: SnapshotSource, queue: QueueCon
             updates.append(chunk)
             stats += chunk_stats
             failed.update(chunk_failed)
-    return expected_cells(updates), stats, failed
+    return expected_cells(updates), stats, failed, shared_cell(updates, table)
 
 
 def _actual_digests(dest: Destination, bounds: list[tuple[bytes | None, bytes | None]],
