@@ -18,7 +18,7 @@ from connector.accumulo import Connection, Mutation
 from .config import QueueConfig
 from .destinations import raise_epoch, wait_for_acknowledgements
 from .layout import CONFIG_FAMILY, DEAD_FAMILY, DEAD_REASON, DEAD_TS, DEAD_VALUE, ENTRY_FAMILY, ENTRY_QUALIFIER
-from .requeued import check_records_tablet, requeued_records, sweep_requeued
+from .requeued import check_records_tablet, earliest_records, requeued_records, sweep_requeued
 
 #: in the queue's config row: a fresh token written by every requeue before its entries, so the watermark, which
 #: reads it before and after its scans, sees a requeue that ran meanwhile (:mod:`connector.transactions.watermark`)
@@ -88,8 +88,11 @@ def requeue_dead_letters(conn: Connection, config: QueueConfig, rows: Iterable[b
     check_records_tablet(conn, config)
     layout = config.layout
     sweep_requeued(conn, config)
+    # an entry dead-lettered again keeps the time it was first dead-lettered: its commit was visible then
+    earliest = earliest_records(conn, config)
+    dead_ms = [(d.row, min(d.dead_ms, earliest.get(d.row, d.dead_ms))) for d in chosen if d.dead_ms is not None]
     with conn.batch_writer(config.table) as writer:
-        writer.add_mutations(requeued_records(config, ((d.row, d.dead_ms) for d in chosen if d.dead_ms is not None)))
+        writer.add_mutations(requeued_records(config, dead_ms))
         writer.flush()  # the records are durable before the epoch that makes every drain process read them
         # the token changes before any entry comes back (one conditional mutation with the epoch)
         epoch = raise_epoch(conn, config, Mutation(layout.config_row).put(CONFIG_FAMILY, REQUEUE_QUALIFIER,

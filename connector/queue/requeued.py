@@ -73,15 +73,30 @@ def read_requeued(conn: Connection, queue: QueueConfig) -> dict[tuple[bytes, int
     return out
 
 
+def records_time_ms(conn: Connection, queue: QueueConfig) -> int:
+    """The time of the queue's records tablet now (ms): the timestamp it gives a probe written in the row
+    ``<qid>#requeued:``, in the same tablet as the dead letters."""
+    prefix = queue.layout.requeued_prefix
+    conn.write(queue.table, [Mutation(prefix).put(CLOCK_FAMILY, CLOCK_QUALIFIER, b"")])
+    for cell in conn.scan(queue.table, Range.exact_row(prefix), columns=[(CLOCK_FAMILY, CLOCK_QUALIFIER)]):
+        return cell.ts
+    raise QueueConfigError(f"queue {queue.qid!r}: the clock probe just written in {queue.table!r} is not there")
+
+
+def earliest_records(conn: Connection, queue: QueueConfig) -> dict[bytes, int]:
+    """The records as they are: entry row -> when its dead letter was first written (a requeue keeps the
+    earliest time of an entry dead-lettered again)."""
+    prefix = queue.layout.requeued_prefix
+    return {c.row[len(prefix):]: int(c.value) for c in conn.scan(
+        queue.table, Range.prefix(prefix), columns=[(REQUEUED_FAMILY, REQUEUED_QUALIFIER)], batch_size=1000)
+        if c.row != prefix and c.value.isdigit()}
+
+
 def sweep_requeued(conn: Connection, queue: QueueConfig) -> int:
     """Remove the records older than :data:`KEEP_MS` (by the records tablet's clock) whose entry is neither in the
     queue nor a dead letter; returns how many."""
     layout, prefix = queue.layout, queue.layout.requeued_prefix
-    conn.write(queue.table, [Mutation(prefix).put(CLOCK_FAMILY, CLOCK_QUALIFIER, b"")])
-    clock = conn.scan(queue.table, Range.exact_row(prefix), columns=[(CLOCK_FAMILY, CLOCK_QUALIFIER)])
-    now = next((c.ts for c in clock), None)
-    if now is None:
-        return 0
+    now = records_time_ms(conn, queue)
     old = [(c.row, c.ts) for c in conn.scan(queue.table, Range.prefix(prefix),
                                             columns=[(REQUEUED_FAMILY, REQUEUED_QUALIFIER)], batch_size=1000)
            if c.row != prefix and c.ts < now - KEEP_MS]
