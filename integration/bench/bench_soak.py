@@ -13,8 +13,31 @@ plateau is ~0). Then the entries lost (added but never visible on B; must
 be 0), the queue depth left on A, and the add-to-visible latency percentiles per window of added entries
 (``--window`` seconds; default a sixth of the run, i.e. 5 minutes for 30).
 
+``--moves`` (issue 47, item 2): B first gets ``--live`` cells (default 200,000), then every entry is a move: it
+deletes B's oldest live cell and puts a new one, so B's live cells stay constant and it writes one tombstone per
+entry. The stream purges them on its own, as ``drain --stream --purge-every`` does (the same ``BackgroundPurge``:
+every ``--purge-every`` seconds, default 120, after the previous run ended, with the default grace of 600 s).
+Every ``--scan-every`` seconds (default 60) B is scanned whole as a reader sees it (the tombstones hidden: its
+time, and the live cells), its tombstones are counted as the purge lists them, and the keys in its files read from
+Accumulo's metadata. Windows default to one purge cycle (purge-every + grace), so each holds one purge. Printed per
+window: B's cells, tombstones included, the live cells, the full scan's time, the purge runs ended, by outcome (and
+above: RSS, latency). Then the done-when checks of issue 47, each PASS or FAIL with its numbers:
+
+- in every window B's cells <= its live cells + what one purge period writes. **One purge period** is the longest
+  a tombstone can live: written just after a run listed the tombstones, it waits for that run's grace, the period,
+  the next run's listing and that run's grace: purge-every + 2 x grace + 2 x the longest a run took beyond its grace
+  (listing, watermark readings, deletes; measured). What it writes, checked at each sample: the moves added in
+  that long before it (plus the drain's longest latency), one tombstone each: about rate x period;
+- the full scan of B flat: the largest window median over the smallest, from the 2nd window to the last, <= 1.2;
+- RSS flat from the 3rd window: for every process, the least-squares line through its window means from the 3rd
+  window to the last rises by at most 10% of the 3rd's (or 32 MiB);
+- 0 entries lost: every entry's put seen on B, and at the end B holds exactly the live cells it should.
+
+``--test-grace SECONDS`` is for checking this script in a few minutes only: it lowers the purge's minimum grace in
+this process (unsound for real use; printed at the start). The real run leaves it out.
+
 The last line is ``ratio=<entries seen on B / entries added>``: 1.0 means nothing was lost; below 1.0 is a
-failure (the script then also exits with status 1).
+failure (the script then also exits with status 1, as it does when a check above fails).
 """
 
 from __future__ import annotations
@@ -28,6 +51,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from datetime import datetime
 from pathlib import Path
 
@@ -35,9 +59,15 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from connector.accumulo import Connection, Range  # noqa: E402
+from connector.accumulo.writer import MIN_PURGE_GRACE_SECONDS  # noqa: E402
+from connector.export.tombstones import tombstones_below  # noqa: E402
 from connector.queue import DrainSettings, ExportQueue, QueueConfig, queue_status  # noqa: E402
-from connector.queue.compaction import queue_files  # noqa: E402
+from connector.queue.compaction import FILE_FAMILY, METADATA_TABLE, queue_files  # noqa: E402
 from connector.queue.status import KEYS_ONLY  # noqa: E402
+from connector.snapshot import purge as purge_module  # noqa: E402
+from connector.snapshot.auto_purge import BackgroundPurge  # noqa: E402
+from connector.snapshot.purge import DEFAULT_GRACE_SECONDS  # noqa: E402
 from connector.spark import DrainJob, spark_session, start_stream  # noqa: E402
 from connector.spark.drain_job import stop_stream  # noqa: E402
 from integration.bench.bench_cpu_per_entry import kind_of  # noqa: E402
@@ -61,7 +91,8 @@ def _ours() -> set[int]:
                 continue  # gone meanwhile
     me, ours = os.getpid(), {os.getpid()}
     for pid in parent:
-        chain, p = [], pid
+        chain: list[int] = []
+        p = pid
         while p > 1 and p not in ours and len(chain) < 64:
             chain.append(p)
             p = parent.get(p, 0)
@@ -181,22 +212,36 @@ class MemorySampler:
                  and (kib := jvm_heap_after_gc(pid)) is not None}
         self.heaps[window] = heaps
 
-    def table(self) -> list[str]:
-        """Per process (by kind): the mean RSS per window, the heap after GC at each window's end, and how fast
-        each grew from the end of the first window on (MiB/h, a least-squares slope)."""
-        n_windows = max(1, int(np.ceil((self.rss[-1][0] - self.start) / self.window))) if self.rss else 0
+    def n_windows(self) -> int:
+        return max(1, int(np.ceil((self.rss[-1][0] - self.start) / self.window))) if self.rss else 0
+
+    def window_means(self) -> dict[tuple[str, int], list[float | None]]:
+        """(kind, pid) -> the mean RSS (MiB) of each window's samples (None: not sampled in that window)."""
+        out: dict[tuple[str, int], list[float | None]] = {}
+        for pid, (kind, _) in self._processes().items():
+            points = [(t - self.start, sample[pid][2] / 1024) for t, sample in self.rss if pid in sample]
+            out[(kind, pid)] = [float(np.mean(mine)) if (mine := [mib for t, mib in points
+                                                                  if w * self.window <= t < (w + 1) * self.window])
+                                else None for w in range(self.n_windows())]
+        return out
+
+    def _processes(self) -> dict[int, tuple[str, str]]:
         procs: dict[int, tuple[str, str]] = {}
         for _, sample in self.rss:
             for pid, (kind, what, _) in sample.items():
                 procs.setdefault(pid, (kind, what))
+        return procs
+
+    def table(self) -> list[str]:
+        """Per process (by kind): the mean RSS per window, the heap after GC at each window's end, and how fast
+        each grew from the end of the first window on (MiB/h, a least-squares slope)."""
+        n_windows = self.n_windows()
+        window_means = self.window_means()
         lines = [f"  {'process':52s} {'':4s}" + "".join(f"{'w' + str(w + 1):>7s}" for w in range(n_windows))
                  + "  growth after w1"]
-        for pid, (kind, what) in sorted(procs.items(), key=lambda item: (item[1][0], item[0])):
+        for pid, (kind, what) in sorted(self._processes().items(), key=lambda item: (item[1][0], item[0])):
             points = [(t - self.start, sample[pid][2] / 1024) for t, sample in self.rss if pid in sample]
-            means = []
-            for w in range(n_windows):
-                mine = [mib for t, mib in points if w * self.window <= t < (w + 1) * self.window]
-                means.append(f"{np.mean(mine):7.0f}" if mine else f"{'-':>7s}")
+            means = [f"{m:7.0f}" if m is not None else f"{'-':>7s}" for m in window_means[(kind, pid)]]
             later = [(t, mib) for t, mib in points if t >= self.window]
             name = re.sub(r"\b(?:[a-z]\w*\.)+([A-Z]\w*)", r"\1", f"{kind} {pid} {what}")  # a class's last part
             lines.append(f"  {name:52.52s} {'rss':4s}" + "".join(means)
@@ -299,11 +344,204 @@ def phase_windows(progress: list, started_epoch: float, window: float) -> list[s
     return lines
 
 
+class MoveProducer(RateProducer):
+    """``--moves``: each entry is a move on B, deleting one live cell and putting another, so B keeps ``live`` live
+    cells. :meth:`prefill` first queues ``live`` entries that only put (rows ``!live<i>``, export seqs 1..live);
+    then measured entry ``seq`` puts the row ``<seq:012d>`` (export seq ``live + seq + 1``, above every prefill's)
+    and deletes the oldest live cell: prefill row ``seq`` while there is one, else the row of entry
+    ``seq - live``."""
+
+    def __init__(self, cluster: Cluster, queue: QueueConfig, rate: int, total: int, live: int) -> None:
+        super().__init__(cluster, queue, rate, total)
+        self.live = live
+
+    def export(self, seq: int) -> tuple[object, object, int]:
+        gone = _prefill_row(seq) if seq < self.live else f"{seq - self.live:012d}"
+        return self.live + seq, {"old": [_cell(gone)], "new": [_cell(f"{seq:012d}")]}, self.live + seq + 1
+
+    def prefill(self) -> None:
+        with ExportQueue(self.cluster.connect(), self.queue) as q:
+            q.add_all((i, {"new": [_cell(_prefill_row(i))]}, i + 1) for i in range(self.live))
+
+    def expected_live(self) -> set[bytes]:
+        """The rows B holds once every entry added so far is drained."""
+        moved = self.added
+        return ({_prefill_row(i).encode() for i in range(moved, self.live)}
+                | {f"{seq:012d}".encode() for seq in range(max(0, moved - self.live), moved)})
+
+
+def _prefill_row(i: int) -> str:
+    return f"!live{i:012d}"  # sorts before every measured row: the visibility poller never scans these
+
+
+def _cell(row: str) -> dict[str, str]:
+    return {"row": row, "cf": "f", "cq": "q", "value": "x"}
+
+
+def table_file_keys(conn: Connection, table: str) -> int:
+    """The keys in ``table``'s files by Accumulo's metadata (estimates; delete markers and hidden versions
+    included until a compaction drops them; what is still in memory is not counted)."""
+    table_id = conn.table_id(table)
+    rng = Range.rows(f"{table_id};", f"{table_id}<")  # <id>;<end row> for each tablet, <id>< for the last
+    return sum(int(cell.value.split(b",")[1]) for cell in conn.scan(METADATA_TABLE, rng, columns=[FILE_FAMILY]))
+
+
+class DestinationProbe:
+    """Every ``every`` seconds (on a thread of its own, with its own connection to B): a full scan of ``table`` as
+    a reader sees it (the table's filter hides tombstones; its time, and the live cells it returned), then a scan
+    that sees only the tombstones (:func:`~connector.export.tombstones.tombstones_below`, as the purge lists them),
+    and the keys in the table's files."""
+
+    def __init__(self, cluster: Cluster, table: str, every: float) -> None:
+        self.cluster, self.table, self.every = cluster, table, every
+        # (time, live, tombstones, scan s, file keys, when the tombstone count ended)
+        self.samples: list[tuple[float, int, int, float, int, float]] = []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        conn = self.cluster.connect()
+        while True:
+            self.samples.append(self.sample(conn))
+            if self.stop.wait(self.every):
+                break
+
+    def sample(self, conn: Connection) -> tuple[float, int, int, float, int, float]:
+        began = time.perf_counter()
+        live = sum(page.num_rows for page in conn.scan_batches(self.table, batch_size=10_000))
+        scanned = time.perf_counter() - began
+        tombstones = sum(page.num_rows for page in tombstones_below(conn, self.table, None))
+        counted = time.perf_counter()  # tombstones written until now may be counted
+        return began, live, tombstones, scanned, table_file_keys(conn, self.table), counted
+
+    def by_window(self, start: float, window: float) -> dict[int, list[tuple[float, int, int, float, int, float]]]:
+        out: dict[int, list[tuple[float, int, int, float, int, float]]] = {}
+        for sample in self.samples:
+            out.setdefault(max(0, int((sample[0] - start) // window)), []).append(sample)
+        return out
+
+
+class TimedPurge(BackgroundPurge):
+    """The stream's background purge, each round's start, end and outcomes kept (``runs``)."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.runs: list[tuple[float, float, Counter[str], int, int]] = []  # start, end, outcomes, listed, deleted
+
+    def run_once(self) -> None:
+        began, before = time.perf_counter(), Counter(self.outcomes)
+        super().run_once()
+        outcomes = Counter({outcome: n for (_, outcome), n in (self.outcomes - before).items()})
+        report = self.reports.get(f"{self.own.gateway.label}/{self.own.table}")
+        fresh = report is not None and outcomes and not outcomes.get("failed")
+        self.runs.append((began, time.perf_counter(), outcomes, report.listed if fresh and report else 0,
+                          report.deleted if fresh and report else 0))
+
+
+def verdict(ok: bool, what: str) -> str:
+    return f"{'PASS' if ok else 'FAIL'}: {what}"
+
+
+def moves_report(probe: DestinationProbe, purge: TimedPurge, memory: MemorySampler, started: float, window: float,
+                 added_at: np.ndarray, latency_max: float, grace: float, lost: int, stale: int, missing: int,
+                 ) -> list[str]:
+    """Per window B's cells and scan time and the purge's runs, then the done-when checks of issue 47, each
+    PASS or FAIL with its numbers. One purge period (the longest a tombstone lives) is the background purge's
+    period, plus two graces, plus twice the longest a run took beyond its grace (listing, readings, deletes); what
+    it writes, at a sample taken at t: the moves added from t - (that period + the drain's longest add-to-visible
+    latency) to t, each one tombstone (at the target rate that is rate x period; a producer that fell behind and
+    caught up wrote more)."""
+    overhead = max([end - began - grace for began, end, outcomes, _, _ in purge.runs
+                    if outcomes.get("purged") or outcomes.get("nothing")] + [0.0])
+    period = purge.period + 2 * grace + 2 * overhead
+    added = np.sort(added_at[~np.isnan(added_at)])
+
+    def writes_before(t: float) -> int:
+        """The moves added within one purge period (and the latency) before ``t``."""
+        return int(np.searchsorted(added, t, "right") - np.searchsorted(added, t - period - latency_max, "left"))
+
+    lines = [f"one purge period = purge-every {purge.period:g} s + 2 x grace {grace:g} s + 2 x {overhead:.0f} s (a "
+             f"run's longest time beyond its grace) = {period:.0f} s; what it writes: the moves added in it and the "
+             f"drain's longest latency ({latency_max:.1f} s) before each sample"]
+    windows = probe.by_window(started, window)
+    scan_medians: dict[int, float] = {}
+    over: list[str] = []
+    closest = (float("inf"), "")
+    for w in sorted(windows):
+        mine = windows[w]
+        live = [s[1] for s in mine]
+        cells = [s[1] + s[2] for s in mine]
+        scans = [s[3] for s in mine]
+        bounds = [writes_before(s[5]) for s in mine]
+        scan_medians[w] = float(np.median(scans))
+        runs = [r for r in purge.runs if w * window <= r[1] - started < (w + 1) * window]
+        outcomes = sum((r[2] for r in runs), Counter())
+        ran = ", ".join(f"{k}={v}" for k, v in sorted(outcomes.items())) or "none ended"
+        deleted = sum(r[4] for r in runs)
+        lines.append(f"  window {w + 1}: B cells (tombstones included) mean {np.mean(cells):,.0f} max {max(cells):,}; "
+                     f"live mean {np.mean(live):,.0f} (min {min(live):,} max {max(live):,}); tombstones max "
+                     f"{max(s[2] for s in mine):,} (one period's writes there: {min(bounds):,}-{max(bounds):,}); "
+                     f"keys in B's files max {max(s[4] for s in mine):,}; full scan of B {scan_medians[w]:.2f} s "
+                     f"median (min {min(scans):.2f} max {max(scans):.2f}, {len(mine)} scans); purge runs ended: "
+                     f"{ran}" + (f" (deleted {deleted:,})" if deleted else ""))
+        for sample, bound in zip(mine, bounds, strict=True):
+            t, live_now, tombstones = sample[0], sample[1], sample[2]
+            if bound - tombstones < closest[0]:
+                closest = (bound - tombstones, f"{live_now + tombstones:,} cells = {live_now:,} live + {tombstones:,} "
+                                               f"tombstones at {t - started:.0f} s, one period's writes {bound:,}")
+            if tombstones > bound:
+                over.append(f"w{w + 1} at {t - started:.0f} s: {live_now + tombstones:,} > {live_now:,} + {bound:,}")
+    lines.append(verdict(not over and bool(probe.samples),
+                         "in every window B's cells <= live + what one purge period writes; closest: "
+                         f"{closest[1]}" + (f"; over: {'; '.join(over[:5])}" if over else "")))
+    later = [scan_medians[w] for w in sorted(scan_medians) if w >= 1]
+    if len(later) >= 2:
+        ratio = max(later) / min(later)
+        lines.append(verdict(ratio <= 1.2, "full scan of B flat from the 2nd window to the last: max/min of the window "
+                             f"medians {max(later):.2f}/{min(later):.2f} s = {ratio:.2f} (<= 1.2)"))
+    else:
+        lines.append(verdict(False, f"full scan of B flat from the 2nd window: only {len(later)} window(s) from the "
+                                    "2nd on"))
+    lines.append(rss_flat(memory))
+    lines.append(verdict(lost == 0 and stale == 0 and missing == 0,
+                         f"0 entries lost: {lost} added but never seen; at the end B holds {missing} expected live "
+                         f"cells too few and {stale} cells it should not (deleted or never written)"))
+    return lines
+
+
+#: RSS "flat": from the 3rd window on, the least-squares line through a process's window means rises by at most
+#: this share of its 3rd window's mean, or this many MiB (small processes)
+RSS_FLAT_SHARE, RSS_FLAT_MIB = 0.10, 32.0
+
+
+def rss_flat(memory: MemorySampler) -> str:
+    """PASS when, for every process sampled in the 3rd window and a later one, the least-squares line through its
+    window means from the 3rd window to the last rises by at most RSS_FLAT_SHARE of the 3rd's (or RSS_FLAT_MIB):
+    a slope, not one window's peak, since a JVM's RSS swings with its collections."""
+    excess: list[tuple[float, str]] = []  # (rise beyond what is allowed, which process and its numbers)
+    for (kind, pid), per_window in memory.window_means().items():
+        points = [(w * memory.window, m) for w, m in enumerate(per_window) if w >= 2 and m is not None]
+        third = per_window[2] if len(per_window) > 2 else None
+        if third is None or len(points) < 2:
+            continue  # not sampled in the 3rd window, or in no later one
+        rise = _slope(points) / 3600 * (points[-1][0] - points[0][0])
+        allowed = max(RSS_FLAT_SHARE * third, RSS_FLAT_MIB)
+        excess.append((rise - allowed, f"{kind} {pid}: window means from w3 {', '.join(f'{m:.0f}' for _, m in points)}"
+                                       f" MiB, rise {rise:+.0f} (allowed +{allowed:.0f})"))
+    if not excess:
+        return verdict(False, "RSS flat from the 3rd window: no process sampled in the 3rd window and a later one "
+                              "(fewer than 4 windows?)")
+    worst, which = max(excess)
+    return verdict(worst <= 0, f"RSS flat from the 3rd window ({len(excess)} processes; the least-squares line "
+                               f"through each one's window means rises by at most {RSS_FLAT_SHARE:.0%} of its 3rd "
+                               f"window's or {RSS_FLAT_MIB:.0f} MiB); the closest: {which}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rate", type=int, default=2000, help="entries added per second (default 2000)")
     parser.add_argument("--minutes", type=float, default=30.0, help="how long to produce (default 30)")
-    parser.add_argument("--window", type=float, help="seconds per latency window (default: a sixth of the run)")
+    parser.add_argument("--window", type=float, help="seconds per window (default: a sixth of the run; with --moves, "
+                                                     "one purge cycle: --purge-every plus the grace)")
     parser.add_argument("--buckets", type=int, default=13)
     parser.add_argument("--trigger", type=float, default=0.2, help="micro-batch interval, seconds")
     parser.add_argument("--compact-dead-keys", type=int,
@@ -311,9 +549,32 @@ def main() -> int:
     parser.add_argument("--memory-every", type=float, default=10.0, help="seconds between RSS samples (default 10)")
     parser.add_argument("--no-heap", action="store_true",
                         help="do not take the JVMs' heap after a full GC at each window's end (jcmd GC.run)")
+    parser.add_argument("--moves", action="store_true",
+                        help="every entry moves a cell on B (deletes one live cell, puts another), and the stream "
+                             "purges its tombstones on its own (--purge-every); prints B's cells per window and the "
+                             "checks of issue 47")
+    parser.add_argument("--live", type=int, default=200_000,
+                        help="with --moves: B's live cells, put before the run (default 200000)")
+    parser.add_argument("--purge-every", type=float,
+                        help="the stream's purge-every, seconds (default with --moves: 120; without: no purge)")
+    parser.add_argument("--scan-every", type=float, default=60.0,
+                        help="with --moves: seconds between full scans of B (default 60)")
+    parser.add_argument("--test-grace", type=float,
+                        help="TEST OF THIS SCRIPT ONLY: the purge's grace in seconds, below the "
+                             f"{MIN_PURGE_GRACE_SECONDS:g} s minimum (the purge's bound on writers is lowered to "
+                             "half of it in this process; unsound for real use)")
     opts = parser.parse_args()
     seconds = opts.minutes * 60
-    window = opts.window or seconds / 6
+    purge_every = opts.purge_every if opts.purge_every is not None else 120.0 if opts.moves else 0.0
+    grace = DEFAULT_GRACE_SECONDS
+    if opts.test_grace is not None:
+        grace = opts.test_grace
+        if grace < MIN_PURGE_GRACE_SECONDS:  # the only way below the minimum; say so on every run that does it
+            purge_module.MIN_PURGE_GRACE_SECONDS = grace
+            purge_module.LATE_WRITE_SECONDS = grace / 2
+            print(f"TEST OF THE SCRIPT ONLY: purge grace {grace:g} s (below the {MIN_PURGE_GRACE_SECONDS:g} s "
+                  "minimum; the writers' bound is lowered to half of it in this process)")
+    window = opts.window or (purge_every + grace if opts.moves and purge_every > 0 else seconds / 6)
     total = int(opts.rate * seconds)
     with clusters(("a", "b")) as running:
         a, b = running["a"], running["b"]
@@ -326,30 +587,52 @@ def main() -> int:
         extra = {} if opts.compact_dead_keys is None else {"compact_dead_keys": opts.compact_dead_keys}
         job = DrainJob(source=a.gateway_options(), dest=b.gateway_options(), queue=queue, dest_table="soak_dest",
                        settings=DrainSettings(buckets_per_partition=-(-opts.buckets // 2),
-                                              trigger_seconds=opts.trigger, **extra))
+                                              trigger_seconds=opts.trigger, purge_every=purge_every, **extra))
         tmp = tempfile.mkdtemp(prefix="soak-")
         query = start_stream(spark, job, f"{tmp}/ckpt", f"{tmp}/reports")
+        if opts.moves:
+            mover = MoveProducer(a, queue, opts.rate, total, opts.live)
+            prefill(mover, conn_b, "soak_dest")
+            producer: RateProducer = mover
+        else:
+            producer = RateProducer(a, queue, opts.rate, total)
         rss_start = rss_by_process()
         print_rss("at the start (stream running, nothing produced yet)", rss_start)
-        producer = RateProducer(a, queue, opts.rate, total)
+        # the stream's background purge, as the CLI's stream runs it (connector.cli.drain_stream)
+        purge = TimedPurge(job.source, queue, job.dest, job.dest_table, period=job.settings.purge_every, grace=grace)
         producing = threading.Thread(target=producer.run, name="producer")
         probe = QueueProbe(a, queue)
         probing = threading.Thread(target=probe.run, name="queue probe", daemon=True)
         memory = MemorySampler(opts.memory_every, window, heap=not opts.no_heap)
         sampling = threading.Thread(target=memory.run, name="memory sampler", daemon=True)
+        dest_probe = DestinationProbe(b, "soak_dest", opts.scan_every)
+        dest_probing = threading.Thread(target=dest_probe.run, name="destination probe", daemon=True)
         started = time.perf_counter()
+        purge.start()
         producing.start()
         probing.start()
         sampling.start()
-        seen_at = poll_visible(conn_b, "soak_dest", producer, deadline=started + seconds + 120)
+        if opts.moves:
+            dest_probing.start()
+        # until 2 min after the last add (on a busy machine the producer falls behind its rate), at most 3x the run
+        seen_at = poll_visible(conn_b, "soak_dest", producer, deadline=started + 3 * seconds + 120, settle=120)
         producing.join()
         probe.stop.set()
         memory.stop.set()
+        dest_probe.stop.set()
         sampling.join()
+        if opts.moves:
+            dest_probing.join()
+        purge.stop()
         produced_in = max(float(np.nanmax(producer.added_at)) - started, 1e-9)
         rss_end = rss_by_process()
         progress = list(query.recentProgress)
-        depth = queue_status(conn_a, queue).entries
+        depth = drained(conn_a, queue, deadline=time.perf_counter() + 300)
+        stale = missing = 0
+        if isinstance(producer, MoveProducer):
+            on_b = {cell.row for cell in conn_b.scan("soak_dest", batch_size=10_000)}
+            expected = producer.expected_live()
+            stale, missing = len(on_b - expected), len(expected - on_b)
         failure = query.exception() if not query.isActive else None
         stop_stream(query)
         spark.stop()
@@ -378,9 +661,43 @@ def main() -> int:
         print("A's queue, per window of the run (sampled every 10 s):")
         for line in probe.windows(started, window):
             print(line)
+        checks_pass = True
+        if purge.runs:
+            print("the background purge's runs (seconds from the start of the run):")
+            for began, ended, outcomes, listed, deleted in purge.runs:
+                print(f"  {began - started:7.0f}-{ended - started:.0f} s: "
+                      f"{', '.join(f'{k}={v}' for k, v in sorted(outcomes.items())) or 'no tombstone-mode table'}, "
+                      f"listed {listed:,} below the horizon, deleted {deleted:,}")
+        if opts.moves:
+            print(f"B per window of {window:.0f} s (a full scan every {opts.scan_every:.0f} s; live {opts.live:,}, "
+                  f"moves at {opts.rate}/s, purge every {purge_every:g} s with a grace of {grace:g} s):")
+            latency_max = float(latency.max()) if latency.size else 0.0
+            lines = moves_report(dest_probe, purge, memory, started, window, producer.added_at, latency_max, grace,
+                                 lost, stale, missing)
+            for line in lines:
+                print(line)
+            checks_pass = not any(line.startswith("FAIL") for line in lines)
         ratio = seen / producer.added if producer.added else 0.0
         print(f"ratio={ratio:.6f}")
-        return 0 if lost == 0 and failure is None else 1
+        return 0 if lost == 0 and failure is None and checks_pass else 1
+
+
+def prefill(producer: MoveProducer, conn_b: Connection, table: str, timeout: float = 900.0) -> None:
+    """Queue the move producer's live cells and wait until B shows them all."""
+    began = time.perf_counter()
+    producer.prefill()
+    while (shown := sum(p.num_rows for p in conn_b.scan_batches(table, batch_size=10_000))) < producer.live:
+        if time.perf_counter() - began > timeout:
+            raise SystemExit(f"prefill: B shows {shown:,} of {producer.live:,} live cells after {timeout:g} s")
+        time.sleep(2.0)
+    print(f"prefill: {producer.live:,} live cells on B in {time.perf_counter() - began:.0f} s")
+
+
+def drained(conn_a: Connection, queue: QueueConfig, deadline: float) -> int:
+    """Wait until A's queue is empty or ``deadline`` (perf_counter) passes; the entries left."""
+    while (depth := queue_status(conn_a, queue).entries) and time.perf_counter() < deadline:
+        time.sleep(2.0)
+    return depth
 
 
 if __name__ == "__main__":
