@@ -304,7 +304,7 @@ def test_outbox_cells_not_yet_relayed_reach_the_destination(scenario, monkeypatc
     """(e): a producer died after its commit, before its relay; the bootstrap relays first."""
     txs = RowTransactions(scenario.conn_a, scenario.counts)
     commit(txs, scenario, "apple", 1)
-    monkeypatch.setattr(txs._relayer, "submit", lambda cells: None)  # the relay never happens
+    monkeypatch.setattr(txs._relayer, "submit", lambda cells, read_at=None: None)  # the relay never happens
     commit(txs, scenario, "apple", 4)  # committed, its outbox left in the row
     monkeypatch.undo()
     dest = unique_table("fresh")

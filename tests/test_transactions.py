@@ -228,7 +228,7 @@ def test_crash_between_commit_and_relay_then_relay_twice(conn_a, monkeypatch):
     queue = _queue(conn_a)
     txs = _txs(conn_a)
 
-    def crash(self, items):
+    def crash(self, items, read_at=None):
         raise SystemExit("producer killed after its commit")
 
     monkeypatch.setattr(relayer_module.BackgroundRelay, "submit", crash)
@@ -363,7 +363,7 @@ def test_a_failed_relay_says_the_commit_happened_and_is_retried(conn_a, monkeypa
     queue = _queue(conn_a)
     txs = _txs(conn_a, relay_delay=relay_delay)
 
-    def unreachable(self, items):
+    def unreachable(self, items, read_at=None):
         raise ConnectionError("queue table unreachable")
 
     monkeypatch.setattr(relay_module.Relay, "relay", unreachable)
@@ -399,10 +399,10 @@ def test_run_returns_before_the_relay_and_flush_waits_for_it(conn_a, monkeypatch
     rounds: list[int] = []
     real = relay_module.Relay.relay
 
-    def held(self, items):
+    def held(self, items, read_at=None):
         release.wait(60)
         rounds.append(len(items))
-        return real(self, items)
+        return real(self, items, read_at)
 
     monkeypatch.setattr(relay_module.Relay, "relay", held)
     seqs = [txs.run(f"w{i % 5}", bump(queue)) for i in range(40)]
@@ -427,7 +427,8 @@ def test_commits_wait_for_room_when_the_relay_falls_behind(conn_a, monkeypatch):
     txs = _txs(conn_a, relay_delay=0.0, max_unrelayed=3)
     release = threading.Event()
     real = relay_module.Relay.relay
-    monkeypatch.setattr(relay_module.Relay, "relay", lambda self, items: (release.wait(60), real(self, items))[1])
+    monkeypatch.setattr(relay_module.Relay, "relay", lambda self, items, read_at=None: (release.wait(60),
+                                                                                     real(self, items, read_at))[1])
     for i in range(3):
         txs.run(f"r{i}", bump(queue))
     fourth = threading.Thread(target=txs.run, args=("r3", bump(queue)))
@@ -494,7 +495,7 @@ def test_a_commit_the_relayer_refuses_raises_relay_error_with_its_seqs(conn_a, m
     queue = _queue(conn_a)
     txs = _txs(conn_a, max_unrelayed=1)
 
-    def unreachable(self, items):
+    def unreachable(self, items, read_at=None):
         raise ConnectionError("queue table unreachable")
 
     monkeypatch.setattr(relay_module.Relay, "relay", unreachable)
@@ -557,7 +558,7 @@ def test_a_producer_whose_clock_is_behind_relays_leftovers_it_saw_before(conn_a,
 
     queue = _queue(conn_a)
     crashed = _txs(conn_a)
-    monkeypatch.setattr(crashed._relayer, "submit", lambda items: (_ for _ in ()).throw(SystemExit))
+    monkeypatch.setattr(crashed._relayer, "submit", lambda items, read_at=None: (_ for _ in ()).throw(SystemExit))
     with pytest.raises(SystemExit):
         crashed.run("w", bump(queue))  # committed, killed before its relay
     monkeypatch.undo()

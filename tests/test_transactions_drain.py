@@ -52,7 +52,7 @@ class Setup:
     def crash_after_commit(self, words: list[str], monkeypatch, clock_ahead_us: int = 0) -> None:
         """Commit one transaction per word, each producer 'killed' between its commit and its relay (with
         ``clock_ahead_us``, a producer whose clock runs that far ahead of ours)."""
-        def killed(items):
+        def killed(items, read_at=None):
             raise SystemExit("killed after the commit")
 
         txs = self.txs
@@ -255,7 +255,7 @@ def test_combine_command_counts_what_its_relay_relayed(accumulo, monkeypatch, cl
     CombineQueue(conn, combine).init()
     txs = RowTransactions(conn, unique_table("txdocs"))
     txs.init()
-    monkeypatch.setattr(txs._relayer, "submit", lambda items: (_ for _ in ()).throw(SystemExit))
+    monkeypatch.setattr(txs._relayer, "submit", lambda items, read_at=None: (_ for _ in ()).throw(SystemExit))
     with pytest.raises(SystemExit):
         txs.run("doc", lambda tx: [tx.update(combine, word, 1) for word in ("a", "b", "a")])
     monkeypatch.undo()
@@ -329,7 +329,7 @@ def test_combine_relays_updates_a_crashed_producer_left(accumulo, monkeypatch):
 
     txs.run("doc1", write_doc("a b a"))
     txs.close()
-    monkeypatch.setattr(txs._relayer, "submit", lambda items: (_ for _ in ()).throw(SystemExit))
+    monkeypatch.setattr(txs._relayer, "submit", lambda items, read_at=None: (_ for _ in ()).throw(SystemExit))
     with pytest.raises(SystemExit):
         txs.run("doc2", write_doc("b c"))
     monkeypatch.undo()

@@ -110,16 +110,17 @@ class CombineProcessor:
             self._export_checked = True
         try:
             for bucket in buckets:
+                scanned_at = time.monotonic()  # before the bucket's rows were read: where a relay's hold starts
                 cells = self.connection.scan(self.config.table, self._layout.bucket_range(bucket),
                                              batch_size=self.scan_batch)
                 chunk: list[KeyRow] = []
                 for row in key_rows(cells):
                     chunk.append(row)
                     if len(chunk) >= self.rows_per_batch:
-                        self._process_rows(chunk, stats)
+                        self._process_rows(chunk, stats, scanned_at)
                         chunk = []
                 if chunk:
-                    self._process_rows(chunk, stats)
+                    self._process_rows(chunk, stats, scanned_at)
         finally:
             self._close()
             stats.seconds = time.monotonic() - started
@@ -127,16 +128,17 @@ class CombineProcessor:
 
     # --- one chunk of rows ------------------------------------------------------------------------------
 
-    def _process_rows(self, rows: list[KeyRow], stats: CombineStats) -> None:
+    def _process_rows(self, rows: list[KeyRow], stats: CombineStats, read_at: float) -> None:
         left = [(r.row, o) for r in rows for o in r.outbox]
         if left:
-            self._relay(left)
+            self._relay(left, read_at)
             stats.leftovers += len(left)
         pending = [r for r in rows if r.updates]
         stats.keys += len(pending)
         attempts: dict[bytes, int] = {}
         while pending:
             plans = self._plan(pending, stats)
+            sent_at = time.monotonic()
             statuses = self._write([p.mutation for p in plans])
             again: list[bytes] = []
             going_on: list[KeyRow] = []
@@ -168,12 +170,13 @@ class CombineProcessor:
                 else:
                     self._fail(stats, self._describe(row), f"conditional mutation {status}")
             if accepted_outbox:
-                self._relay(accepted_outbox)
+                self._relay(accepted_outbox, sent_at)
                 stats.exports += len(accepted_outbox)
+            reread_at = time.monotonic()
             reread = read_key_rows(self.connection, self.config.table, again, self.scan_batch) if again else []
             left = [(r.row, o) for r in reread for o in r.outbox]
             if left:
-                self._relay(left)  # ours from an UNKNOWN outcome that did apply, or another pass's
+                self._relay(left, reread_at)  # ours from an UNKNOWN outcome that did apply, or another pass's
                 stats.leftovers += len(left)
             pending = going_on + [r for r in reread if r.updates]
 
@@ -265,10 +268,11 @@ class CombineProcessor:
     def _write(self, mutations: list[ConditionalMutation]) -> dict[bytes, str]:
         return self._committer.write(mutations)
 
-    def _relay(self, items: list[tuple[bytes, OutboxCell]]) -> None:
+    def _relay(self, items: list[tuple[bytes, OutboxCell]], read_at: float) -> None:
         """Copy outbox cells into the export queue, flush, mark, then delete them (the relay of row
-        transactions: see :mod:`connector.transactions.relay`)."""
-        self._relayer.relay(items)
+        transactions: see :mod:`connector.transactions.relay`; ``read_at``: before they were read or committed,
+        where the relay's hold starts)."""
+        self._relayer.relay(items, read_at)
 
     def _close(self) -> None:
         self._relayer.close()

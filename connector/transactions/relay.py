@@ -17,6 +17,14 @@ or behind it. A one-shot relay (:func:`relay_table`, :func:`relay_sources`: a ba
 that producer (:class:`PeriodicRelay`, a producer relaying other producers' leftovers) tells them by what it
 saw itself (:class:`Sightings`): a cell is left over once it is still there ``grace`` seconds, of this
 process's monotonic clock, after this process first saw it.
+
+Every relay is held to the bound a tombstone purge relies on (:mod:`connector.snapshot.purge`, DESIGN.md: "The
+purge's bound"): it copies an outbox cell to its queue only within :data:`RELAY_HOLD_SECONDS` of reading it (a
+producer's own cells: of sending their commit). A relay that stalled longer (a GC pause, a suspended VM, a relay
+failing and retried) reads the cells again and copies only those still in their outboxes: one another relay moved
+meanwhile may have been exported and deleted since, and its old copy would come back to the queue after a purge's
+readings. The outbox deletes still follow a copy that returned late: the queue holds the entries then, so the
+export waits there, where the watermark sees it.
 """
 
 from __future__ import annotations
@@ -25,11 +33,12 @@ import logging
 import threading
 import time
 from collections import OrderedDict, defaultdict
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from connector.accumulo import BatchWriter, Connection, Mutation
+from connector.accumulo import BatchWriter, Connection, Mutation, Range
+from connector.accumulo.writer import EXPORT_HOLD_SECONDS
 from connector.counters import FieldCounters
 from connector.queue.layout import ENTRY_FAMILY, ENTRY_QUALIFIER
 from connector.queue.marks import marks_for_entry_rows
@@ -42,6 +51,9 @@ log = logging.getLogger(__name__)
 
 #: outbox cells copied per round of flushes by relay_table
 RELAY_CHUNK = 2_000
+#: a relay copies an outbox cell to its queue only within this long after reading it (seconds): the drain's hold,
+#: so that the copy, flushed by a writer that times out, lands within the bound a purge waits for
+RELAY_HOLD_SECONDS = EXPORT_HOLD_SECONDS
 
 
 @dataclass
@@ -49,7 +61,8 @@ class RelayStats(FieldCounters):
     """What relays did: ``relayed`` outbox cells copied and deleted (``exports`` + ``updates``), ``fresh``
     cells a :class:`PeriodicRelay` left to their producer because it had not yet seen them there for its grace
     period (a one-shot relay leaves none), ``malformed`` cells left in place (named in ``errors``), ``tables``
-    source tables looked at."""
+    source tables looked at, ``held`` cells read again because more than ``RELAY_HOLD_SECONDS`` passed between their
+    read and their copy, ``gone`` of those no longer in their outbox then (another relay moved them: not copied)."""
 
     relayed: int = 0
     exports: int = 0
@@ -57,6 +70,8 @@ class RelayStats(FieldCounters):
     fresh: int = 0
     malformed: int = 0
     tables: int = 0
+    held: int = 0
+    gone: int = 0
     errors: list[str] = field(default_factory=list)
 
 
@@ -77,25 +92,35 @@ class Relay:
         self.unflushed: set[tuple[bytes, bytes]] = set()  # (row, outbox qualifier) deleted, not yet durable
         self._deletes_flushed = time.monotonic()
 
-    def relay(self, items: Sequence[tuple[bytes, OutboxCell]]) -> RelayStats:
-        """Copy ``(source row, outbox cell)`` items to their queues, flush, mark, then delete them."""
+    def relay(self, items: Sequence[tuple[bytes, OutboxCell]], read_at: float | None = None) -> RelayStats:
+        """Copy ``(source row, outbox cell)`` items to their queues, flush, mark, then delete them.
+
+        ``read_at``: the moment (``time.monotonic()``) before the items were read from their outboxes, or before
+        their commit was sent (a producer's own cells); None: now. Items held longer than ``RELAY_HOLD_SECONDS``
+        by the time they would be copied are read again first, and only those still in their outboxes are copied
+        (counted in ``held`` and ``gone``)."""
         stats = RelayStats()
-        if not items:
-            return stats
-        entry_rows: dict[str, list[bytes]] = defaultdict(list)
+        read_at = time.monotonic() if read_at is None else read_at
+        while True:
+            if items and time.monotonic() - read_at > RELAY_HOLD_SECONDS:
+                read_at = time.monotonic()
+                still = self._still_waiting(items)
+                stats.held += len(items)
+                stats.gone += len(items) - len(still)
+                log.warning("relay of %s: %d outbox cells were held over the bound of %.0f s since their read: read "
+                            "again, %d still wait (the others were moved by another relay)", self.source_table,
+                            len(items), RELAY_HOLD_SECONDS, len(still))
+                items = still
+            if not items:
+                return stats
+            entry_rows = self._copy(items, read_at)
+            if entry_rows is not None:
+                break
         for _, cell in items:
-            writer = self._writer(cell.table)
             if cell.kind == UPDATE_KIND:
-                writer.add_mutation(Mutation(cell.row).put(UPDATE_FAMILY, cell.uid, cell.value, timestamp=cell.ts))
                 stats.updates += 1
             else:
-                # no timestamp: an export queue entry carries the server's time (the drain deletes at it)
-                writer.add_mutation(Mutation(cell.row).put(ENTRY_FAMILY, ENTRY_QUALIFIER, cell.value))
-                entry_rows[cell.table].append(cell.row)
                 stats.exports += 1
-        targets = {cell.table for _, cell in items}
-        for table in targets:
-            self._writers[table].flush()  # durable in the queues before the marks and the outbox deletes
         for table, rows in entry_rows.items():
             self._writers[table].add_mutations(marks_for_entry_rows(rows))
             self._writers[table].flush()
@@ -107,6 +132,50 @@ class Relay:
             self.flush_deletes()
         stats.relayed = len(items)
         return stats
+
+    def _copy(self, items: Sequence[tuple[bytes, OutboxCell]], read_at: float) -> dict[str, list[bytes]] | None:
+        """Write the items' copies to their queues and flush them (durable before the marks and the outbox
+        deletes); the export entry rows written, per queue table. The hold is looked at before each copy is handed
+        to a writer (which sends a chunk once it fills) and before the flush: past it, what was not sent yet is
+        dropped and None returned, nothing deleted from the outboxes, and the caller reads the items again (what
+        was sent went within the hold, and lands within the writer's timeout)."""
+        targets = {cell.table for _, cell in items}
+        if self.source_table in targets and self.unflushed:
+            self.flush_deletes()  # the combine's rows: outbox and queue share a writer, which an abort would drop
+        entry_rows: dict[str, list[bytes]] = defaultdict(list)
+        for _, cell in items:
+            if self._dropped_when_held(read_at, targets):
+                return None
+            writer = self._writer(cell.table)
+            if cell.kind == UPDATE_KIND:
+                writer.add_mutation(Mutation(cell.row).put(UPDATE_FAMILY, cell.uid, cell.value, timestamp=cell.ts))
+            else:
+                # no timestamp: an export queue entry carries the server's time (the drain deletes at it)
+                writer.add_mutation(Mutation(cell.row).put(ENTRY_FAMILY, ENTRY_QUALIFIER, cell.value))
+                entry_rows[cell.table].append(cell.row)
+        if self._dropped_when_held(read_at, targets):
+            return None
+        for table in targets:
+            self._writers[table].flush()
+        return entry_rows
+
+    def _dropped_when_held(self, read_at: float, targets: set[str]) -> bool:
+        """Past the hold (stalled while copying): drop what the targets' writers did not send yet, and say so."""
+        if time.monotonic() - read_at <= RELAY_HOLD_SECONDS:
+            return False
+        for table in targets:
+            writer = self._writers.pop(table, None)
+            if writer is not None:
+                writer.abort()
+        return True
+
+    def _still_waiting(self, items: Sequence[tuple[bytes, OutboxCell]]) -> list[tuple[bytes, OutboxCell]]:
+        """The items still in their rows' outboxes (same qualifier and timestamp), read now."""
+        rows = sorted({row for row, _ in items})
+        present = {(cell.row, cell.cq, cell.ts)
+                   for cell in self.conn.batch_scan(self.source_table, [Range.exact_row(r) for r in rows],
+                                                    columns=[self.layout.outbox_family])}
+        return [(row, cell) for row, cell in items if (row, cell.qualifier, cell.ts) in present]
 
     def flush_deletes(self) -> None:
         """Make the deletes of relayed outbox cells durable."""
@@ -141,6 +210,21 @@ def pending_outbox(conn: Connection, table: str, layout: TxLayout | None = None,
     layout = layout or TxLayout()
     for cell in conn.scan(table, columns=[layout.outbox_family], batch_size=batch_size):
         yield cell.row, cell.cq, cell.ts, cell.value
+
+
+def _timed_outbox(conn: Connection, table: str, layout: TxLayout,
+                  batch_size: int = 1_000) -> Iterator[tuple[float, tuple[bytes, bytes, int, bytes]]]:
+    """:func:`pending_outbox`'s cells, each with the moment (``time.monotonic()``) before the page holding it was
+    asked for: no later than the server read it, which is where a relay's hold starts."""
+    pages = iter(conn.scan_batches(table, columns=[layout.outbox_family], batch_size=batch_size))
+    while True:
+        asked_at = time.monotonic()
+        page = next(pages, None)
+        if page is None:
+            return
+        columns = [page.column(name).to_pylist() for name in ("row", "cq", "ts", "value")]
+        for cell in zip(*columns, strict=True):
+            yield asked_at, cell
 
 
 class Sightings:
@@ -210,8 +294,9 @@ def _relay_outbox(conn: Connection, table: str, layout: TxLayout, writer_options
     """Relay ``table``'s outbox cells; with ``look``, only those it saw before (the rest are ``fresh``)."""
     stats = RelayStats(tables=1)
     chunk: list[tuple[bytes, OutboxCell]] = []
+    chunk_read_at = 0.0  # when the page holding the chunk's first cell was asked for
     with Relay(conn, table, layout, writer_options) as relay:
-        for row, qualifier, ts, value in pending_outbox(conn, table, layout):
+        for asked_at, (row, qualifier, ts, value) in _timed_outbox(conn, table, layout):
             try:
                 cell = parse_outbox(qualifier, value, ts)
             except MalformedOutboxError as exc:
@@ -223,11 +308,13 @@ def _relay_outbox(conn: Connection, table: str, layout: TxLayout, writer_options
             if look is not None and not look.ready((row, qualifier, ts)):
                 stats.fresh += 1
                 continue
+            if not chunk:
+                chunk_read_at = asked_at
             chunk.append((row, cell))
             if len(chunk) >= RELAY_CHUNK:
-                stats += relay.relay(chunk)
+                stats += relay.relay(chunk, chunk_read_at)
                 chunk = []
-        stats += relay.relay(chunk)
+        stats += relay.relay(chunk, chunk_read_at)
     if look is not None:
         look.close()
     return stats

@@ -53,8 +53,10 @@ class BackgroundRelay:
         self._relay = Relay(conn, table, layout, writer_options, delete_every=delete_every)
         self._cond = threading.Condition()
         self._waiting: list[tuple[bytes, OutboxCell]] = []
+        self._waiting_read: list[float] = []  # per waiting cell: when its commit was sent (the relay's hold)
         self._first_at = 0.0  # when the oldest waiting cell was submitted
         self._in_flight: list[tuple[bytes, OutboxCell]] = []
+        self._in_flight_read = 0.0  # the earliest commit of the cells in flight
         self._keys: set[tuple[bytes, bytes]] = set()  # (row, qualifier) of waiting and in-flight cells
         self._error: BaseException | None = None  # the last attempt's failure, until one succeeds
         self._attempts = 0  # relay attempts finished, failed or not
@@ -70,8 +72,10 @@ class BackgroundRelay:
         thread.start()
         return thread
 
-    def submit(self, items: Sequence[tuple[bytes, OutboxCell]]) -> None:
-        """Hand committed outbox cells to the relayer (waits while ``max_unrelayed`` cells wait). Raises
+    def submit(self, items: Sequence[tuple[bytes, OutboxCell]], read_at: float | None = None) -> None:
+        """Hand committed outbox cells to the relayer (waits while ``max_unrelayed`` cells wait). ``read_at``: the
+        moment (``time.monotonic()``) before their commits were sent (None: now), from which the relay's hold
+        counts (:meth:`Relay.relay`: held longer, they are read again and copied only if still there). Raises
         :class:`RelayError` when it is closed for good, or full while its relay fails: the cells stay in their
         rows' outboxes, as after a crash (``RowTransactions`` reports it with the commits' seqs)."""
         if not items:
@@ -91,6 +95,7 @@ class BackgroundRelay:
             if not self._waiting:
                 self._first_at = time.monotonic()
             self._waiting.extend(items)
+            self._waiting_read.extend([time.monotonic() if read_at is None else read_at] * len(items))
             self._keys.update((row, cell.qualifier) for row, cell in items)
             self._cond.notify_all()
 
@@ -168,6 +173,8 @@ class BackgroundRelay:
                     due = self._first_at + self.delay - time.monotonic()
                     if due <= 0 or len(self._waiting) >= _ROUND:
                         self._in_flight, self._waiting = self._waiting[:_ROUND], self._waiting[_ROUND:]
+                        self._in_flight_read = min(self._waiting_read[:_ROUND])
+                        self._waiting_read = self._waiting_read[_ROUND:]
                         self._first_at = time.monotonic() if self._waiting else 0.0
                         return self._in_flight
                     self._cond.wait(due)
@@ -188,9 +195,10 @@ class BackgroundRelay:
     def _loop(self) -> None:
         pause = _RETRY_FIRST
         while (items := self._take()) is not None:
+            relayed = 0
             try:
-                if items:
-                    self._relay.relay(items)
+                if items:  # a failed round retried past the hold is read again: only what still waits is copied
+                    relayed = self._relay.relay(items, self._in_flight_read).relayed
                 else:
                     self._relay.flush_deletes()
             except Exception as exc:  # noqa: BLE001 - kept and retried; flush() reports it
@@ -217,7 +225,7 @@ class BackgroundRelay:
             pause = _RETRY_FIRST
             with self._cond:
                 self._attempts += 1
-                self.relayed += len(items)
+                self.relayed += relayed
                 self._keys.difference_update((row, cell.qualifier) for row, cell in items)
                 self._in_flight = []
                 self._error = None

@@ -254,9 +254,10 @@ class RowTransactions:
         handoff: list[RelayError] = []  # the relayer refused a round's outbox: committed all the same
         with self._lock:
             waiting = list(works.values())
+            started = time.monotonic()  # before any commit of this call was sent: where its relay's hold starts
             try:
                 while waiting:
-                    waiting = self._round(waiting, results, handoff)
+                    waiting = self._round(waiting, results, handoff, started)
             except Exception as exc:
                 if any(seq is not None for seq in results):
                     raise self._partial(list(works.values()), results, exc, handoff) from exc
@@ -301,7 +302,7 @@ class RowTransactions:
         return self._relayer.unrelayed
 
     def _round(self, works: list[_RowWork], results: list[int | None],
-               handoff: list[RelayError]) -> list[_RowWork]:
+               handoff: list[RelayError], started: float) -> list[_RowWork]:
         """One round over distinct rows; returns the rows to run again. A failed hand-off of the committed
         outbox to the relayer is added to ``handoff``, not raised: the commits stand and the other rows go on."""
         states: dict[bytes, RowState] = {}
@@ -319,7 +320,7 @@ class RowTransactions:
             return self._commit_round(works, states, results, relay)
         finally:  # also when a function raised: what did commit reaches its queues all the same
             try:
-                self._relayer.submit(relay)
+                self._relayer.submit(relay, started)
             except RelayError as exc:  # the cells stay in their rows' outboxes, as after a crash
                 handoff.append(exc)
 
