@@ -24,6 +24,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoM
 from connector.accumulo import AccumuloSecurityError, Connection
 from connector.queue.compaction import QueueFiles, compactions_requested
 from connector.queue.status import QueueLag
+from connector.transactions.watermark import WAITING_KINDS
 
 from .common import UsageError
 
@@ -383,8 +384,9 @@ def bootstrap_metrics(port: int | None, job: BootstrapJob) -> Metrics:
 
 class PurgeMetrics:
     """A Prometheus collector of a background purger (:class:`~connector.snapshot.auto_purge.BackgroundPurge`):
-    its runs by outcome, and what each destination's last purge found: its tombstones, the oldest one's age, and
-    how long the purge horizon (the lowest seq still waiting for the queue's destinations) has been pinned there.
+    its runs by outcome, and what each destination's last purge found: its tombstones, the oldest one's age, how
+    long the purge horizon (the lowest seq still waiting for the queue's destinations) has been pinned there, and
+    per kind of what waits (an outbox cell, a queue entry, a dead letter) the age of its lowest seq.
     Ages are this host's clock minus a seq: the seqs are µs of the producers' clocks."""
 
     def __init__(self, purger: Any) -> None:
@@ -406,6 +408,11 @@ class PurgeMetrics:
                                    "still waiting (outbox cell, queue entry or dead letter) when the last purge read "
                                    "it: tombstones above it cannot be purged; 0 when nothing waited",
                                    labels=["destination"])
+        pin_age = GaugeMetricFamily(f"{PREFIX}_purge_horizon_pin_age_seconds", "what pins the purge horizon, per "
+                                    "kind (outbox: an outbox cell not relayed, queue_entry: a queue entry not "
+                                    "drained, dead_letter): this host's clock minus the lowest seq of that kind "
+                                    "still waiting when the last purge read it; 0 when nothing of it waited",
+                                    labels=["destination", "kind"])
         now_us = time.time() * 1e6
         for name, report in sorted(dict(self.purger.reports).items()):
             tombstones.add_metric([name], report.tombstones)
@@ -413,6 +420,10 @@ class PurgeMetrics:
                 oldest.add_metric([name], max(0.0, now_us - report.oldest_tombstone) / 1e6)
             lowest = report.horizon
             pinned.add_metric([name], 0.0 if lowest is None else max(0.0, now_us - lowest) / 1e6)
+            pins = report.pins
+            for kind in WAITING_KINDS:
+                pin_age.add_metric([name, kind], max(0.0, now_us - pins[kind]) / 1e6 if kind in pins else 0.0)
         yield tombstones
         yield oldest
         yield pinned
+        yield pin_age

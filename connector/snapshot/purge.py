@@ -77,6 +77,7 @@ from connector.export.tombstones import delete_cells, tombstones_below
 from connector.queue import QueueConfig
 from connector.queue.feeders import destination_feeders, feeder_of
 from connector.transactions import Watermark, queue_watermark
+from connector.transactions.watermark import WAITING_KINDS
 
 from .errors import PurgeRefusedError
 from .shared_cells import recorded_shared_cell
@@ -119,6 +120,18 @@ class PurgeReport:
     @property
     def horizon(self) -> int | None:
         return _lower(self.watermark.lowest, None if self.second is None else self.second.lowest)
+
+    @property
+    def pins(self) -> dict[str, int]:
+        """What pins the horizon, per kind of what waits (outbox, queue_entry, dead_letter): the lowest seq of that
+        kind in either reading (the horizon is the lowest of them). A destination not built yet pins no horizon:
+        the purge holds its table's lease and refuses one whose bootstrap is unfinished."""
+        lowest: dict[str, int] = {}
+        for mark in (self.watermark, self.second):
+            for pin in mark.pins if mark is not None else ():
+                if pin.kind in WAITING_KINDS and pin.lowest is not None:
+                    lowest[pin.kind] = min(lowest.get(pin.kind, pin.lowest), pin.lowest)
+        return lowest
 
     def describe(self) -> str:
         below = "every tombstone (nothing waited)" if self.horizon is None else f"tombstones below seq {self.horizon}"

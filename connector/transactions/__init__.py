@@ -29,12 +29,12 @@ from .relay import PeriodicRelay, RelayStats, relay_sources, relay_table
 from .rows import RowTransactions
 from .status import OutboxStatus, outbox_status
 from .transaction import Transaction
-from .watermark import Unbuilt, WaitTimeout, Watermark, queue_watermark, wait_for_seq
+from .watermark import Pin, Unbuilt, WaitTimeout, Watermark, queue_watermark, wait_for_seq
 
 # the public API; the protocol's pieces (commits, outbox cells, relays, targets) are imported from their modules
 __all__ = [
     "CommitError", "LayoutError", "MalformedOutboxError", "OutboxStatus", "PartialCommitError", "PeriodicRelay",
-    "ProducerTableError",
+    "Pin", "ProducerTableError",
     "RelayError", "RelayStats", "RowTransactions", "Transaction", "TransactionConflictError", "TransactionError",
     "TxLayout", "Unbuilt", "WaitTimeout", "Watermark", "outbox_status", "queue_watermark", "relay_sources",
     "relay_table", "wait_for_seq",

@@ -76,13 +76,34 @@ _PAGE = 10_000
 
 @dataclass(frozen=True)
 class Unbuilt:
-    """A destination that holds the watermark: ``destination`` (its name, ``<cluster>/<table>``) and ``why``."""
+    """A destination that holds the watermark: ``destination`` (its name, ``<cluster>/<table>``) and ``why``;
+    ``since_us``: since when (µs of the tablet server's clock, as its cells' timestamps): the unfinished
+    bootstrap's plan, else the destination's registration."""
 
     destination: str
     why: str
+    since_us: int | None = None
 
     def __str__(self) -> str:
         return f"destination {self.destination}: {self.why}"
+
+
+#: the kinds of what holds a watermark (:attr:`Pin.kind`): an outbox cell not relayed, a queue entry not drained, a
+#: dead letter, a destination not built yet
+OUTBOX, QUEUE_ENTRY, DEAD_LETTER, UNBUILT_DESTINATION = "outbox", "queue_entry", "dead_letter", "unbuilt_destination"
+WAITING_KINDS = (OUTBOX, QUEUE_ENTRY, DEAD_LETTER)
+_KIND_NAMES = {OUTBOX: "an outbox cell", QUEUE_ENTRY: "a queue entry", DEAD_LETTER: "a dead letter"}
+
+
+@dataclass(frozen=True)
+class Pin:
+    """What of one ``kind`` holds a watermark: ``count`` of them, and ``lowest``: for the kinds that wait
+    (:data:`WAITING_KINDS`) the lowest seq among them (µs of the producers' clocks); for
+    :data:`UNBUILT_DESTINATION`, the earliest :attr:`Unbuilt.since_us` (None when not known)."""
+
+    kind: str
+    count: int
+    lowest: int | None
 
 
 @dataclass(frozen=True)
@@ -90,7 +111,7 @@ class Watermark:
     """What waits for a queue's destinations: ``outbox`` cells not relayed, ``entries`` not drained,
     ``dead_letters`` refused, and the ``lowest`` seq among them (None: nothing waits); ``unbuilt``: the
     destinations not built yet, which hold it whatever waits; ``started_us``: this host's clock (µs) when the
-    computation began."""
+    computation began; ``pins``: per kind of what holds it (:class:`Pin`; a kind with nothing has none)."""
 
     qid: str
     outbox: int = 0
@@ -99,6 +120,16 @@ class Watermark:
     lowest: int | None = None
     unbuilt: tuple[Unbuilt, ...] = ()
     started_us: int = 0
+    pins: tuple[Pin, ...] = ()
+
+    def pin(self, kind: str) -> Pin | None:
+        """What of ``kind`` holds it (None: nothing of that kind)."""
+        return next((p for p in self.pins if p.kind == kind), None)
+
+    @property
+    def holder(self) -> str | None:
+        """The kind of what waits with the lowest seq (None: nothing waits)."""
+        return next((p.kind for p in self.pins if p.kind in WAITING_KINDS and p.lowest == self.lowest), None)
 
     @property
     def waiting(self) -> int:
@@ -121,7 +152,8 @@ class Watermark:
         parts = [f"{n:,} {what}" for n, what in ((self.outbox, "outbox cells not relayed"),
                                                  (self.entries, "queue entries not drained"),
                                                  (self.dead_letters, "dead letters")) if n]
-        return (f"watermark seq {self.seq} ({', '.join(parts)}; the lowest waiting seq is {self.lowest})"
+        holder = f", {_KIND_NAMES[self.holder]}" if self.holder else ""
+        return (f"watermark seq {self.seq} ({', '.join(parts)}; the lowest waiting seq is {self.lowest}{holder})"
                 + (f"; {held}" if held else ""))
 
 
@@ -157,12 +189,11 @@ def _requeue_token(conn: Connection, queue: QueueConfig) -> bytes | None:
 def _scan(conn: Connection, queue: QueueConfig) -> Watermark:
     started_us = time.time_ns() // 1000
     layout = queue.layout
-    lowest: int | None = None
+    lowest: dict[str, int] = {}  # kind -> the lowest seq of that kind waiting
 
-    def lower(seq: int | None) -> None:
-        nonlocal lowest
+    def lower(kind: str, seq: int | None) -> None:
         if seq is not None:
-            lowest = seq if lowest is None else min(lowest, seq)
+            lowest[kind] = min(lowest.get(kind, seq), seq)
 
     unbuilt = _unbuilt(conn, queue)  # before the scans: a bootstrap that finishes meanwhile saw all they see
     outbox = 0
@@ -175,18 +206,25 @@ def _scan(conn: Connection, queue: QueueConfig) -> Watermark:
             found = pc.sum(mine).as_py() or 0
             if found:
                 outbox += found
-                lower(pc.min(page.column("ts").filter(mine)).as_py())
+                lower(OUTBOX, pc.min(page.column("ts").filter(mine)).as_py())
     before, lowest_dead = _dead_letters(conn, queue)  # before the queue too: a requeue moves backwards
-    lower(lowest_dead)
+    lower(DEAD_LETTER, lowest_dead)
     entries = 0
     for page in conn.scan_batches(queue.table, layout.queue_range(), columns=[(ENTRY_FAMILY, ENTRY_QUALIFIER)],
                                   iterators=[KEYS_ONLY], batch_size=_PAGE):
         parsed = layout.parse_rows(page.column("row"))
         entries += page.num_rows
-        lower(pc.min(parsed.column("seq")).as_py())
+        lower(QUEUE_ENTRY, pc.min(parsed.column("seq")).as_py())
     dead, lowest_dead = _dead_letters(conn, queue)
-    lower(lowest_dead)
-    return Watermark(queue.qid, outbox, entries, max(before, dead), lowest, unbuilt, started_us)
+    lower(DEAD_LETTER, lowest_dead)
+    dead = max(before, dead)
+    counts = {OUTBOX: outbox, QUEUE_ENTRY: entries, DEAD_LETTER: dead}
+    pins = [Pin(kind, counts[kind], lowest[kind]) for kind in WAITING_KINDS if kind in lowest]
+    if unbuilt:
+        since = [u.since_us for u in unbuilt if u.since_us is not None]
+        pins.append(Pin(UNBUILT_DESTINATION, len(unbuilt), min(since) if since else None))
+    return Watermark(queue.qid, outbox, entries, dead, min(lowest.values(), default=None), unbuilt, started_us,
+                     tuple(pins))
 
 
 def _dead_letters(conn: Connection, queue: QueueConfig) -> tuple[int, int | None]:
@@ -222,15 +260,21 @@ def _unbuilt(conn: Connection, queue: QueueConfig) -> tuple[Unbuilt, ...]:
     why: list[Unbuilt] = []
     for name in sorted(set(registered) | set(states)):
         state = states.get(name, {})
+        since = _micros(registered.get(name))
         if BOOTSTRAP_PLAN in state:
-            why.append(Unbuilt(name, "bootstrap not finished"))
+            why.append(Unbuilt(name, "bootstrap not finished", _micros(state[BOOTSTRAP_PLAN])))
         elif name not in registered:
             continue  # a drain's own destination, or a purge's or repair's lease (table-id:...)
         elif BOOTSTRAP_LEASE in state:
-            why.append(Unbuilt(name, "bootstrap running"))
+            why.append(Unbuilt(name, "bootstrap running", since))
         elif state.get(BOOTSTRAP_CLOCK, -1) < registered[name]:
-            why.append(Unbuilt(name, "registered, and no bootstrap of it finished since"))
+            why.append(Unbuilt(name, "registered, and no bootstrap of it finished since", since))
     return tuple(why)
+
+
+def _micros(ts_ms: int | None) -> int | None:
+    """A cell's timestamp (ms) in µs, as seqs are."""
+    return None if ts_ms is None else ts_ms * 1000
 
 
 def _starts_with(values: pa.Array, prefix: bytes) -> pa.Array:
