@@ -93,8 +93,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{done} schedules in {time.monotonic() - started:.1f} s", flush=True)
             if args.keep_going:  # note it and go on: one run finds several kinds of failure
                 failures += 1
+                swarm = next((k for k in outcome.counts if k.startswith("swarm: ")), "")
                 print(f"FAILED: schedule seed {outcome.seed}: {describe(outcome)} "
-                      f"(it did: {', '.join(sorted({k.split(' ')[0] for k in outcome.counts}))})", flush=True)
+                      f"(it did: {', '.join(sorted({k.split(' ')[0] for k in outcome.counts}))}; {swarm})", flush=True)
                 continue
             report_failure(outcome, args.shrink_seconds)
             return 1

@@ -12,7 +12,9 @@ NEEDS FROM THE WORLD (integration/sim/accumulo.py, gateway.py, transport.py, hel
   :func:`_summaries_configured` wraps it.
 
 One schedule: a setup process (no faults) creates the producer table, the queue and the tombstone-mode
-destination, then starts a random mix of processes, each a few steps of real connector code on its own
+destination, draws the schedule's :class:`Swarm` (which kinds of process it runs and how many, fault rates,
+slow processes that stall past a purge's grace, rows, values, rounds and pauses), then starts its mix of
+processes, each a few steps of real connector code on its own
 connections (``sim_connection``): producers (``RowTransactions.run``, with or without their relayer, some of
 them waiting for their commit with ``wait_for_seq``), one-shot relays (``relay_table``, as ``tx relay`` or a
 batch drain's first step), drains (``relay_sources`` then ``drain_queue``, once or as a stream of rounds; the
@@ -21,7 +23,8 @@ destination's tombstones (short grace: virtual time), ``verify --repair``, B's o
 cells written on B (what a repair has to fix). Sizes are small: three rows, a handful of steps per process.
 
 The ingredients are only drawn, never arranged: which processes run, how many steps, which rows and values,
-and the scheduler's interleaving and faults all come from the seed.
+and the scheduler's interleaving and faults all come from the seed. No scenario is written for a finding; the
+swarm only makes each schedule lopsided in its own way, so that rare combinations are common in some.
 """
 
 from __future__ import annotations
@@ -276,10 +279,10 @@ class Swarm:
 
     @classmethod
     def draw(cls, world: World) -> Swarm:
-        weights = {name: world.pick([1, 0, 3], f"weight {name}") for name, _ in KINDS}
+        weights = {name: world.pick([1, 0, 0, 3], f"weight {name}") for name, _ in KINDS}
         if not any(weights.values()):
             weights = {name: 1 for name, _ in KINDS}
-        return cls(weights=weights, processes=2 + world.draw(8, "processes"),
+        return cls(weights=weights, processes=2 + world.draw(10, "processes"),
                    crash_rate=world.pick([0.003, 0.0, 0.01], "crash rate"),
                    stall_rate=world.pick([0.03, 0.01, 0.1], "stall rate"),
                    lost_rate=world.pick([0.02, 0.0, 0.05], "lost rate"),
@@ -366,7 +369,7 @@ def producer(world: World) -> None:
     delay = world.pick([None, 0.05, 1.0, 3600.0], "relay delay")
     txs = RowTransactions(conn, PRODUCER_TABLE, relay_delay=delay)
     try:
-        for _ in range(1 + world.draw(4, "commits")):
+        for _ in rounds(world, "commits"):
             swarm = world.swarm
             row = world.pick(swarm.rows if swarm else ROWS, "row")
             value = world.pick(swarm.values if swarm else VALUES, "value")
@@ -397,7 +400,7 @@ def producer(world: World) -> None:
             guarded("producer", world, run)
             if commit.seq is not None and world.chance(world.swarm.wait if world.swarm else 0.3, "wait"):
                 guarded("wait", world, functools.partial(wait_and_check, world, conn, commit.seq))
-            time.sleep(world.pick([0.0, 0.1, 1.0, 3.0], "pause"))
+            pause(world)
     finally:
         guarded("producer close", world, lambda: txs.close(timeout=5.0))
 
@@ -461,7 +464,7 @@ def queue_drain(world: World) -> None:
 def stream(world: World) -> None:
     """A streaming drain (``drain --stream``) for a while; another thread of the process stops it."""
     stop = SimEvent(world.sched)
-    seconds = world.pick([5.0, 20.0, 60.0], "stream seconds")
+    seconds = world.pick([5.0, 20.0, 60.0, 120.0], "stream seconds")
 
     def stopper() -> None:
         time.sleep(seconds)
