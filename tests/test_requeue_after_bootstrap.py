@@ -182,3 +182,40 @@ def test_a_queue_table_split_inside_the_queues_records_is_refused_before_anythin
     assert "\n" not in message and repr(split) in message and "merge" in message, message
     assert len(list(dead_letters(scenario.conn_a, scenario.queue))) == 1 and scenario.depth() == 0
     txs.close()
+
+
+def test_an_export_committed_before_the_snapshot_and_dead_lettered_during_the_bootstrap_is_left_out(
+        scenario: Scenario) -> None:
+    """X committed before the bootstrap read A, but relayed only by the bootstrap (its producer's relay is late) and
+    refused into a dead letter during the final check, after the first reading of A: the second reading (after the
+    settle, before the verify) is newer than its dead letter, so the drains leave it out there."""
+    late = RowTransactions(scenario.conn_a, scenario.counts, relay_delay=3600.0, clock_us=skewed(HOUR_US))
+    prompt = RowTransactions(scenario.conn_a, scenario.counts, clock_us=skewed(-HOUR_US))
+    commit(late, scenario, "apple", 13)  # X: its outbox cell waits
+    commit(prompt, scenario, "apple", 0)  # its successor, relayed at once and drained to the index
+    prompt.flush()
+    refusing = scenario.job(translator=REFUSING).exporter()
+    drain_buckets(scenario.conn_a, scenario.queue, range(scenario.queue.num_buckets), refusing)  # no relay
+    assert not list(dead_letters(scenario.conn_a, scenario.queue)) and scenario.depth() == 0
+
+    second = unique_table("second")
+    scenario.conn_b.create_table(second)
+    register_destination(scenario.conn_a, scenario.queue,
+                         Destination(f"B/{second}", scenario.b.gateway_options(), second, REFUSING))
+    drained: list[int] = []
+
+    def during_the_final_check(line: str) -> None:
+        if line.startswith("final check: waiting") and not drained:  # X is queued: the bootstrap relayed it
+            drained.append(drain_buckets(scenario.conn_a, scenario.queue, range(scenario.queue.num_buckets),
+                                         refusing).dead_lettered)
+
+    run_bootstrap(LocalEngine(1), bootstrap_job(scenario, second), progress=during_the_final_check)
+    assert drained == [1], "X was not dead-lettered during the final check"
+    register_destination(scenario.conn_a, scenario.queue,  # its translator fixed too
+                         Destination(f"B/{second}", scenario.b.gateway_options(), second, "difference"))
+    assert requeue_dead_letters(scenario.conn_a, scenario.queue) == 1
+    run_drain(LocalEngine(1), scenario.job(translator="difference"))
+    assert scenario.depth() == 0
+    assert index_of(scenario, second) == index_of(scenario, scenario.index) == set()
+    late.close()
+    prompt.close()
