@@ -3,15 +3,17 @@ leave out, per destination, a re-queued export that destination's snapshot alrea
 
 A requeue writes, before the entries it puts back, one record per entry (``<qid>#requeued:<entry row>``, column
 ``q:ms``): the timestamp of its dead letter's cells, the time of the queue's records tablet when the dead letter
-was written. A bootstrap records on its destination table, before it reads A, a time of that same tablet
-(:data:`BOOTSTRAP_READ_PROPERTY` + the queue's id). A drain exports a re-queued entry to a destination only if
-its dead letter is not older than that destination's bootstrap read (:func:`left_out`). Why that is sound, and
+was written. A bootstrap records on its destination table a time of that same tablet before it reads A, and again
+before its final check's verify reads A (:data:`BOOTSTRAP_READ_PROPERTY` + the queue's id: the latest). A drain
+exports a re-queued entry to a destination only if its dead letter is not older than that destination's last
+reading of A (:func:`left_out`). Why that is sound, and
 what it assumes: DESIGN.md, "A dead letter older than a destination's bootstrap".
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -122,7 +124,11 @@ def record_bootstrap_read(dest: Connection, table: str, queue_id: str, ms: int) 
         log.warning("cannot record on %s when its bootstrap read A (%s): a dead letter older than it, re-queued, "
                     "is exported to it too; run verify --repair after such a requeue", table, exc)
         return False
-    return bootstrap_read_ms(dest, table, queue_id) == ms
+    for _ in range(50):  # table properties reach the servers through ZooKeeper: until this one is seen here
+        if bootstrap_read_ms(dest, table, queue_id) == ms:
+            return True
+        time.sleep(0.1)
+    return False
 
 
 def bootstrap_read_ms(dest: Connection, table: str, queue_id: str) -> int | None:
