@@ -1,11 +1,13 @@
 """A deterministic cooperative scheduler: the simulation's processes take turns at every client call and sleep.
 
-Each simulated process runs on real Python threads, but only the thread holding the baton runs. A thread hands
-the baton back at every client call (:meth:`Scheduler.before_call`, the transport's hook), at every
-``time.sleep`` and whenever it waits on a :class:`SimEvent` or joins a :class:`SimThread`; the scheduler then
-picks the next runnable thread with a choice drawn from :class:`Choices`. Time is virtual while a run lasts:
-``time.monotonic``, ``time.time``, ``time.sleep`` (and their ``_ns`` forms, ``perf_counter``) called from a
-simulated thread read and advance the scheduler's clock; any other thread keeps the real ones.
+Each simulated thread is a greenlet on the thread that calls :meth:`Scheduler.run`, so handing the baton on is a
+switch of Python stacks, never a switch of OS threads. A thread hands the baton back at every client call
+(:meth:`Scheduler.before_call`, the transport's hook), at every ``time.sleep`` and whenever it waits on a
+:class:`SimEvent` or joins a :class:`SimThread`; the scheduler then picks the next runnable thread with a choice
+drawn from :class:`Choices`. Time is virtual while a run lasts: ``time.monotonic``, ``time.time``, ``time.sleep``
+(and their ``_ns`` forms, ``perf_counter``) called from a simulated thread read and advance the scheduler's clock;
+any other thread keeps the real ones. ``threading.local`` storage is kept per simulated thread (:class:`SimLocal`),
+as it is per thread in a real process.
 
 Faults, drawn from the same choices at a call: a **crash** (the process dies at the call: :class:`Crash`, a
 ``BaseException``, unwinds every thread of it, no call of it is applied any more, its memory is gone), a
@@ -16,7 +18,8 @@ Every choice (which thread runs, whether a fault happens, whatever the workload 
 :class:`Choices`, which records the list of values; a run given that list replays exactly, and a shortened or
 simplified list still runs (values past its end are 0, the simplest: the first runnable thread, no fault). A
 thread that blocks on something the scheduler cannot see (a real lock, a real ``threading.Event``) would hang
-the run: a real-time watchdog reports it as :class:`Deadlock`, naming the thread and where it blocked.
+the run: a real-time watchdog interrupts it (a signal to the main thread) and reports it as :class:`Deadlock`,
+naming the thread and where it blocked.
 """
 
 from __future__ import annotations
@@ -24,16 +27,19 @@ from __future__ import annotations
 import os
 import random
 import secrets
+import signal
 import sys
 import threading
 import time
 import traceback
 import uuid
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import greenlet
 from thriftpy2.transport import TTransportException
 
 #: the virtual wall clock's start (time.time() in a run), and the monotonic clock's
@@ -45,6 +51,13 @@ TURN_COST = 0.001
 STALLS = (0.5, 2.0, 10.0, 30.0)
 #: how far a draw's value range goes for a yes/no chance (probabilities are multiples of 1/CHANCE_RANGE)
 CHANCE_RANGE = 1000
+#: the signal the watchdog sends the main thread to interrupt a simulated thread blocked outside the scheduler
+WATCHDOG_SIGNAL = signal.SIGUSR2
+_real_monotonic = time.monotonic  # the watchdog's clock, whatever a run patches
+_RealLocal = threading.local
+#: the modules of the code under test, whose module-level ``threading.local`` objects a run makes per simulated
+#: thread (one made during a run is a :class:`SimLocal` wherever it is made)
+CODE_UNDER_TEST = ("connector.",)
 
 
 class Crash(BaseException):
@@ -58,6 +71,10 @@ class SimFailure(Exception):
 
 class Deadlock(SimFailure):
     """A thread blocked on something the scheduler cannot see, or every thread waits for another."""
+
+
+class _Interrupted(BaseException):
+    """Raised by the watchdog's signal in a simulated thread blocked outside the scheduler."""
 
 
 class Choices:
@@ -124,29 +141,30 @@ class Process:
 
 
 class SimThread:
-    """A thread of a simulated process, run only while it holds the baton."""
+    """A thread of a simulated process (a greenlet), run only while it holds the baton."""
 
     def __init__(self, scheduler: Scheduler, process: Process, name: str, fn: Callable[[], Any]) -> None:
         self.scheduler, self.process, self.name, self.fn = scheduler, process, name, fn
-        self.go = threading.Lock()
-        self.go.acquire()
-        self.started = False
+        self.glet: greenlet.greenlet | None = None  # made when it first runs
         self.done = False
         self.wake = 0.0  # runnable once the virtual clock reaches it (inf: waits for an event)
         self.result: Any = None
         self.error: BaseException | None = None
+        self.error_trace = ""
         self.crashed = False
-        self.ident: int | None = None
+        self.lose_answer = False  # the call being applied loses its answer
         self.joiners: list[SimThread] = []
-        self.real: threading.Thread | None = None
+
+    @property
+    def started(self) -> bool:
+        return self.glet is not None
 
     def __repr__(self) -> str:
         return f"SimThread({self.name!r})"
 
     def _main(self) -> None:
+        """The greenlet's body; returning switches back to the scheduler (its parent)."""
         sched = self.scheduler
-        self.ident = threading.get_ident()
-        sched._by_ident[self.ident] = self
         try:
             if self.process.crashed or sched._stopping:
                 raise Crash(self.name)
@@ -164,9 +182,6 @@ class SimThread:
                     other.wake = min(other.wake, sched.now)
             for joiner in self.joiners:
                 joiner.wake = min(joiner.wake, sched.now)
-            sched._by_ident.pop(self.ident, None)
-            if not sched._abandoned:
-                sched._back.release()
 
 
 @dataclass
@@ -208,9 +223,10 @@ class Scheduler:
         self.processes: list[Process] = []
         self.threads: list[SimThread] = []
         self.stats = RunStats()
-        self._back = threading.Lock()
-        self._back.acquire()
-        self._by_ident: dict[int, SimThread] = {}
+        self._running: SimThread | None = None  # the simulated thread holding the baton
+        self._hub: greenlet.greenlet | None = None  # the scheduler's own greenlet while run() lasts
+        self._hub_ident: int | None = None  # ... and its OS thread
+        self._blocked: str | None = None  # what the watchdog found blocked outside the scheduler
         self._stopping = False
         self._abandoned = False  # a deadlock ended the run: the threads let go die without handing back
         self._values = random.Random(choices.seed ^ 0x5EED)  # tokens and ids: deterministic, not choices
@@ -234,7 +250,8 @@ class Scheduler:
 
     def current(self) -> SimThread | None:
         """The simulated thread calling, or None for any other thread."""
-        return self._by_ident.get(threading.get_ident())
+        running = self._running
+        return running if running is not None and threading.get_ident() == self._hub_ident else None
 
     # --- hooks called by the simulated threads ----------------------------------------------------------
 
@@ -258,7 +275,7 @@ class Scheduler:
             self.stats.stalls += 1
             self._turn(t, self.now + pause)
         if proc.faults and self.choices.chance(self.lost_rate, f"lose {proc.name}"):
-            t.lose_answer = True  # type: ignore[attr-defined]
+            t.lose_answer = True
             self._note(t, f"{method} (answer lost)")
         elif self.tracing:
             self._note(t, method)
@@ -266,8 +283,8 @@ class Scheduler:
     def after_call(self, method: str) -> None:
         """The call was applied: raise the transport error of a lost answer if one was chosen."""
         t = self.current()
-        if t is not None and getattr(t, "lose_answer", False):
-            t.lose_answer = False  # type: ignore[attr-defined]
+        if t is not None and t.lose_answer:
+            t.lose_answer = False
             self.stats.lost_answers += 1
             raise TTransportException(TTransportException.END_OF_FILE, f"simulated lost answer to {method}")
 
@@ -294,8 +311,8 @@ class Scheduler:
     def _turn(self, t: SimThread, wake: float) -> None:
         """Give the baton back, runnable again at virtual time ``wake``; return when it is this thread's turn."""
         t.wake = wake
-        self._back.release()
-        t.go.acquire()
+        assert self._hub is not None
+        self._hub.switch()
         self._check_alive(t)
 
     def wait_until(self, ready: Callable[[], bool], timeout: float | None) -> bool:
@@ -326,7 +343,8 @@ class Scheduler:
     def run(self) -> RunStats:
         """Run every process (and the ones they start) to its end. Raises :class:`Deadlock`."""
         self._waiting = {}
-        with self._patched():
+        self._hub, self._hub_ident, self._blocked = greenlet.getcurrent(), threading.get_ident(), None
+        with self._patched(), self._watchdog():
             while True:
                 live = [t for t in self.threads if not t.done]
                 if not live:
@@ -346,32 +364,87 @@ class Scheduler:
                 t = ready[self.choices.draw(len(ready), "turn")] if len(ready) > 1 else ready[0]
                 self.stats.turns += 1
                 self.now += TURN_COST
-                if not t.started:
-                    t.started = True
-                    t.real = threading.Thread(target=t._main, name=f"sim:{t.name}", daemon=True)
-                    t.real.start()
-                else:
-                    t.go.release()
-                if not self._back.acquire(timeout=self.watchdog):
-                    where = ""
-                    if t.ident is not None and (frame := sys._current_frames().get(t.ident)) is not None:
-                        where = "".join(traceback.format_stack(frame)[-6:])
+                if t.glet is None:
+                    t.glet = greenlet.greenlet(t._main, parent=self._hub)
+                self._switch_to(t)
+                if self._blocked is not None:
+                    where = self._blocked
                     self._abandon()
                     raise Deadlock(f"thread {t.name!r} blocked outside the scheduler for {self.watchdog:g} s "
                                    f"(a real lock, event or queue the simulation cannot see):\n{where}")
         self._stopping = False  # a later run() (the quiescent phase) starts afresh
         return self.stats
 
+    def _switch_to(self, t: SimThread) -> None:
+        """Hand ``t`` the baton until it gives it back (or ends)."""
+        assert t.glet is not None
+        self._running = t
+        try:
+            t.glet.switch()
+        except _Interrupted:  # the watchdog's signal landed here rather than in the blocked thread
+            pass
+        finally:
+            self._running = None
+
     def stop(self) -> None:
         """End the run: every thread raises Crash at its next turn (the oracle saw enough)."""
         self._stopping = True
 
     def _abandon(self) -> None:
-        """Let the parked threads die (they raise Crash when given the baton); a blocked one stays blocked."""
+        """Let the parked threads die: each raises Crash when given the baton (a few times at most, should it
+        catch one), so that no greenlet of the run is left suspended."""
         self._stopping = self._abandoned = True
         for t in self.threads:
-            if t.started and not t.done and t.go.locked():
-                t.go.release()
+            for _ in range(100):
+                if t.glet is None or t.glet.dead:
+                    break
+                self._switch_to(t)
+
+    @contextmanager
+    def _watchdog(self) -> Iterator[None]:
+        """A real-time watch on the turns: when none begins for ``watchdog`` real seconds, the thread holding the
+        baton is blocked outside the scheduler; a signal interrupts it (only a run on the main thread can be
+        interrupted; elsewhere the watchdog can only say so on stderr)."""
+        if not self.watchdog or self.watchdog == float("inf"):
+            yield
+            return
+        on_main = threading.current_thread() is threading.main_thread()
+        stop = threading.Event()
+
+        def interrupted(signum: int, frame: Any) -> None:
+            if self._blocked is not None:
+                raise _Interrupted(self._blocked)
+
+        def watch() -> None:
+            step = min(self.watchdog / 4, 0.5)
+            seen, since = -1, _real_monotonic()
+            while not stop.wait(step):
+                turns = self.stats.turns
+                if turns != seen:
+                    seen, since = turns, _real_monotonic()
+                    continue
+                if _real_monotonic() - since < self.watchdog:
+                    continue
+                frame = sys._current_frames().get(self._hub_ident or 0)
+                self._blocked = "".join(traceback.format_stack(frame)[-6:]) if frame is not None else ""
+                if not on_main:
+                    print(f"simulation: a thread is blocked outside the scheduler:\n{self._blocked}",
+                          file=sys.stderr, flush=True)
+                    return
+                assert self._hub_ident is not None
+                signal.pthread_kill(self._hub_ident, WATCHDOG_SIGNAL)
+                seen, since = -1, _real_monotonic()  # again if the signal was missed
+
+        previous = signal.signal(WATCHDOG_SIGNAL, interrupted) if on_main else None
+        watcher = threading.Thread(target=watch, name="sim-watchdog", daemon=True)
+        watcher.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            watcher.join()
+            if on_main:
+                signal.signal(WATCHDOG_SIGNAL, previous)
 
     # --- virtual time and deterministic values -----------------------------------------------------------
 
@@ -409,20 +482,135 @@ class Scheduler:
             "monotonic": self.monotonic, "perf_counter": self.monotonic, "time": self.wall, "sleep": self.sleep,
             "monotonic_ns": lambda: int(self.monotonic() * 1e9), "perf_counter_ns": lambda: int(self.monotonic() * 1e9),
             "time_ns": lambda: int(self.wall() * 1e9)}
+        virtual: dict[Any, Callable[..., Any]] = {}
         for name, fn in patches.items():
-            setattr(time, name, either(fn, real[name]))
+            virtual[real[name]] = either(fn, real[name])
+            setattr(time, name, virtual[real[name]])
         uuid.uuid4 = either(lambda: uuid.UUID(bytes=urandom(16), version=4), real_ids[0])  # type: ignore[assignment]
         secrets.token_hex = either(lambda n=32: urandom(n).hex(), real_ids[1])  # type: ignore[assignment]
         secrets.token_bytes = either(lambda n=32: urandom(n), real_ids[2])  # type: ignore[assignment]
         os.urandom = either(urandom, real_ids[3])  # type: ignore[assignment]
+        real_local = threading.local
+        threading.local = SimLocal  # type: ignore[misc, assignment]
+        found_locals, clock_users = _code_under_test_captures(set(real.values()))
+        module_locals = [(module, name, getattr(module, name)) for module, name in found_locals]
+        for module, name, _ in module_locals:
+            setattr(module, name, SimLocal())
+        defaults = [(fn, fn.__defaults__, fn.__kwdefaults__) for fn in clock_users]
+        for fn, positional, keywords in defaults:  # a clock taken as a default argument at import: virtual too
+            if positional:
+                fn.__defaults__ = tuple(_virtual_of(d, virtual) for d in positional)
+            if keywords:
+                fn.__kwdefaults__ = {k: _virtual_of(d, virtual) for k, d in keywords.items()}
         try:
             yield
         finally:
+            threading.local = real_local  # type: ignore[misc]
+            for module, name, value in module_locals:
+                setattr(module, name, value)
+            for fn, positional, keywords in defaults:
+                fn.__defaults__, fn.__kwdefaults__ = positional, keywords
             for name, fn in real.items():
                 setattr(time, name, fn)
             uuid.uuid4, secrets.token_hex, secrets.token_bytes, os.urandom = real_ids  # type: ignore[assignment]
             random.setstate(state)
             sys.unraisablehook = unraisable
+
+
+class SimLocal:
+    """``threading.local`` while a run lasts: a namespace per greenlet, that is per simulated thread (they all
+    run on one OS thread) and per OS thread anywhere else (each has its own main greenlet). A subclass works as
+    one of ``threading.local`` does: its ``__init__`` runs again, with the same arguments, in each new thread.
+
+    The instance's ``__dict__`` is the namespace of the greenlet that used it last (``_sim_owner``); a use from
+    another greenlet swaps it first. Meant for the greenlets of one OS thread at a time, as a run has."""
+
+    __slots__ = ("_sim_dicts", "_sim_args", "_sim_owner", "__dict__", "__weakref__")
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> SimLocal:
+        if (args or kwargs) and cls.__init__ is object.__init__:
+            raise TypeError("Initialization arguments are not supported")
+        self = object.__new__(cls)
+        me = greenlet.getcurrent()
+        namespace: dict[str, Any] = {}
+        object.__setattr__(self, "_sim_args", (args, kwargs))
+        object.__setattr__(self, "_sim_dicts", weakref.WeakKeyDictionary({me: namespace}))
+        object.__setattr__(self, "__dict__", namespace)  # the creating thread's, which __init__ fills
+        object.__setattr__(self, "_sim_owner", me)
+        return self
+
+    def __getattribute__(self, name: str) -> Any:
+        if object.__getattribute__(self, "_sim_owner") is not greenlet.getcurrent():
+            _local_namespace(self)
+        return object.__getattribute__(self, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if object.__getattribute__(self, "_sim_owner") is not greenlet.getcurrent():
+            _local_namespace(self)
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        if object.__getattribute__(self, "_sim_owner") is not greenlet.getcurrent():
+            _local_namespace(self)
+        object.__delattr__(self, name)
+
+
+def _local_namespace(local: SimLocal) -> None:
+    """Make the calling greenlet's namespace ``local``'s ``__dict__`` (a new one: ``__init__`` runs on it)."""
+    me = greenlet.getcurrent()
+    dicts = object.__getattribute__(local, "_sim_dicts")
+    namespace = dicts.get(me)
+    fresh = namespace is None
+    if namespace is None:
+        namespace = dicts[me] = {}
+    object.__setattr__(local, "__dict__", namespace)
+    object.__setattr__(local, "_sim_owner", me)
+    cls = type(local)
+    if fresh and cls.__init__ is not object.__init__:
+        args, kwargs = object.__getattribute__(local, "_sim_args")
+        cls.__init__(local, *args, **kwargs)
+
+
+#: what the code under test took from its modules at import that a run must replace, found once per count of loaded
+#: modules: (module, name) of its module-level ``threading.local`` objects, and the functions whose default
+#: arguments hold a real clock (``clock=time.monotonic``)
+_captured: tuple[int, list[tuple[Any, str]], list[Any]] = (-1, [], [])
+
+
+def _code_under_test_captures(clocks: set[Any]) -> tuple[list[tuple[Any, str]], list[Any]]:
+    global _captured
+    loaded = len(sys.modules)
+    if _captured[0] != loaded:
+        locals_found: list[tuple[Any, str]] = []
+        functions: list[Any] = []
+        for module_name, module in list(sys.modules.items()):
+            if not module_name.startswith(CODE_UNDER_TEST) or module is None:
+                continue
+            for name, value in list(vars(module).items()):
+                if type(value) is _RealLocal:
+                    locals_found.append((module, name))
+                for fn in ([value] if callable(value) and not isinstance(value, type) else
+                           list(vars(value).values()) if isinstance(value, type) else []):
+                    fn = getattr(fn, "__func__", fn)
+                    if getattr(fn, "__module__", None) != module_name or fn in functions:
+                        continue
+                    defaults = [*(getattr(fn, "__defaults__", None) or ()),
+                                *(getattr(fn, "__kwdefaults__", None) or {}).values()]
+                    if any(_is_clock(d, clocks) for d in defaults):
+                        functions.append(fn)
+        _captured = (loaded, locals_found, functions)
+    return _captured[1], _captured[2]
+
+
+def _virtual_of(value: Any, virtual: dict[Any, Callable[..., Any]]) -> Any:
+    return virtual[value] if _is_clock(value, virtual.keys()) else value
+
+
+def _is_clock(value: Any, clocks: Any) -> bool:
+    try:
+        return value in clocks
+    except TypeError:  # unhashable
+        return False
 
 
 class SimEvent:
@@ -612,4 +800,5 @@ def threading_shim(scheduler: Scheduler) -> Any:
     shim.Lock = lambda: SimLock(scheduler)
     shim.RLock = lambda: SimLock(scheduler, reentrant=True)
     shim.Condition = lambda lock=None: SimCondition(scheduler, lock)
+    shim.local = SimLocal
     return shim
