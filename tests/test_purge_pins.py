@@ -2,7 +2,8 @@
 queue entry, a dead letter, a destination not built yet), the lowest seq and how many, and a background purge
 serves each kind's age as ``accumulo_export_purge_horizon_pin_age_seconds{destination, kind}``. On real Accumulo:
 a dead letter an hour old pins the horizon as ``kind="dead_letter"`` with its age (a newer queue entry beside it as
-``queue_entry``), an outbox cell a SIGKILLed producer left as ``kind="outbox"``."""
+``queue_entry``), an outbox cell a SIGKILLed producer left as ``kind="outbox"``; a registered destination not built
+yet is the watermark's pin of kind ``unbuilt_destination``, since its registration."""
 
 from __future__ import annotations
 
@@ -18,12 +19,13 @@ from connector.cli.metrics import PurgeMetrics
 from connector.export.tombstones import prepare_destination
 from connector.jobs import LocalEngine, run_drain
 from connector.queue import ExportQueue
+from connector.queue.destinations import Destination, register_destination
 from connector.snapshot import purge as purge_module
 from connector.snapshot.auto_purge import BackgroundPurge
 from connector.transactions import Pin, queue_watermark
 from examples.inverted_count_index import count_update
 
-from .conftest import ROOT
+from .conftest import ROOT, unique_table
 from .test_watermark import _KILLED_PRODUCER
 
 pytestmark = pytest.mark.cluster
@@ -96,3 +98,18 @@ def test_an_outbox_a_stopped_producer_left_pins_the_horizon_as_kind_outbox(scena
     assert pins["dead_letter"] == pins["queue_entry"] == 0, pins
     # the seq is µs of the producer's clock (this host's): its age is how long ago it committed
     assert 0 <= pins["outbox"] <= time.time() - committed_at + 60, pins
+
+
+def test_a_destination_not_built_yet_is_a_pin_of_its_own_since_its_registration(scenario):
+    second = unique_table("second")
+    scenario.conn_b.create_table(second)
+    name = f"B/{second}"
+    registered_at = time.time()
+    register_destination(scenario.conn_a, scenario.queue,
+                         Destination(name, scenario.b.gateway_options(), second, "difference"))
+    mark = queue_watermark(scenario.conn_a, scenario.queue)
+    pin = mark.pin("unbuilt_destination")
+    # since the registration cell's timestamp: the tablet server's clock, this host's here
+    assert pin is not None and pin.count == 1 and pin.lowest is not None, mark
+    assert abs(pin.lowest / 1e6 - registered_at) < 30, (pin, registered_at)
+    assert mark.pins == (pin,) and mark.holder is None, mark  # nothing waits: no seq holds it
