@@ -8,13 +8,15 @@
 - **exact**: once every process has finished (or died) and a final relay, requeue and drain found nothing
   left, the destination equals what A's rows imply (each row's value cell is its destination cell; the stray
   rows written into B by the workload are left out: only a repair removes them).
+- **stale**: once a drain wrote a tombstone at T for a cell, no scan shows a put of that cell at or below T
+  (the tombstone's promise, which a purge must keep: :func:`watch_tombstones`), checked after every write.
 - **repair**: no repair changed a correct cell (:func:`watch_repairs` defines it).
 - **no unexpected errors**: the code under test raised nothing but its own errors.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from connector.accumulo import Range
 from connector.export.tombstones import TOMBSTONE
@@ -114,6 +116,45 @@ def watch_repairs(world: World) -> None:
         return done
 
     gateway.createWriter, gateway.apply_some = create_writer, applied
+
+
+#: the processes whose tombstones are exports' (a drain's, a stream's, the final drains'), not a repair's
+DRAINS = ("stream", "drain", "qdrain", "quiesce")
+
+
+def watch_tombstones(world: World) -> None:
+    """The **stale** invariant: a tombstone hides every older put of its cell for good (DESIGN.md), even after
+    a purge turned it into a delete and a compaction dropped both. So once a drain wrote a tombstone at T for a
+    cell of the destination table, a scan of that cell never shows a put at a timestamp at or below T; checked
+    right after every write to the table (any process's: a late drain, a repair), on the rows written. It sees
+    at once what the exact check at the quiescent point would miss when a later commit of the row covers it."""
+    from .workload import DEST_TABLE, Violation
+    cluster = world.b
+    write = cluster.write
+    hidden: dict[tuple[bytes, bytes, bytes], int] = {}  # cell -> the highest tombstone a drain wrote for it
+
+    def written(name: str, rows: Any) -> None:
+        items = list(rows.items() if isinstance(rows, dict) else rows)
+        write(name, items)
+        if name != DEST_TABLE:
+            return
+        me = world.sched.current()
+        process = me.process.name if me is not None else ""
+        if process.rstrip("0123456789") in DRAINS:
+            for row, updates in items:
+                for cf, cq, _cv, ts, value, delete in updates:
+                    if value == TOMBSTONE and not delete and ts is not None:
+                        hidden[(row, cf, cq)] = max(ts, hidden.get((row, cf, cq), ts))
+        for row in sorted({row for row, _ in items}):
+            for c in world.peek("B").scan(DEST_TABLE, Range.exact_row(row)):
+                below = hidden.get((c.row, c.cf, c.cq))
+                if below is not None and c.ts <= below and c.value != TOMBSTONE:
+                    world.violations.append(Violation(
+                        "stale", f"B's cell {c.row.decode()} shows {c.value!r} at ts {c.ts}, at or below the "
+                                 f"tombstone a drain wrote at {below} (written by {process or 'the world'})"))
+                    world.sched.stop()
+
+    cluster.write = written
 
 
 def _shown_values(world: World, row: bytes) -> dict[tuple[bytes, bytes, bytes], bytes]:

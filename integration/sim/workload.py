@@ -188,7 +188,8 @@ class World:
         self.b, self.gateway_b = _new_cluster("B")
         for gateway in (self.gateway_a, self.gateway_b):
             _summaries_configured(gateway)
-        from .oracle import watch_repairs
+        from .oracle import watch_repairs, watch_tombstones
+        watch_tombstones(self)
         watch_repairs(self)
 
     # connections: one per process and cluster, scheduled (``connect``) or not (``peek``: the oracle's eyes)
@@ -464,10 +465,15 @@ def queue_drain(world: World) -> None:
 def stream(world: World) -> None:
     """A streaming drain (``drain --stream``) for a while; another thread of the process stops it."""
     stop = SimEvent(world.sched)
-    seconds = world.pick([5.0, 20.0, 60.0, 120.0], "stream seconds")
+    seconds = world.pick([5.0, 20.0, 60.0, None], "stream seconds")  # None: until the rest of the mix is done
 
     def stopper() -> None:
-        time.sleep(seconds)
+        if seconds is not None:
+            time.sleep(seconds)
+        else:
+            while not all(p.done for p in world.sched.processes
+                          if p.name != "setup" and not p.name.startswith("stream")):
+                time.sleep(1.0)
         stop.set()
     me = world.sched.current()
     assert me is not None
