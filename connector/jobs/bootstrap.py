@@ -196,7 +196,7 @@ def run_bootstrap(engine: Engine, job: BootstrapJob, progress: Progress | None =
                 # before A is read, by the clock of the queue's records tablet: a re-queued dead letter older than
                 # this is already in the snapshot, and the drains leave it out here (connector.queue.requeued)
                 record_bootstrap_read(job.dest.shared(), job.dest_table, feeder_of(conn, job.queue).queue_id,
-                                      records_time_ms(conn, job.queue))
+                                      records_time_ms(conn, job.queue), job.table)
                 registered = {d.name: d for d in registered_destinations(conn, job.queue)}
                 if job.destination in registered:
                     # registered again (a new epoch): once every drain process acknowledged it, each batch a
@@ -250,7 +250,8 @@ def final_check(job: BootstrapJob, plan: Plan, say: Progress) -> VerifyReport:
                 "check")
         # before verify reads A: a re-queued dead letter older than this is in what the verify leaves on B (its
         # commit was visible), so from now on the drains leave it out here too (DESIGN.md: A dead letter older ...)
-        record_bootstrap_read(b, job.dest_table, feeder_of(a, job.queue).queue_id, records_time_ms(a, job.queue))
+        record_bootstrap_read(b, job.dest_table, feeder_of(a, job.queue).queue_id, records_time_ms(a, job.queue),
+                              job.table)
         wait_for_acknowledgements(a, job.queue, raise_epoch(a, job.queue), say=say)
         say("final check: verifying the destination against A")
         return verify_destination(a, job.table, source, job.queue,

@@ -46,7 +46,7 @@ from connector.serializers import DEFAULT_SERIALIZER
 from .config import QueueConfig
 from .errors import QueueConfigError, QueueError
 from .feeders import Feeder, feeder_of, record_feeder
-from .requeued import Requeued, bootstrap_read_ms, left_out, read_requeued
+from .requeued import SOURCES_FAMILY, BootstrapReading, Requeued, bootstrap_reading, left_out, read_requeued
 
 log = logging.getLogger(__name__)
 
@@ -107,18 +107,22 @@ class Registrations:
     epoch: int
     destinations: tuple[Destination, ...]
     requeued: Requeued = field(default_factory=dict)
+    #: the tables whose outboxes feed the queue (recorded by their producers)
+    sources: tuple[str, ...] = ()
 
 
 def read_registrations(conn: Connection, queue: QueueConfig) -> Registrations:
     """The queue's registrations and epoch (one scan of its config row)."""
-    epoch, found = 0, []
-    for cell in conn.scan(queue.table, Range.exact_row(queue.layout.config_row),
-                          columns=[DESTINATION_FAMILY, (EPOCH_FAMILY, EPOCH_QUALIFIER)], batch_size=100):
+    epoch, found, sources = 0, [], []
+    columns = [DESTINATION_FAMILY, (EPOCH_FAMILY, EPOCH_QUALIFIER), SOURCES_FAMILY]
+    for cell in conn.scan(queue.table, Range.exact_row(queue.layout.config_row), columns=columns, batch_size=100):
         if cell.cf == EPOCH_FAMILY:
             epoch = int(cell.value)
+        elif cell.cf == SOURCES_FAMILY:
+            sources.append(cell.cq.decode("utf-8", "replace"))
         else:
             found.append(Destination.from_json(cell.cq.decode(), cell.value))
-    return Registrations(epoch, tuple(found))
+    return Registrations(epoch, tuple(found), sources=tuple(sorted(sources)))
 
 
 def registered_destinations(conn: Connection, queue: QueueConfig) -> list[Destination]:
@@ -288,8 +292,9 @@ class RegisteredExporter:
         self._names: tuple[str, ...] = ()
         self._exporter: AccumuloExporter | FanoutExporter | None = None
         self._requeued: Requeued = {}
-        #: per exporter of the fan-out: when its table's last bootstrap read A (None: never bootstrapped)
-        self._read_ms: list[int | None] = []
+        self._sources: tuple[str, ...] = ()
+        #: per exporter of the fan-out: its table's last bootstrap reading of A (None: never bootstrapped)
+        self._readings: list[BootstrapReading | None] = []
 
     def __repr__(self) -> str:
         return f"RegisteredExporter({self.target.table!r}, queue={self.queue.qid!r})"
@@ -315,11 +320,11 @@ class RegisteredExporter:
             for exporter in exporters:
                 record_feeder(exporter.connection, exporter.table, feeder)
             # read again with each epoch: a bootstrap records it, then raises the epoch, before it reads A
-            self._read_ms = [bootstrap_read_ms(e.connection, e.table, feeder.queue_id) for e in exporters]
-            bootstrapped = any(ms is not None for ms in self._read_ms)
+            self._readings = [bootstrap_reading(e.connection, e.table, feeder.queue_id) for e in exporters]
+            bootstrapped = any(r is not None for r in self._readings)
             self._exporter = exporters[0] if len(exporters) == 1 and not bootstrapped else FanoutExporter(exporters)
             self._epoch, self._names = registrations.epoch, tuple(d.name for d in others)
-        self._requeued = registrations.requeued
+        self._requeued, self._sources = registrations.requeued, registrations.sources
         return self._exporter
 
     def export_batch(self, exports: pa.RecordBatch, *, key_serializer: str = DEFAULT_SERIALIZER,
@@ -328,7 +333,8 @@ class RegisteredExporter:
         if isinstance(exporter, FanoutExporter):
             # a re-queued export whose dead letter is older than a destination's bootstrap read is already there
             return exporter.export_batch(exports, key_serializer=key_serializer, value_serializer=value_serializer,
-                                         left_out=left_out(exports, self._requeued, self._read_ms))
+                                         left_out=left_out(exports, self._requeued, [
+                                             None if r is None else r.covers(self._sources) for r in self._readings]))
         return exporter.export_batch(exports, key_serializer=key_serializer, value_serializer=value_serializer)
 
     def export(self, exports: Sequence[SequencedExport]) -> None:

@@ -12,9 +12,11 @@ what it assumes: DESIGN.md, "A dead letter older than a destination's bootstrap"
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -30,12 +32,16 @@ log = logging.getLogger(__name__)
 REQUEUED_FAMILY, REQUEUED_QUALIFIER = b"q", b"ms"
 #: a probe of the records tablet's clock, in the row ``<qid>#requeued:`` itself (no entry row is empty)
 CLOCK_FAMILY, CLOCK_QUALIFIER = b"c", b"clock"
-#: on a destination table: the time of the queue's records tablet (ms) before its last bootstrap read A
+#: on a destination table: the time of the queue's records tablet (ms) before its last bootstrap read A, and the
+#: producer table it read (JSON)
 BOOTSTRAP_READ_PROPERTY = "table.custom.accumulo_export.bootstrap_read."
 #: a record whose entry is neither queued nor dead-lettered is removed once it is this old by the records tablet's
 #: clock: far beyond the bound within which a drain exports a batch it read (connector.accumulo.writer)
 KEEP_MS = 24 * 3600 * 1000
 
+#: in the queue's config row, one cell per table whose outboxes feed the queue (what
+#: ``connector.transactions.layout.SOURCES_FAMILY`` names; a test keeps the two equal)
+SOURCES_FAMILY = b"x"
 #: (serialized key, seq) of a re-queued entry -> when its dead letter was written (ms, the records tablet's time)
 Requeued = Mapping[tuple[bytes, int], int]
 
@@ -114,29 +120,49 @@ def sweep_requeued(conn: Connection, queue: QueueConfig) -> int:
     return len(gone)
 
 
-def record_bootstrap_read(dest: Connection, table: str, queue_id: str, ms: int) -> bool:
-    """Record on ``table`` that a bootstrap fed by the queue ``queue_id`` reads A after ``ms`` (the records
-    tablet's time), and read it back; False, with a warning, without the permission to alter the table."""
+def record_bootstrap_read(dest: Connection, table: str, queue_id: str, ms: int, producer_table: str) -> bool:
+    """Record on ``table`` that a bootstrap from ``producer_table`` fed by the queue ``queue_id`` reads A after
+    ``ms`` (the records tablet's time), and read it back until this gateway shows it; False, with a warning,
+    without the permission to alter the table."""
     name = BOOTSTRAP_READ_PROPERTY + queue_id
+    reading = BootstrapReading(ms, producer_table)
     try:
-        dest.set_table_property(table, name, str(ms))
+        dest.set_table_property(table, name, reading.to_json())
     except AccumuloSecurityError as exc:
         log.warning("cannot record on %s when its bootstrap read A (%s): a dead letter older than it, re-queued, "
                     "is exported to it too; run verify --repair after such a requeue", table, exc)
         return False
     for _ in range(50):  # table properties reach the servers through ZooKeeper: until this one is seen here
-        if bootstrap_read_ms(dest, table, queue_id) == ms:
+        if bootstrap_reading(dest, table, queue_id) == reading:
             return True
         time.sleep(0.1)
     return False
 
 
-def bootstrap_read_ms(dest: Connection, table: str, queue_id: str) -> int | None:
-    """When the last bootstrap of ``table`` fed by the queue ``queue_id`` read A (None: no bootstrap recorded)."""
+@dataclass(frozen=True)
+class BootstrapReading:
+    """When a destination's last bootstrap read A (``ms``, the records tablet's time), and which producer table."""
+
+    ms: int
+    producer_table: str
+
+    def to_json(self) -> str:
+        return json.dumps({"ms": self.ms, "table": self.producer_table}, sort_keys=True)
+
+    def covers(self, source_tables: Sequence[str]) -> int | None:
+        """The time before which a re-queued export is in the destination's snapshot, when every export of the queue
+        comes from the table that bootstrap read (``source_tables``: the tables recorded feeding the queue); None
+        otherwise: an export of another table is in no snapshot of it."""
+        return self.ms if tuple(source_tables) == (self.producer_table,) else None
+
+
+def bootstrap_reading(dest: Connection, table: str, queue_id: str) -> BootstrapReading | None:
+    """The last reading of A recorded on ``table`` by a bootstrap fed by the queue ``queue_id`` (None: none)."""
     value = dest.table_properties(table).get(BOOTSTRAP_READ_PROPERTY + queue_id)
     try:
-        return int(value) if value is not None else None
-    except ValueError:
+        d = json.loads(value) if value is not None else None
+        return BootstrapReading(int(d["ms"]), str(d["table"])) if isinstance(d, dict) else None
+    except (ValueError, KeyError, TypeError):
         return None
 
 
