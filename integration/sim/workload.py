@@ -73,7 +73,8 @@ FAMILY, QUALIFIER = b"f", b"v"
 STRAY_PREFIX = "zz-stray"
 SNAPSHOT = "integration.sim.workload:snapshot"
 #: a purge's grace (virtual seconds): short ones, and the shortest the code under test accepts if it has one
-GRACES = (1.0, 5.0, 30.0, float(getattr(_writer, "MIN_PURGE_GRACE_SECONDS", 600.0)))
+GRACES = (1.0, 5.0, 30.0) + ((float(_writer.MIN_PURGE_GRACE_SECONDS),)
+                             if hasattr(_writer, "MIN_PURGE_GRACE_SECONDS") else ())
 
 
 def cell(row: str, value: str) -> dict[str, str]:
