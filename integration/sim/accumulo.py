@@ -249,8 +249,23 @@ def apply_stack(source: Iterable[Entry], iterators: Sequence[IteratorConfig]) ->
     return out
 
 
+#: table_iterators' answers by (scope, the properties' items): every scan asks, the properties seldom change
+_table_iterators: dict[tuple[str, tuple[tuple[str, str], ...]], list[IteratorConfig]] = {}
+
+
 def table_iterators(props: dict[str, str], scope: str) -> list[IteratorConfig]:
-    """The iterators a table's properties configure for ``scope``."""
+    """The iterators a table's properties configure for ``scope`` (a list shared between callers: not to be
+    changed)."""
+    key = (scope, tuple(props.items()))
+    found = _table_iterators.get(key)
+    if found is None:
+        if len(_table_iterators) >= 4096:
+            _table_iterators.clear()
+        found = _table_iterators[key] = _table_iterators_of(props, scope)
+    return found
+
+
+def _table_iterators_of(props: dict[str, str], scope: str) -> list[IteratorConfig]:
     prefix = f"table.iterator.{scope}."
     found: list[IteratorConfig] = []
     for key, value in props.items():

@@ -122,6 +122,7 @@ class Process:
         self.crashed = False
         self.crashed_at = ""  # the call it died at
         self.exited = False  # its main thread returned: the process ended, its other threads with it
+        self.fault_labels = (f"crash {name}", f"stall {name}", f"lose {name}")  # its choices' labels at a call
 
     @property
     def done(self) -> bool:
@@ -184,6 +185,44 @@ class SimThread:
                 joiner.wake = min(joiner.wake, sched.now)
 
 
+#: the runs being watched, with what the watching thread saw of each: (turns, since when)
+_watched: dict[Scheduler, tuple[int, float]] = {}
+_watching: threading.Thread | None = None
+_real_sleep = time.sleep
+
+
+def _start_watching() -> None:
+    global _watching
+    if _watching is not None and _watching.is_alive():
+        return
+
+    def watch() -> None:
+        while True:
+            _real_sleep(0.5)
+            for sched, (seen, since) in list(_watched.items()):
+                if sched._watched:
+                    _watched[sched] = sched._watch(seen, since)
+                else:
+                    _watched.pop(sched, None)
+
+    _watching = threading.Thread(target=watch, name="sim-watchdog", daemon=True)
+    _watching.start()
+
+
+def _install_interrupt() -> None:
+    """The watchdog signal's handler, installed once for good (a late signal finds it and does nothing): it
+    interrupts the main thread when a watched run is blocked."""
+    if signal.getsignal(WATCHDOG_SIGNAL) is _interrupt:
+        return
+    signal.signal(WATCHDOG_SIGNAL, _interrupt)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    blocked = next((s._blocked for s in list(_watched) if s._watched and s._blocked is not None), None)
+    if blocked is not None:
+        raise _Interrupted(blocked)
+
+
 @dataclass
 class Event:
     """One line of a run's trace."""
@@ -227,6 +266,8 @@ class Scheduler:
         self._hub: greenlet.greenlet | None = None  # the scheduler's own greenlet while run() lasts
         self._hub_ident: int | None = None  # ... and its OS thread
         self._blocked: str | None = None  # what the watchdog found blocked outside the scheduler
+        self._on_main = False  # the run is on the main thread (the watchdog's signal can interrupt it)
+        self._watched = False  # the watching thread watches this run
         self._stopping = False
         self._abandoned = False  # a deadlock ended the run: the threads let go die without handing back
         self._values = random.Random(choices.seed ^ 0x5EED)  # tokens and ids: deterministic, not choices
@@ -264,17 +305,22 @@ class Scheduler:
         self._turn(t, self.now)
         proc = t.process
         self.stats.calls += 1
-        if proc.faults and self.choices.chance(self.crash_rate, f"crash {proc.name}"):
+        if not proc.faults:
+            if self.tracing:
+                self._note(t, method)
+            return
+        crash_label, stall_label, lose_label = proc.fault_labels
+        if self.choices.chance(self.crash_rate, crash_label):
             proc.crashed, proc.crashed_at = True, method
             self.stats.crashes += 1
             self._note(t, f"CRASH at {method}")
             raise Crash(f"{proc.name} crashed at {method}")
-        if proc.faults and self.choices.chance(self.stall_rate, f"stall {proc.name}"):
+        if self.choices.chance(self.stall_rate, stall_label):
             pause = self.choices.pick(STALLS, "stall seconds")
             self._note(t, f"STALLED {pause:g} s before {method}")
             self.stats.stalls += 1
             self._turn(t, self.now + pause)
-        if proc.faults and self.choices.chance(self.lost_rate, f"lose {proc.name}"):
+        if self.choices.chance(self.lost_rate, lose_label):
             t.lose_answer = True
             self._note(t, f"{method} (answer lost)")
         elif self.tracing:
@@ -402,49 +448,43 @@ class Scheduler:
 
     @contextmanager
     def _watchdog(self) -> Iterator[None]:
-        """A real-time watch on the turns: when none begins for ``watchdog`` real seconds, the thread holding the
-        baton is blocked outside the scheduler; a signal interrupts it (only a run on the main thread can be
-        interrupted; elsewhere the watchdog can only say so on stderr)."""
+        """Watched while it runs: when no turn begins for ``watchdog`` real seconds, the thread holding the baton
+        is blocked outside the scheduler, and a signal interrupts it (only a run on the main thread can be
+        interrupted; elsewhere the watchdog can only say so on stderr). One watching thread serves every run, so
+        that a run starts and ends without waiting for another OS thread."""
         if not self.watchdog or self.watchdog == float("inf"):
             yield
             return
-        on_main = threading.current_thread() is threading.main_thread()
-        stop = threading.Event()
-
-        def interrupted(signum: int, frame: Any) -> None:
-            if self._blocked is not None:
-                raise _Interrupted(self._blocked)
-
-        def watch() -> None:
-            step = min(self.watchdog / 4, 0.5)
-            seen, since = -1, _real_monotonic()
-            while not stop.wait(step):
-                turns = self.stats.turns
-                if turns != seen:
-                    seen, since = turns, _real_monotonic()
-                    continue
-                if _real_monotonic() - since < self.watchdog:
-                    continue
-                frame = sys._current_frames().get(self._hub_ident or 0)
-                self._blocked = "".join(traceback.format_stack(frame)[-6:]) if frame is not None else ""
-                if not on_main:
-                    print(f"simulation: a thread is blocked outside the scheduler:\n{self._blocked}",
-                          file=sys.stderr, flush=True)
-                    return
-                assert self._hub_ident is not None
-                signal.pthread_kill(self._hub_ident, WATCHDOG_SIGNAL)
-                seen, since = -1, _real_monotonic()  # again if the signal was missed
-
-        previous = signal.signal(WATCHDOG_SIGNAL, interrupted) if on_main else None
-        watcher = threading.Thread(target=watch, name="sim-watchdog", daemon=True)
-        watcher.start()
+        self._on_main = threading.current_thread() is threading.main_thread()
+        if self._on_main:
+            _install_interrupt()
+        self._watched = True
+        _watched[self] = (-1, _real_monotonic())
+        _start_watching()
         try:
             yield
         finally:
-            stop.set()
-            watcher.join()
-            if on_main:
-                signal.signal(WATCHDOG_SIGNAL, previous)
+            self._watched = False
+            _watched.pop(self, None)
+
+    def _watch(self, seen: int, since: float) -> tuple[int, float]:
+        """One look of the watching thread at this run: (turns seen, since when, by the real clock)."""
+        turns = self.stats.turns
+        if not self._watched:
+            return -1, float("inf")
+        if turns != seen:
+            return turns, _real_monotonic()
+        if _real_monotonic() - since < self.watchdog:
+            return seen, since
+        frame = sys._current_frames().get(self._hub_ident or 0)
+        self._blocked = "".join(traceback.format_stack(frame)[-6:]) if frame is not None else ""
+        if not self._on_main:
+            print(f"simulation: a thread is blocked outside the scheduler:\n{self._blocked}", file=sys.stderr,
+                  flush=True)
+            return -1, float("inf")
+        assert self._hub_ident is not None
+        signal.pthread_kill(self._hub_ident, WATCHDOG_SIGNAL)
+        return -1, _real_monotonic()  # again if the signal was missed
 
     # --- virtual time and deterministic values -----------------------------------------------------------
 

@@ -36,11 +36,11 @@ from .gateway import SimGateway
 Hook = Callable[[str], Any]
 
 
-def _method_of(message: bytes) -> tuple[str, int]:
-    """The method name and seqid of a compact-protocol call message."""
+def _method_of(message: bytes) -> tuple[str, int, int]:
+    """The method name and seqid of a compact-protocol call message, and where its name begins."""
     seqid, pos = _varint(message, 2)
-    n, pos = _varint(message, pos)
-    return message[pos:pos + n].decode("utf-8"), seqid
+    n, start = _varint(message, pos)
+    return message[start:start + n].decode("utf-8"), seqid, pos
 
 
 def _varint(message: bytes, pos: int) -> tuple[int, int]:
@@ -55,8 +55,18 @@ def _varint(message: bytes, pos: int) -> tuple[int, int]:
             return value, pos
 
 
+#: decoded calls by their message (less its seqid): (method, its arguments in the IDL's order). The same calls
+#: come again and again (a scanner's pages, a relay's polls); the gateway never changes the arguments it is given
+_decoded: dict[bytes, tuple[str, tuple[Any, ...]]] = {}
+_DECODED_MAX = 20_000
+
+
 class SimServer:
-    """thriftpy2's processor over a gateway, with the hooks: one per connection (the hooks are its caller's)."""
+    """thriftpy2's processor over a gateway, with the hooks: one per connection (the hooks are its caller's).
+
+    A call is decoded by thriftpy2's compact protocol once per distinct message (:data:`_decoded`), applied as
+    ``TProcessor.process`` applies it (its declared exceptions in the result, any other as an undeclared one)
+    and its reply encoded by thriftpy2."""
 
     def __init__(self, gateway: SimGateway, before_call: Hook | None = None, after_call: Hook | None = None) -> None:
         self.gateway = gateway
@@ -68,14 +78,13 @@ class SimServer:
 
     def handle(self, message: bytes) -> bytes | None:
         """Apply one call message; its reply message (None for a oneway call)."""
-        method, seqid = _method_of(message)
+        method, seqid, name_at = _method_of(message)
         if self.before_call is not None:
             self.before_call(method)
-        iprot = TCompactProtocol(TMemoryBuffer(message))
         out = TMemoryBuffer()
         oprot = TCompactProtocol(out)
         try:
-            self.processor.process(iprot, oprot)
+            self._process(message, seqid, name_at, oprot)
         except TException as exc:  # a proxy exception the IDL does not declare for this call
             name = {"AccumuloSecurityException": SECURITY, "TableNotFoundException": TABLE_NOT_FOUND}.get(
                 type(exc).__name__, type(exc).__name__)
@@ -92,6 +101,37 @@ class SimServer:
         value = out.getvalue()
         return value or None
 
+    def _process(self, message: bytes, seqid: int, name_at: int, oprot: TCompactProtocol) -> None:
+        """``TProcessor.process`` with the decoding of the call cached."""
+        key = message[1:2] + message[name_at:]
+        decoded = _decoded.get(key)
+        if decoded is None:
+            iprot = TCompactProtocol(TMemoryBuffer(message))
+            api, _, _ = iprot.read_message_begin()
+            if api not in proxy.AccumuloProxy.thrift_services:
+                self.processor.send_exception(
+                    oprot, api, TApplicationException(TApplicationException.UNKNOWN_METHOD), seqid)
+                return
+            call_args = getattr(proxy.AccumuloProxy, api + "_args")()
+            call_args.read(iprot)
+            iprot.read_message_end()
+            decoded = (api, tuple(call_args.__dict__[spec[1]] for spec in call_args.thrift_spec.values()))
+            if len(_decoded) >= _DECODED_MAX:
+                _decoded.clear()
+            _decoded[key] = decoded
+        api, args = decoded
+        result = getattr(proxy.AccumuloProxy, api + "_result")()
+        try:
+            result.success = getattr(self.gateway, api)(*args)
+        except TApplicationException as exc:
+            self.processor.send_exception(oprot, api, exc, seqid)
+            return
+        except Exception as exc:
+            if not self.processor.handle_exception(exc, result):
+                raise
+        if not result.oneway:
+            self.processor.send_result(oprot, api, result, seqid)
+
 
 class SimWire:
     """A client's transport and raw socket in one, over a :class:`SimServer` (see the module's description)."""
@@ -100,6 +140,7 @@ class SimWire:
         self.server = server
         self.sock = self  # the raw ``nextK`` path reads ``client.raw_socket.sock``
         self._message = bytearray()  # what the client wrote since its last flush
+        self.write = self._message.extend  # type: ignore[method-assign, assignment]  # thriftpy2 writes byte by byte
         self._raw = bytearray()  # length-prefixed frames sent with sendall, not complete yet
         self._reply = io.BytesIO()
         self._open = True
@@ -119,13 +160,13 @@ class SimWire:
         if not self._open:
             raise TTransportException(TTransportException.NOT_OPEN, "simulated socket is closed")
 
-    def write(self, data: bytes) -> None:
-        self._check_open()
+    def write(self, data: bytes) -> None:  # replaced per instance by the buffer's own extend (see __init__)
         self._message += data
 
     def flush(self) -> None:
-        self._check_open()
-        message, self._message = bytes(self._message), bytearray()
+        message = bytes(self._message)
+        self._message.clear()
+        self._check_open()  # a write to a closed socket fails here, within the same call
         self._send(message, framed=False)
 
     def read(self, size: int) -> bytes:
