@@ -21,6 +21,7 @@ from connector.cli.metrics import PurgeMetrics
 from connector.export import AccumuloExporter, SequencedExport
 from connector.export.tombstones import TOMBSTONE, tombstones_below
 from connector.queue import ExportQueue, QueueConfig
+from connector.queue.compaction import table_file_keys
 from connector.queue.feeders import Feeder, record_feeder
 from connector.snapshot import purge as purge_module
 from connector.snapshot import state as state_module
@@ -90,6 +91,20 @@ def test_the_default_mode_writes_tombstones_and_a_purge_turns_those_below_the_wa
     raw = sorted((c.row, c.ts) for c in conn_b.scan(table, iterators=[]))
     assert (b"low", 3) not in raw and (b"low", 1) not in raw
     assert _visible(conn_b, table) == [b"kept"]
+
+
+def test_a_purge_compacts_the_tablets_it_deleted_in_so_the_files_keep_only_what_a_reader_can_see(
+        setup, conn_a, conn_b):
+    """Months of purges must not leave every tombstone and its delete in B's files, walked by every full scan,
+    until Accumulo's own compactions happen to merge the largest file (issue 47's soak)."""
+    queue, table = setup
+    report = purge_destination(conn_a, queue, conn_b, table, "B", grace=0)
+    assert report.deleted == 1 and report.compacted
+    deadline = time.monotonic() + 60
+    while table_file_keys(conn_b, table) != 2 and time.monotonic() < deadline:  # kept@4 and the tombstone high@9
+        time.sleep(0.5)
+    assert table_file_keys(conn_b, table) == 2, "the files hold the purged tombstone, its delete, or what they hid"
+    assert _tombstones(conn_b, table) == [(b"high", 9)] and _visible(conn_b, table) == [b"kept"]
 
 
 def test_a_dry_run_changes_nothing_and_says_what_it_would_purge(setup, conn_a, conn_b):
@@ -199,7 +214,7 @@ def test_the_command_purges_and_reports_as_json(setup, cli_env, conn_b):
     assert json.loads(dry.stdout) | {"seconds": 0} == {
         "destination": f"B/{table}", "horizon": 5, "listed": 1, "deleted": 0, "grace_seconds": 0.0, "seconds": 0,
         "dry_run": True, "stopped": False, "gave_way": False, "tombstones": 2, "waiting_outbox_cells": 0,
-        "waiting_entries": 1, "waiting_dead_letters": 0}
+        "waiting_entries": 1, "waiting_dead_letters": 0, "compacted": False}
     short = run_cli(cli_env, *args, "--grace", "10")
     assert short.returncode == 2 and short.stderr.count("\n") == 1, short.stderr
     assert f"below the {MIN_PURGE_GRACE_SECONDS:g} s a purge needs" in short.stderr, short.stderr

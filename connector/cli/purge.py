@@ -27,8 +27,9 @@ def register_purge_command(sub: Any) -> None:
                                    "watermark (the lowest seq still waiting in its outboxes, queue or dead letters), "
                                    "wait --grace seconds for writers that may still hold older exports, keep only "
                                    "those below the watermark read again near the grace's end too, and write a real "
-                                   "delete at each kept tombstone's timestamp; the next full compaction of the table "
-                                   "then reclaims the space. It holds the destination table's lease (by its id) "
+                                   "delete at each kept tombstone's timestamp, then ask for a full compaction of the "
+                                   "tablets holding those deletes (not waited for), which reclaims the space. It holds "
+                                   "the destination table's lease (by its id) "
                                    "meanwhile, so no bootstrap or repair of it runs, and refuses a destination another "
                                    "queue feeds or whose bootstrap is unfinished (docs/operations.md: Tombstones).")
     source_and_destination_args(p)

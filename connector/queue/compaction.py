@@ -80,6 +80,14 @@ def queue_files(conn: Connection, config: QueueConfig) -> QueueFiles:
     return QueueFiles(len(tablets), files, keys, size)
 
 
+def table_file_keys(conn: Connection, table: str) -> int:
+    """The keys in ``table``'s files by Accumulo's metadata (estimates; delete markers and the versions they hide
+    included until a compaction drops them; what is still in memory is not counted)."""
+    table_id = conn.table_id(table)
+    rng = Range.rows(f"{table_id};", f"{table_id}<")  # <id>;<end row> for each tablet, <id>< for the last
+    return sum(int(cell.value.split(b",")[1]) for cell in conn.scan(METADATA_TABLE, rng, columns=[FILE_FAMILY]))
+
+
 def compact_queue(conn: Connection, config: QueueConfig, wait: bool = False) -> None:
     """Ask Accumulo to flush and fully compact the queue's tablets (no tablet outside the queue's split
     points); ``wait``: return once done, else once Accumulo flushed their memory (it waits for that)."""

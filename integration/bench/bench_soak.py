@@ -61,11 +61,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from connector.accumulo import Connection, Range  # noqa: E402
+from connector.accumulo import Connection  # noqa: E402
 from connector.accumulo.writer import MIN_PURGE_GRACE_SECONDS  # noqa: E402
 from connector.export.tombstones import tombstones_below  # noqa: E402
 from connector.queue import DrainSettings, ExportQueue, QueueConfig, queue_status  # noqa: E402
-from connector.queue.compaction import FILE_FAMILY, METADATA_TABLE, queue_files  # noqa: E402
+from connector.queue.compaction import queue_files, table_file_keys  # noqa: E402
 from connector.queue.status import KEYS_ONLY  # noqa: E402
 from connector.snapshot import purge as purge_module  # noqa: E402
 from connector.snapshot.auto_purge import BackgroundPurge  # noqa: E402
@@ -378,14 +378,6 @@ def _prefill_row(i: int) -> str:
 
 def _cell(row: str) -> dict[str, str]:
     return {"row": row, "cf": "f", "cq": "q", "value": "x"}
-
-
-def table_file_keys(conn: Connection, table: str) -> int:
-    """The keys in ``table``'s files by Accumulo's metadata (estimates; delete markers and hidden versions
-    included until a compaction drops them; what is still in memory is not counted)."""
-    table_id = conn.table_id(table)
-    rng = Range.rows(f"{table_id};", f"{table_id}<")  # <id>;<end row> for each tablet, <id>< for the last
-    return sum(int(cell.value.split(b",")[1]) for cell in conn.scan(METADATA_TABLE, rng, columns=[FILE_FAMILY]))
 
 
 class DestinationProbe:
