@@ -59,6 +59,27 @@ def _varint(message: bytes, pos: int) -> tuple[int, int]:
 #: come again and again (a scanner's pages, a relay's polls); the gateway never changes the arguments it is given
 _decoded: dict[bytes, tuple[str, tuple[Any, ...]]] = {}
 _DECODED_MAX = 20_000
+#: encoded replies (the message less its header) by (method, type, value) of a result that is nothing, a bool, a
+#: number, a string or bytes, and no exception: most replies are one of a few (a scanner closed, a flag)
+_replies: dict[tuple[str, type, Any], bytes] = {}
+_SIMPLE_RESULTS = (type(None), bool, int, str, bytes)
+
+
+def _reply_header(method: str, seqid: int) -> bytes:
+    """A compact-protocol reply message's header, as thriftpy2's ``write_message_begin`` writes it."""
+    name = method.encode("utf-8")
+    return bytes((TCompactProtocol.PROTOCOL_ID, TCompactProtocol.VERSION
+                  | (TMessageType.REPLY << TCompactProtocol.TYPE_SHIFT_AMOUNT))) + _encode_varint(seqid) \
+        + _encode_varint(len(name)) + name
+
+
+def _encode_varint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
 
 
 class SimServer:
@@ -122,15 +143,30 @@ class SimServer:
         api, args = decoded
         result = getattr(proxy.AccumuloProxy, api + "_result")()
         try:
-            result.success = getattr(self.gateway, api)(*args)
+            value = result.success = getattr(self.gateway, api)(*args)
         except TApplicationException as exc:
             self.processor.send_exception(oprot, api, exc, seqid)
             return
         except Exception as exc:
             if not self.processor.handle_exception(exc, result):
                 raise
-        if not result.oneway:
+            value = exc  # never a simple result: encoded in full
+        if result.oneway:
+            return
+        if type(value) not in _SIMPLE_RESULTS or seqid < 0:
             self.processor.send_result(oprot, api, result, seqid)
+            return
+        reply_key = (api, type(value), value)
+        body = _replies.get(reply_key)
+        out: Any = oprot.trans
+        if body is None:
+            self.processor.send_result(oprot, api, result, seqid)
+            body = out.getvalue()[len(_reply_header(api, seqid)):]
+            if len(_replies) >= _DECODED_MAX:
+                _replies.clear()
+            _replies[reply_key] = body
+            return
+        out.write(_reply_header(api, seqid) + body)
 
 
 class SimWire:
