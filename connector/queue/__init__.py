@@ -6,8 +6,8 @@ Modules, one idea each: ``layout`` (rows, buckets, splits, dead letters), ``conf
 waits), ``stored_config`` (what ``init`` recorded), ``reader`` (reading entries), ``native_rows`` (entry rows taken
 apart and deleted by the Rust core), ``batches`` (re-cut and read ahead), ``settings`` (how a drain runs),
 ``drain`` (exporting and deleting them), ``progress`` (a drain round's live counters), ``planner`` (which buckets a
-stream drains next), ``errors``, ``dead_letters`` (what a drain set aside), ``requeued`` (which destinations a re-
-queued export skips), ``marks`` (bucket notifications for streaming drains), ``compaction`` (dropping the delete
+stream drains next), ``errors``, ``dead_letters`` (what a drain set aside), ``requeued`` (which destinations a
+re-queued export skips), ``marks`` (bucket notifications for streaming drains), ``compaction`` (dropping the delete
 markers drains leave), ``destinations`` (tables every drain exports to besides its own, fenced by an epoch),
 ``feeders`` (the queues a destination table records as writing into it)::
 
