@@ -53,6 +53,25 @@ def test_thread_local_storage_is_per_simulated_thread() -> None:
     assert type(jobs_local._running) is threading.local, "the module's own object is back after the run"
 
 
+def test_the_state_of_a_module_level_object_is_per_simulated_thread_too() -> None:
+    from connector.accumulo import connection  # _PROPERTY_RACE: one tenacity.Retrying shared by every thread
+
+    shared = connection._PROPERTY_RACE
+    sched = Scheduler(Choices(6))
+    seen: dict[str, object] = {}
+
+    def worker(name: str) -> None:
+        shared._local.mine = name  # where tenacity keeps a call's statistics and state
+        time.sleep(1.0)
+        seen[name] = shared._local.mine
+
+    for name in ("a", "b"):
+        sched.process(name, worker, name)
+    sched.run()
+    assert seen == {"a": "a", "b": "b"}
+    assert type(shared._local) is threading.local
+
+
 @pytest.mark.parametrize("seed", [3000032, 7000004, 46000000])
 def test_a_schedule_of_the_real_code_replays_to_the_same_choices(seed: int) -> None:
     pytest.importorskip("integration.sim.transport", reason="the simulated clusters are not there yet")

@@ -32,6 +32,7 @@ import sys
 import threading
 import time
 import traceback
+import types
 import uuid
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -612,8 +613,9 @@ def _local_namespace(local: SimLocal) -> None:
 
 
 #: what the code under test took from its modules at import that a run must replace, found once per count of loaded
-#: modules: (module, name) of its module-level ``threading.local`` objects, and the functions whose default
-#: arguments hold a real clock (``clock=time.monotonic``)
+#: modules: (module or module-level object, name) of the ``threading.local`` objects made at import (a module's
+#: own, or a module-level object's, such as a shared ``tenacity.Retrying``'s state), and the functions whose
+#: default arguments hold a real clock (``clock=time.monotonic``)
 _captured: tuple[int, list[tuple[Any, str]], list[Any]] = (-1, [], [])
 
 
@@ -629,6 +631,12 @@ def _code_under_test_captures(clocks: set[Any]) -> tuple[list[tuple[Any, str]], 
             for name, value in list(vars(module).items()):
                 if type(value) is _RealLocal:
                     locals_found.append((module, name))
+                elif not isinstance(value, type | types.ModuleType | types.FunctionType):
+                    # one level down: a module-level object's own local (a shared tenacity.Retrying's state)
+                    inner = getattr(value, "__dict__", None)
+                    if isinstance(inner, dict):
+                        locals_found.extend((value, key) for key, held in list(inner.items())
+                                            if type(held) is _RealLocal)
                 for fn in ([value] if callable(value) and not isinstance(value, type) else
                            list(vars(value).values()) if isinstance(value, type) else []):
                     fn = getattr(fn, "__func__", fn)
