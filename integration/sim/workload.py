@@ -291,7 +291,7 @@ class Swarm:
                    refuse=world.pick([0.5, 0.2, 0.9, 0.0], "refuse rate"),
                    wait=world.pick([0.3, 0.1, 0.8], "wait rate"),
                    slow=world.pick([0.0, 0.2, 0.5], "slow share"),
-                   slow_rate=world.pick([0.1, 0.3], "slow rate"),
+                   slow_rate=world.pick([0.03, 0.1], "slow rate"),
                    rounds=world.pick([4, 2, 8], "rounds"),
                    pauses=world.pick([(0.0, 0.5, 2.0), (0.2, 1.0, 5.0), (1.0, 5.0, 20.0)], "pauses"),
                    rows=ROWS[:world.pick([3, 1, 2], "rows")],
