@@ -7,10 +7,6 @@ yet is the watermark's pin of kind ``unbuilt_destination``, since its registrati
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
 
 import pytest
@@ -25,8 +21,8 @@ from connector.snapshot.auto_purge import BackgroundPurge
 from connector.transactions import Pin, queue_watermark
 from examples.inverted_count_index import count_update
 
-from .conftest import ROOT, unique_table
-from .test_watermark import _KILLED_PRODUCER
+from .conftest import unique_table
+from .test_watermark import commit_and_kill_producer
 
 pytestmark = pytest.mark.cluster
 
@@ -81,13 +77,7 @@ def test_a_dead_letter_pins_the_horizon_as_kind_dead_letter_with_its_age(scenari
 
 def test_an_outbox_a_stopped_producer_left_pins_the_horizon_as_kind_outbox(scenario, cli_env):
     q = scenario.queue
-    producer = subprocess.Popen([sys.executable, "-c", _KILLED_PRODUCER, scenario.counts, q.table, q.qid,
-                                 str(q.num_buckets)], stdout=subprocess.PIPE, text=True, cwd=ROOT, env=cli_env)
-    try:
-        seq = int(producer.stdout.readline())  # type: ignore[union-attr]
-    finally:
-        os.kill(producer.pid, signal.SIGKILL)
-        producer.wait()
+    seq = commit_and_kill_producer(scenario, cli_env)
     committed_at = time.time()
 
     mark = queue_watermark(scenario.conn_a, q)

@@ -47,6 +47,19 @@ def index_holds(scenario: Scenario, word: str, count: int) -> bool:
                for c in scenario.conn_b.scan(scenario.index))
 
 
+
+def commit_and_kill_producer(scenario, cli_env) -> int:
+    """A producer that commits one row transaction and is SIGKILLed before its relayer moves the outbox cell: the
+    commit's seq (its export waits in the row's outbox)."""
+    q = scenario.queue
+    producer = subprocess.Popen([sys.executable, "-c", _KILLED_PRODUCER, scenario.counts, q.table, q.qid,
+                                 str(q.num_buckets)], stdout=subprocess.PIPE, text=True, cwd=ROOT, env=cli_env)
+    try:
+        return int(producer.stdout.readline())  # type: ignore[union-attr]
+    finally:
+        os.kill(producer.pid, signal.SIGKILL)
+        producer.wait()
+
 def test_wait_returns_once_the_commit_is_on_the_destination_and_the_change_reads_back(scenario):
     stream = Stream(scenario, scenario.index)
     txs = RowTransactions(scenario.conn_a, scenario.counts)
@@ -63,13 +76,7 @@ def test_wait_returns_once_the_commit_is_on_the_destination_and_the_change_reads
 
 def test_the_watermark_stops_below_an_outbox_a_killed_producer_left_until_a_relay_moves_it(scenario, cli_env):
     q = scenario.queue
-    producer = subprocess.Popen([sys.executable, "-c", _KILLED_PRODUCER, scenario.counts, q.table, q.qid,
-                                 str(q.num_buckets)], stdout=subprocess.PIPE, text=True, cwd=ROOT, env=cli_env)
-    try:
-        seq = int(producer.stdout.readline())  # type: ignore[union-attr]
-    finally:
-        os.kill(producer.pid, signal.SIGKILL)
-        producer.wait()
+    seq = commit_and_kill_producer(scenario, cli_env)
     mark = queue_watermark(scenario.conn_a, q)
     assert (mark.outbox, mark.entries, mark.lowest, mark.seq) == (1, 0, seq, seq - 1)
     with pytest.raises(WaitTimeout, match="1 outbox cells not relayed"):
