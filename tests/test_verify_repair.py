@@ -470,3 +470,60 @@ def test_tx_init_sets_up_an_existing_table_for_verify(scenario, cli_env):
     assert out.returncode == 0 and "visibility summaries ready" in out.stdout, out
     assert verify(scenario, dest).differences == 0
     txs.close()
+
+
+# --- a row that commits while verify reads is in flight, not a failure ----------------------------------------
+
+def test_a_commit_between_the_second_reads_of_a_and_b_is_in_flight(scenario, monkeypatch):
+    """Chaos seed 7307: a row committed at V (its index cell not yet exported) reads as missing in both passes,
+    because between the second pass's read of A (still at V) and its read of B the row committed again and that
+    export's tombstone hid the cell the export at V had put. B's absence looked unchanged; it is in flight, and a
+    repair (whose put at V the newer tombstone hides) must neither run for it nor fail on it."""
+    txs, dest = built(scenario, {"k002": 2})
+    commit(txs, scenario, "k001", 5)  # at V, not drained: B lacks 00000005/k001
+    txs.flush()
+    reads = []
+    real_actual = verify_module._actual
+
+    def commit_before_the_second_read_of_b(dest_, bounds):
+        reads.append(bounds)
+        if len(reads) == 2:  # the second pass has read A (k001 at V); the row commits again, the stream drains
+            commit(txs, scenario, "k001", 7)
+            txs.flush()
+            run_drain(LocalEngine(), scenario.job(dest_table=dest))
+        return real_actual(dest_, bounds)
+
+    monkeypatch.setattr(verify_module, "_actual", commit_before_the_second_read_of_b)
+    report = verify(scenario, dest, repair=True, settle_seconds=2)
+    assert len(reads) == 2
+    assert (report.differences, report.unrepaired) == (0, 0) and report.in_flight >= 1, report.to_json()
+    assert report.clean
+    monkeypatch.undo()
+    assert_exact(scenario, dest)
+    txs.close()
+
+
+def test_a_cell_whose_row_commits_during_its_repair_is_in_flight_not_unrepaired(scenario, monkeypatch):
+    """A cell proved missing; its row commits again (the old count's cell deleted at the new seq) after the
+    second pass and before the repair looks at what shows: the repair's put at the old version stays hidden, as
+    it should. That cell is in flight, not unrepaired."""
+    txs, dest = built(scenario, {"j001": 1, "j002": 2})
+    b = scenario.conn_b
+    cell = index_cell(scenario, dest, "j002")
+    assert cell is not None
+    b.write(dest, [Mutation(cell.row).delete(cell.cf, cell.cq, timestamp=cell.ts)])
+    real_repair = verify_module.repair_cells
+
+    def commit_then_repair(*args, **kwargs):
+        commit(txs, scenario, "j002", 9)
+        txs.flush()
+        run_drain(LocalEngine(), scenario.job(dest_table=dest))
+        return real_repair(*args, **kwargs)
+
+    monkeypatch.setattr(verify_module, "repair_cells", commit_then_repair)
+    report = verify(scenario, dest, repair=True)
+    assert (report.differences, report.unrepaired, report.in_flight) == (0, 0, 1), report.to_json()
+    assert report.clean
+    monkeypatch.undo()
+    assert_exact(scenario, dest)
+    txs.close()

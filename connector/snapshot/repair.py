@@ -36,7 +36,7 @@ tombstone purge runs beside its compactions.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -60,11 +60,13 @@ AHEAD_FILTER_PRIORITY = 10
 @dataclass
 class RepairResult:
     """What a repair did: ``repaired`` cells that now show what A implies, ``left`` cells that still do not (a
-    newer export got there first: a later verify tells), ``compacted`` tablets of B fully compacted for it."""
+    newer export got there first: a later verify tells), ``compacted`` tablets of B fully compacted for it;
+    ``unshown``: the differences of the cells left."""
 
     repaired: int = 0
     left: int = 0
     compacted: int = 0
+    unshown: list[CellDiff] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,7 @@ def repair_cells(conn: Connection, table: str, diffs: Sequence[CellDiff], *, tom
         _write(conn, table, later)
     shown = _shown(conn, table, diffs)  # a tombstone shows nothing: the destination's scans filter it out
     wanted = {d.key: (None if d.kind == "unexpected" else d.expected) for d in diffs}
+    result.unshown = [d for d in diffs if shown.get(d.key) != wanted[d.key]]
     result.left = sum(1 for key, value in wanted.items() if shown.get(key) != value)
     result.repaired = len(wanted) - result.left
     return result

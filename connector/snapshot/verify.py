@@ -14,7 +14,10 @@ quiet).
 **Why a confirmed difference is real**, without any bound on clocks: the destination held the same cell (same
 timestamp and value, or the same absence) when the first pass ended, so every commit behind it was visible
 before the second pass read A; that read gives each row at a version at least as new, and the row's snapshot
-still disagrees.
+still disagrees. B is read after A, though, and an absence has no timestamp: a row committing in between could
+put a cell and hide it again (its export at V, then the next commit's tombstone) with B looking unchanged. So
+a difference whose row's version moved on by the time B was read is in flight too (its row is read again after
+B), and so is a cell that does not show a repair because its row committed again meanwhile.
 
 **What a repair may change is only what verify proved wrong.** A row whose snapshot failed (the function
 raised, a serializer or the translator refused what it gave) implies cells nobody knows, so B's cells that no
@@ -39,7 +42,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from connector.accumulo import Connection
+from connector.accumulo import Connection, Range
 from connector.accumulo.summaries import visibility_summary
 from connector.export import AccumuloExporter
 from connector.export.tombstones import DeleteMode, checked_mode, prepare_destination
@@ -51,7 +54,8 @@ from .compare import ACTUAL_SCHEMA, KEY, CellDiff, compare, digests, expected_ce
 from .errors import VerifyRefusedError
 from .functions import SnapshotSource
 from .implied import SnapshotStats, bounds_range, implied_chunks, source_bounds, tablet_bounds
-from .repair import repair_cells
+from .repair import Key, repair_cells
+from .rows import read_row_chunks
 from .settle import settle
 from .shared_cells import record_shared_cell, shared_cell
 from .state import table_lease
@@ -276,6 +280,11 @@ def verify_destination(a: Connection, table: str, source: SnapshotSource, queue:
         before = {_identity(d) for d in first[i]}
         confirmed[i] = [d for d in second if _identity(d) in before]
         seen |= {d.key for d in second}
+    # B was read after A: a row that committed in between may have changed B's cell and back to how the first
+    # pass saw it (a cell put by the export at the row's version, then hidden by the next commit's tombstone).
+    # A row whose version moved on since is in flight
+    moved = _moved(a, table, source, [d for diffs in confirmed.values() for d in diffs])
+    confirmed = {i: [d for d in diffs if d.key not in moved] for i, diffs in confirmed.items()}
     report.in_flight = len(seen - {d.key for diffs in confirmed.values() for d in diffs})
     report.results = [RangeResult(i, *bounds[i], by_range[i].num_rows if i in by_range else 0, actual_counts[i],
                                   confirmed[i], _unproved(confirmed[i], failed))
@@ -294,9 +303,18 @@ def verify_destination(a: Connection, table: str, source: SnapshotSource, queue:
         finally:
             if lease is not None:
                 lease.release()
-        report.repaired, report.unrepaired, report.compacted = fixed.repaired, fixed.left, fixed.compacted
+        # a cell that does not show the fix because its row committed again (after the second pass read A) is in
+        # flight: the newer export may hide the repair's write, as it should
+        moved = _moved(a, table, source, fixed.unshown)
+        for r in report.results:
+            r.diffs = [d for d in r.diffs if d.key not in moved]
+        report.results = [r for r in report.results if r.diffs]
+        report.in_flight += len(moved)
+        report.repaired, report.compacted = fixed.repaired, fixed.compacted
+        report.unrepaired = fixed.left - len(moved)
         say(f"repaired {report.repaired:,} cells" + (f" (after a full compaction of {fixed.compacted} tablets)"
                                                       if fixed.compacted else "")
+            + (f"; {len(moved):,} whose rows committed again meanwhile are in flight" if moved else "")
             + (f"; {report.unrepaired:,} do not show the fix (a newer export got there first?)"
                if report.unrepaired else ""))
     if repair and report.unrepairable:
@@ -304,6 +322,17 @@ def verify_destination(a: Connection, table: str, source: SnapshotSource, queue:
             "snapshotted, so what they imply on the destination is unknown")
     report.seconds = time.monotonic() - started
     return report
+
+
+def _moved(a: Connection, table: str, source: SnapshotSource, diffs: Sequence[CellDiff]) -> set[Key]:
+    """The keys of ``diffs`` whose row of A committed since the version the difference was read at (read again
+    now, each row whole at one version as the passes read them; a row gone counts as moved)."""
+    rows = {d.source: d.version for d in diffs if d.source is not None and d.version is not None}
+    now: dict[bytes, int] = {}
+    for row in rows:
+        for chunk in read_row_chunks(a, table, Range.exact_row(row), source.layout):
+            now.update(zip(chunk.rows.to_pylist(), chunk.versions.to_pylist(), strict=True))
+    return {d.key for d in diffs if d.source in rows and now.get(d.source) != d.version}
 
 
 def _unproved(diffs: list[CellDiff], failed: set[bytes]) -> str | None:
