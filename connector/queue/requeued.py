@@ -34,7 +34,7 @@ REQUEUED_FAMILY, REQUEUED_QUALIFIER = b"q", b"ms"
 CLOCK_FAMILY, CLOCK_QUALIFIER = b"c", b"clock"
 #: on a destination table: the time of the queue's records tablet (ms) before its last bootstrap read A, and the
 #: producer table it read (JSON)
-BOOTSTRAP_READ_PROPERTY = "table.custom.accumulo_export.bootstrap_read."
+BOOTSTRAP_READ_PROPERTY = "table.custom.accumulo-export.bootstrap-read."
 #: a record whose entry is neither queued nor dead-lettered is removed once it is this old by the records tablet's
 #: clock: far beyond the bound within which a drain exports a batch it read (connector.accumulo.writer)
 KEEP_MS = 24 * 3600 * 1000
