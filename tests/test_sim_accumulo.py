@@ -159,6 +159,26 @@ def test_a_writer_applies_at_flush_or_when_the_simulation_sends_early() -> None:
     assert [c[0] for c in cluster.cells("t")] == [b"a", b"b"]
 
 
+def test_a_writer_never_applies_a_row_that_waited_past_its_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Accumulo's BatchWriter timeout, which the purge's bound counts on: a row that waited longer than the writer's
+    timeout since its update is never applied, and the flush fails as a timed-out one does."""
+    import time
+
+    from connector.accumulo.errors import TimedOutError
+    now = [100.0]
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])  # the gateway's clock (virtual in a simulation)
+    cluster, gateway, conn = world()
+    w = conn.batch_writer("t", timeout_ms=2_000)
+    w.add_mutation(Mutation(b"late").put(b"f", b"q", b"1", timestamp=1))
+    w._send_rows()
+    now[0] += 2.5
+    w.add_mutation(Mutation(b"fresh").put(b"f", b"q", b"2", timestamp=1))
+    with pytest.raises(TimedOutError, match="took the writes"):
+        w.flush()
+    assert [c[0] for c in cluster.cells("t")] == [b"fresh"]  # the row sent within the timeout landed
+    w.abort()
+
+
 def test_conditions_on_values_absence_and_timestamps() -> None:
     _, _, conn = world()
     put(conn, b"r", b"v", 5)

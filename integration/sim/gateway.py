@@ -9,7 +9,10 @@ as a ``TApplicationException`` named after it (:func:`undeclared`).
 
 Writers (``createWriter``/``update``/``flush``/``closeWriter``) buffer what ``update`` brings, per writer, and
 apply it at ``flush``; a real BatchWriter may send earlier, which a simulation asks for with
-:meth:`SimGateway.apply_some`. Scanners read lazily: each ``nextK`` reads the table as it is at that call, after
+:meth:`SimGateway.apply_some`. A writer created with a timeout (``timeoutMs``) never applies a row that waited
+longer than that since its ``update`` (by ``time.monotonic``: virtual under the scheduler): its next flush fails
+with a rejection naming ``TimedOutException``, as Accumulo's BatchWriter does for mutations no tablet server took
+within the timeout. Scanners read lazily: each ``nextK`` reads the table as it is at that call, after
 the last key it returned (so writes between two pages show, as on a real tablet server); an isolated scanner
 takes each row whole at the moment it reaches it.
 """
@@ -17,12 +20,13 @@ takes each row whole at the moment it reaches it.
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from connector.accumulo._idl import proxy
-from connector.accumulo.error_names import BULK_IMPORT_NOT_FOUND, SECURITY, SEPARATOR, SERVER
+from connector.accumulo.error_names import BULK_IMPORT_NOT_FOUND, SECURITY, SEPARATOR, SERVER, TIMED_OUT
 from connector.accumulo.extensions import BULK_RFILE, SCAN_ISOLATED, SCAN_TIMEOUT, SUMMARY_VISIBILITY
 
 from .accumulo import (
@@ -91,10 +95,15 @@ def undeclared(exc: SimError) -> Any:
 
 @dataclass
 class SimWriter:
-    """A server-side writer: its table and the rows ``update`` brought that are not applied yet."""
+    """A server-side writer: its table and the rows ``update`` brought that are not applied yet, each with the
+    time it came (``time.monotonic``)."""
 
     table: str
-    pending: list[tuple[bytes, list[Update]]] = field(default_factory=list)
+    pending: list[tuple[bytes, list[Update], float]] = field(default_factory=list)
+    #: seconds a row may wait before it is applied (the writer options' ``timeoutMs``; None: no bound)
+    timeout: float | None = None
+    #: rows dropped because they waited longer than ``timeout``, reported by the next flush
+    timed_out: int = 0
     #: a bulk file writer: (bulk id, file name); its cells go to the file, not the table
     bulk_file: tuple[str, str] | None = None
     failed: str | None = None
@@ -166,10 +175,15 @@ class SimGateway:
         w = self.writers.get(writer_id)
         if w is None or w.bulk_file is not None:
             return 0
+        if w.timeout is not None and w.pending:
+            now = time.monotonic()
+            kept = [p for p in w.pending if now - p[2] <= w.timeout]
+            w.timed_out += len(w.pending) - len(kept)
+            w.pending = kept
         n = len(w.pending) if rows is None else min(rows, len(w.pending))
         batch, w.pending = w.pending[:n], w.pending[n:]
         if batch and w.table in self.cluster.tables:
-            self.cluster.write(w.table, batch)
+            self.cluster.write(w.table, [(row, updates) for row, updates, _ in batch])
         return n
 
     def expire(self, session_id: str) -> bool:
@@ -399,7 +413,8 @@ class SimGateway:
         if table not in self.cluster.tables:
             raise proxy.TableNotFoundException(f"Table {table} does not exist")
         wid = self._new_id("writer")
-        self.writers[wid] = SimWriter(table)
+        timeout_ms = getattr(options, "timeoutMs", None) if options is not None else None
+        self.writers[wid] = SimWriter(table, timeout=timeout_ms / 1000 if timeout_ms else None)
         return wid
 
     def update(self, writer: str, cells: dict[bytes, list[Any]]) -> None:
@@ -409,7 +424,8 @@ class SimGateway:
         if w.bulk_file is not None:
             self._bulk_update(w, cells)
             return
-        w.pending.extend((row, _updates(us)) for row, us in cells.items())
+        now = time.monotonic()
+        w.pending.extend((row, _updates(us), now) for row, us in cells.items())
         if self.apply_at_once:
             self.apply_some(writer)
 
@@ -425,6 +441,11 @@ class SimGateway:
             w.pending.clear()
             raise proxy.MutationsRejectedException(f"table {w.table} does not exist (it was deleted)")
         self.apply_some(writer)
+        if w.timed_out:
+            dropped, w.timed_out = w.timed_out, 0
+            raise proxy.MutationsRejectedException(
+                f"{TIMED_OUT}{SEPARATOR}{dropped} rows were not written within the writer's timeout of "
+                f"{w.timeout:g} s")
 
     def closeWriter(self, writer: str) -> None:
         w = self.writers.get(writer)

@@ -99,7 +99,7 @@ def watch_repairs(world: World) -> None:
         if w is None or w.table != DEST_TABLE or not owner.startswith("verify") or not w.pending:
             return int(apply_some(writer_id, rows))
         n = len(w.pending) if rows is None else min(rows, len(w.pending))
-        touched = sorted({row for row, _ in w.pending[:n]})
+        touched = sorted({row for row, _, _ in w.pending[:n]})
         before = {row: _settled(world, row) for row in touched}
         done = int(apply_some(writer_id, rows))
         for row, cells in before.items():

@@ -250,14 +250,17 @@ class Scheduler:
 
     ``crash_rate``, ``stall_rate`` and ``lost_rate``: the chance, at each call of a process started with
     ``faults=True``, that it dies there, that the call waits a while (:data:`STALLS`) before it is applied, or
-    that the call's answer is lost. ``watchdog``: real seconds a turn may take before the thread
-    is reported as blocked outside the scheduler. ``max_turns``: after that many turns every process is stopped
-    (crashed) and the run ends (``stats.overrun``). ``trace``: keep a trace of every turn (for printing)."""
+    that the call's answer is lost; a call named in ``unstalled`` is never stalled. ``watchdog``: real seconds a
+    turn may take before the thread is reported as blocked outside the scheduler. ``max_turns``: after that many
+    turns every process is stopped (crashed) and the run ends (``stats.overrun``). ``trace``: keep a trace of
+    every turn (for printing)."""
 
     def __init__(self, choices: Choices, *, crash_rate: float = 0.0, lost_rate: float = 0.0, stall_rate: float = 0.0,
-                 watchdog: float = 10.0, max_turns: int = 20_000, trace: bool = False) -> None:
+                 watchdog: float = 10.0, max_turns: int = 20_000, trace: bool = False,
+                 unstalled: frozenset[str] = frozenset()) -> None:
         self.choices = choices
         self.crash_rate, self.lost_rate, self.stall_rate = crash_rate, lost_rate, stall_rate
+        self.unstalled = unstalled
         self.watchdog, self.max_turns, self.tracing = watchdog, max_turns, trace
         self.now = 0.0  # virtual seconds since the run began
         self.processes: list[Process] = []
@@ -316,7 +319,7 @@ class Scheduler:
             self.stats.crashes += 1
             self._note(t, f"CRASH at {method}")
             raise Crash(f"{proc.name} crashed at {method}")
-        if self.choices.chance(self.stall_rate, stall_label):
+        if method not in self.unstalled and self.choices.chance(self.stall_rate, stall_label):
             pause = self.choices.pick(STALLS, "stall seconds")
             self._note(t, f"STALLED {pause:g} s before {method}")
             self.stats.stalls += 1
