@@ -174,6 +174,9 @@ class SimThread:
         except Crash:
             self.crashed = True
         except BaseException as exc:  # noqa: BLE001 - recorded: the workload and the oracle judge it
+            if self.process.crashed:  # raised by what the crash's unwinding ran: a dead process runs nothing
+                self.crashed = True
+                return
             self.error = exc
             self.error_trace = traceback.format_exc()
         finally:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.util
 import inspect
 import sys
 import time
@@ -376,6 +377,10 @@ def guarded(name: str, world: World, fn: Callable[[], None]) -> None:
         # it is an outcome here, counted
         world.did(f"{name}: {type(exc).__name__}: {str(exc)[:120]}")
     except Exception as exc:  # noqa: BLE001 - reported as a failure of the run
+        me = world.sched.current()
+        if me is not None and me.process.crashed:  # raised by cleanup code the crash unwound through (a finally,
+            # an __exit__ finding the state the crash left): a dead process runs no code at all
+            raise Crash(f"{me.process.name} crashed") from exc
         world.unexpected.append((name, f"{type(exc).__name__}: {exc}"))
 
 
@@ -497,7 +502,27 @@ def stream(world: World) -> None:
         report = stream_drain(LocalEngine(1), drain_job(world, trigger_seconds=world.pick([0.2, 1.0], "trigger"),
                                                         relay_seconds=1.0, sweep_seconds=2.0), stop=stop)  # type: ignore[arg-type]
         world.did(f"stream exported {report.totals.entries}")
-    guarded("stream", world, run)
+    background = _background_purge(world)
+    try:
+        guarded("stream", world, run)
+    finally:
+        if background is not None:  # as `drain --stream` stops its purge with the stream
+            background.stop()
+            for (_, outcome), n in sorted(background.outcomes.items()):
+                world.did(f"background purge {outcome} x{n}")
+
+
+def _background_purge(world: World) -> Any:
+    """The purge a stream runs on its own now and then (``--purge-every``), when the code has one, started as
+    ``drain --stream`` starts it, with a grace the code accepts; None when the schedule's stream runs without."""
+    if importlib.util.find_spec("connector.snapshot.auto_purge") is None:
+        return None
+    period = world.pick([0.0, 12.0, 30.0], "purge every")
+    if not period:
+        return None
+    from connector.snapshot.auto_purge import BackgroundPurge
+    return BackgroundPurge(world.options("A"), QUEUE, world.options("B"), DEST_TABLE, period=period,
+                           grace=world.pick(GRACES, "background grace")).start()
 
 
 def requeue(world: World) -> None:
@@ -716,6 +741,7 @@ def simulated_world(world: World) -> Iterator[None]:
                 "connector.snapshot.verify", "connector.jobs.local", "connector.jobs.rounds", "connector.jobs.drain",
                 "connector.jobs.drain_progress", "connector.queue.planner", "connector.queue.compaction",
                 "connector.export.accumulo_exporter", "connector.queue.destinations"]
+    threaded += [m for m in ("connector.snapshot.auto_purge",) if importlib.util.find_spec(m) is not None]
     patches: list[tuple[Any, str, Any]] = [(importlib.import_module(m), "threading", shim) for m in threaded]
     for name in ("connector.snapshot.verify", "connector.queue.marks", "connector.jobs.local"):
         patches.append((importlib.import_module(name), "ThreadPoolExecutor", InlineExecutor))
