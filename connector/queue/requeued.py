@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from connector.accumulo import AccumuloSecurityError, Connection, Mutation, Range
 
@@ -172,15 +171,14 @@ def left_out(exports: pa.RecordBatch, requeued: Requeued, read_ms: Sequence[int 
     nothing: list[np.ndarray | None] = [None] * len(read_ms)
     if not requeued or all(ms is None for ms in read_ms) or not exports.num_rows:
         return nothing
-    keys = exports.column("key")
-    candidates = np.flatnonzero(np.asarray(pc.is_in(keys, value_set=pa.array({k for k, _ in requeued}, pa.binary()))
-                                           .fill_null(False).to_numpy(zero_copy_only=False), dtype=bool))
-    if not len(candidates):
+    records = pa.table({"key": pa.array([k for k, _ in requeued], pa.binary()),
+                        "seq": pa.array([s for _, s in requeued], pa.int64()),
+                        "dead_ms": pa.array(list(requeued.values()), pa.int64())})
+    batch = pa.table({"key": exports.column("key").cast(pa.binary()), "seq": exports.column("seq").cast(pa.int64()),
+                      "at": pa.array(np.arange(exports.num_rows, dtype=np.int64))})
+    found = batch.join(records, keys=["key", "seq"], join_type="inner")
+    if not found.num_rows:
         return nothing
-    seqs = exports.column("seq")
     dead = np.full(exports.num_rows, np.iinfo(np.int64).max, dtype=np.int64)  # not re-queued: never older
-    for i in candidates:
-        ms = requeued.get((keys[int(i)].as_py(), seqs[int(i)].as_py()))
-        if ms is not None:
-            dead[int(i)] = ms
+    dead[found.column("at").to_numpy()] = found.column("dead_ms").to_numpy()
     return [None if ms is None else dead < ms for ms in read_ms]
