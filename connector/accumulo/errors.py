@@ -55,6 +55,13 @@ class TimedOutError(AccumuloError):
     not known to be durable: resend it (harmless for cells with explicit timestamps)."""
 
 
+class SendDeadlinePassedError(AccumuloError):
+    """A writer held something past the deadline of the batch it carries (``connector.accumulo.writer.send_deadline``)
+    before sending it, first or replayed after a reconnect: it sent none of it after the deadline and dropped all it
+    held. What it sent before may be applied or not; the caller treats the batch as held too long and reads it
+    again."""
+
+
 class InvalidMutationError(AccumuloError, ValueError):
     """A mutation was refused on the client before anything was sent (bad visibility, too large, ...)."""
 

@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Iterator
+from contextvars import ContextVar
 from typing import Any
 
 import pyarrow as pa
 
 from ._idl import proxy
 from .error_names import TIMED_OUT
-from .errors import ConnectionLostError, InvalidMutationError, MutationsRejectedError, translate
+from .errors import (
+    ConnectionLostError,
+    InvalidMutationError,
+    MutationsRejectedError,
+    SendDeadlinePassedError,
+    translate,
+)
 from .mutation import Mutation
 from .session import Session
 from .transport import close_client, is_transient, send_frame
@@ -36,13 +45,32 @@ WRITER_TIMEOUT_SECONDS = 120.0
 #: a drain exports a batch only within this long after reading it from the queue, and deletes its entries only when
 #: the export returned within it (else they stay, to be read again: connector.queue.drain)
 EXPORT_HOLD_SECONDS = 180.0
-#: the longest after its read that a writer's copy of an export can land: a batch's export starts within the hold and
-#: ends with one flush, bounded by the writer's timeout
+#: the longest after its read that a writer's copy of an export can land: a writer sends a batch's frames (first or
+#: replayed after a reconnect) only within the hold (send_deadline), and each lands within the writer's timeout
 LATE_WRITE_SECONDS = EXPORT_HOLD_SECONDS + WRITER_TIMEOUT_SECONDS
 #: the shortest grace of a tombstone purge: two late writes (connector.snapshot.purge says why)
 MIN_PURGE_GRACE_SECONDS = 2 * LATE_WRITE_SECONDS
 
 DURABILITY = {"default": 0, "none": 1, "log": 2, "flush": 3, "sync": 4}
+
+#: the deadline (time.monotonic()) of what this context's writers are given: see send_deadline
+_SEND_DEADLINE: ContextVar[float | None] = ContextVar("send_deadline", default=None)
+
+
+@contextlib.contextmanager
+def send_deadline(deadline: float) -> Iterator[None]:
+    """What a :class:`BatchWriter` is given within the block carries ``deadline`` (a ``time.monotonic()`` value): the
+    writer never sends it after that moment, neither first nor replayed after a reconnect. It drops all it holds
+    then and raises ``SendDeadlinePassedError``. How a drain and a relay keep a batch they read within its hold
+    (DESIGN.md: "The purge's bound"); nested blocks keep the earliest deadline. A context variable: writers fed
+    from another thread honour it only when that thread runs in a copy of this context
+    (``contextvars.copy_context()``)."""
+    outer = _SEND_DEADLINE.get()
+    token = _SEND_DEADLINE.set(deadline if outer is None else min(outer, deadline))
+    try:
+        yield
+    finally:
+        _SEND_DEADLINE.reset(token)
 
 
 class _WriterLost(ConnectionError):
@@ -74,6 +102,10 @@ class BatchWriter:
     connection's ``server_wait``, at most :data:`WRITER_TIMEOUT_SECONDS`; 0: no bound, for writes no tombstone
     purge relies on); past it ``flush()`` raises ``TimedOutError``, and what it held is not known to be durable
     (resend it).
+
+    What it is given within :func:`send_deadline` is never sent after that deadline (a first send or a replay):
+    the writer drops everything it holds instead and raises ``SendDeadlinePassedError``, and stays usable. A flush
+    after the deadline that has nothing to send, on an unbroken connection, succeeds.
 
     As a context manager it flushes and closes on exit; if the block raised, it calls :meth:`abort` (drops what
     was not flushed) and the original exception propagates.
@@ -123,6 +155,8 @@ class BatchWriter:
         self._unacked: list[tuple[int, bytes] | CellBatch] = []
         self._unacked_bytes = 0
         self._largest_frame = 0  # of the unacknowledged ones, to explain a connection the server closed
+        #: the earliest send_deadline of what the writer holds (rows being built and unacknowledged); None: none
+        self._deadline: float | None = None
         self._client: Any = None
         self._writer_id: str | None = None
         self._broken = False
@@ -159,6 +193,7 @@ class BatchWriter:
             )
         with self._lock:
             self._check_open()
+            self._take_deadline()
             if self._rows and self._rows_bytes + cost + max(largest, self._rows_largest) > self.frame_budget:
                 self._send_rows()  # this chunk is full as far as the frame limit goes
             entry = self._rows.get(mutation.row)
@@ -195,6 +230,7 @@ class BatchWriter:
         batch = CellBatch(cells)
         with self._lock:
             self._check_open()
+            self._take_deadline()
             frames = batch.frames(self._writer_id or "", self.max_frame_bytes, self.chunk_bytes)  # raises first
             self._send_rows()  # what add_mutation queued before goes first
             self._unacked.append(batch)
@@ -235,10 +271,7 @@ class BatchWriter:
             if self._closed:
                 return
             self._closed = True
-            self._rows.clear()
-            self._rows_bytes = self._rows_largest = 0
-            self._unacked.clear()
-            self._unacked_bytes = self._largest_frame = 0
+            self._drop_held()
             try:
                 self._close_server_writer(report=False)
             finally:
@@ -255,6 +288,33 @@ class BatchWriter:
     def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError(f"writer on {self.table} is closed")
+
+    def _take_deadline(self) -> None:
+        """What is being added carries the context's send_deadline: keep the earliest of what the writer holds."""
+        deadline = _SEND_DEADLINE.get()
+        if deadline is not None and (self._deadline is None or deadline < self._deadline):
+            self._deadline = deadline
+
+    def _check_deadline(self) -> None:
+        """Before a send: past the deadline of what the writer holds, drop all of it (it must never be sent, not even
+        replayed later) and raise."""
+        if self._deadline is None:
+            return
+        late = time.monotonic() - self._deadline
+        if late <= 0:
+            return
+        self._drop_held()
+        raise SendDeadlinePassedError(
+            f"writer on {self.table}: the deadline of the batch it carries passed {late:.1f} s ago, before all of it "
+            f"was sent (a lost connection or a stall held it past its hold): dropped, to be read again")
+
+    def _drop_held(self) -> None:
+        """Forget everything not flushed: the chunk being built and what was sent unacknowledged."""
+        self._rows.clear()
+        self._rows_bytes = self._rows_largest = 0
+        self._unacked.clear()
+        self._unacked_bytes = self._largest_frame = 0
+        self._deadline = None
 
     def _open(self) -> None:
         close_client(self._client)
@@ -316,6 +376,7 @@ class BatchWriter:
             return
         try:
             for frame in frames:
+                self._check_deadline()
                 self._largest_frame = max(self._largest_frame, len(frame))
                 send_frame(self._client, frame)
         except Exception as exc:
@@ -337,12 +398,12 @@ class BatchWriter:
                     f"the connection on such a frame (upstream proxy: maxFrameSize, gateway: --max-frame-bytes)"
                 ) from exc.__cause__
             raise
-        self._unacked.clear()
-        self._unacked_bytes = 0
-        self._largest_frame = 0
+        self._drop_held()  # durable now (the chunk being built was sent first)
 
     def _flush_once(self) -> None:
         if self._broken:
+            if self._unacked:
+                self._check_deadline()  # before reconnecting: past it, nothing is replayed
             self._open()
             for sent in self._unacked:
                 if isinstance(sent, CellBatch):
@@ -350,6 +411,7 @@ class BatchWriter:
                 else:
                     frames = [update_message(self._writer_id or "", *sent)]
                 for frame in frames:
+                    self._check_deadline()
                     self._largest_frame = max(self._largest_frame, len(frame))
                     send_frame(self._client, frame)
             self._broken = False
@@ -358,10 +420,7 @@ class BatchWriter:
         except proxy.UnknownWriter as exc:
             raise _WriterLost(f"gateway no longer knows writer: {exc.msg}") from exc
         except proxy.MutationsRejectedException as exc:
-            # the server applied what it could and reported the rest; do not resend
-            self._unacked.clear()
-            self._unacked_bytes = 0
-            self._largest_frame = 0
+            self._drop_held()  # the server applied what it could and reported the rest; do not resend
             self._replace_writer()
             if TIMED_OUT in (exc.msg or ""):  # no tablet server within the writer's timeout
                 raise self.connection.timed_out(self.table, "took the writes") from exc

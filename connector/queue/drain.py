@@ -46,7 +46,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from connector.accumulo import BatchWriter, Connection, Mutation
-from connector.accumulo.writer import EXPORT_HOLD_SECONDS
+from connector.accumulo.errors import SendDeadlinePassedError
+from connector.accumulo.writer import EXPORT_HOLD_SECONDS, send_deadline
 from connector.counters import FieldCounters
 from connector.export.adapter import batch_exporter
 from connector.export.core import CountsCells, EntryFailure, Exporter
@@ -84,7 +85,8 @@ class DrainStats(FieldCounters):
     exporter; ``deleted``: removed from the queue; ``dead_lettered``: moved to the dead-letter range;
     ``batches``: calls to the exporter; ``cells``: cells the exporter wrote on the destination (when it says:
     :class:`~connector.export.AccumuloExporter` does); ``abandoned``: entries left in the queue, to be read again,
-    because their batch was held longer than ``EXPORT_HOLD_SECONDS``; ``seconds``: wall time. Add them up with
+    because their batch was held longer than ``EXPORT_HOLD_SECONDS`` (before its export, before one of its writes was
+    sent, or by the time the export returned); ``seconds``: wall time. Add them up with
     ``+`` or ``sum()``."""
 
     entries: int = 0
@@ -145,8 +147,9 @@ class EntryProcessor:
         """Export and then delete the entries of ``batches`` (columns ``row``, ``ts``, ``value``, as
         :func:`read_bucket_batches` gives them), re-cut into batches of at most ``buffer_bytes``. A batch held
         longer than ``EXPORT_HOLD_SECONDS`` since it was read (pages from :meth:`stamped`; else since it got here)
-        is not exported, and one whose export returned later than that is not deleted: its entries stay in the
-        queue, to be read again (the bound a tombstone purge relies on: :mod:`connector.snapshot.purge`)."""
+        is not exported, the export's writers send none of it after that (``send_deadline``: the export fails with
+        ``SendDeadlinePassedError``), and one whose export returned later than that is not deleted: its entries stay
+        in the queue, to be read again (the bound a tombstone purge relies on: :mod:`connector.snapshot.purge`)."""
         started = time.monotonic()
         stats = DrainStats()
         writer: BatchWriter | None = None
@@ -187,7 +190,13 @@ class EntryProcessor:
         good = np.flatnonzero(~np.asarray(malformed.to_numpy(zero_copy_only=False), dtype=bool))
         exports = pa.record_batch([parsed.column("key").take(good), batch.column("value").take(good),
                                    parsed.column("seq").take(good)], names=["key", "value", "seq"])
-        failures = self._export(exports) if exports.num_rows else []
+        try:
+            # no writer of the export sends (or replays after a reconnect) any of it after the hold
+            with send_deadline(read_at + EXPORT_HOLD_SECONDS):
+                failures = self._export(exports) if exports.num_rows else []
+        except SendDeadlinePassedError as exc:
+            self._abandon(batch, stats, read_at, f"before its export was sent ({exc})")
+            return
         if failures and self.fail_fast:
             self._stop_at(failures[0], good, batch, exports)
         exported = exports.num_rows - len(failures)
@@ -228,13 +237,17 @@ class EntryProcessor:
     def _held_too_long(self, batch: pa.RecordBatch, stats: DrainStats, read_at: float, when: str) -> bool:
         """True, having counted and logged it, when ``batch`` was read more than ``EXPORT_HOLD_SECONDS`` ago:
         then nothing more is done with it and its entries stay, to be read again."""
-        held = time.monotonic() - read_at
-        if held <= EXPORT_HOLD_SECONDS:
+        if time.monotonic() - read_at <= EXPORT_HOLD_SECONDS:
             return False
+        self._abandon(batch, stats, read_at, when)
+        return True
+
+    def _abandon(self, batch: pa.RecordBatch, stats: DrainStats, read_at: float, when: str) -> None:
+        """Count and log ``batch`` as held too long: its entries stay in the queue, to be read again."""
         stats.abandoned += batch.num_rows
         log.warning("queue %s: a batch of %d entries was held %.0f s %s, over the bound of %.0f s: left in the "
-                    "queue to be read again", self.config.qid, batch.num_rows, held, when, EXPORT_HOLD_SECONDS)
-        return True
+                    "queue to be read again", self.config.qid, batch.num_rows, time.monotonic() - read_at, when,
+                    EXPORT_HOLD_SECONDS)
 
     def _export(self, exports: pa.RecordBatch) -> list[EntryFailure]:
         return list(self.exporter.export_batch(exports, key_serializer=self.config.key_serializer,

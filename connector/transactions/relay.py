@@ -38,7 +38,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from connector.accumulo import BatchWriter, Connection, Mutation, Range
-from connector.accumulo.writer import EXPORT_HOLD_SECONDS
+from connector.accumulo.errors import SendDeadlinePassedError
+from connector.accumulo.writer import EXPORT_HOLD_SECONDS, send_deadline
 from connector.counters import FieldCounters
 from connector.queue.layout import ENTRY_FAMILY, ENTRY_QUALIFIER
 from connector.queue.marks import marks_for_entry_rows
@@ -135,39 +136,34 @@ class Relay:
 
     def _copy(self, items: Sequence[tuple[bytes, OutboxCell]], read_at: float) -> dict[str, list[bytes]] | None:
         """Write the items' copies to their queues and flush them (durable before the marks and the outbox
-        deletes); the export entry rows written, per queue table. The hold is looked at before each copy is handed
-        to a writer (which sends a chunk once it fills) and before the flush: past it, what was not sent yet is
-        dropped and None returned, nothing deleted from the outboxes, and the caller reads the items again (what
-        was sent went within the hold, and lands within the writer's timeout)."""
+        deletes); the export entry rows written, per queue table. The writers send no copy, first or replayed after
+        a reconnect, later than the hold (``send_deadline``): past it, what was not sent is dropped and None
+        returned, nothing deleted from the outboxes, and the caller reads the items again (what was sent went
+        within the hold, and lands within the writer's timeout)."""
         targets = {cell.table for _, cell in items}
         if self.source_table in targets and self.unflushed:
             self.flush_deletes()  # the combine's rows: outbox and queue share a writer, which an abort would drop
         entry_rows: dict[str, list[bytes]] = defaultdict(list)
-        for _, cell in items:
-            if self._dropped_when_held(read_at, targets):
-                return None
-            writer = self._writer(cell.table)
-            if cell.kind == UPDATE_KIND:
-                writer.add_mutation(Mutation(cell.row).put(UPDATE_FAMILY, cell.uid, cell.value, timestamp=cell.ts))
-            else:
-                # no timestamp: an export queue entry carries the server's time (the drain deletes at it)
-                writer.add_mutation(Mutation(cell.row).put(ENTRY_FAMILY, ENTRY_QUALIFIER, cell.value))
-                entry_rows[cell.table].append(cell.row)
-        if self._dropped_when_held(read_at, targets):
+        try:
+            with send_deadline(read_at + RELAY_HOLD_SECONDS):
+                for _, cell in items:
+                    writer = self._writer(cell.table)
+                    if cell.kind == UPDATE_KIND:
+                        writer.add_mutation(Mutation(cell.row).put(UPDATE_FAMILY, cell.uid, cell.value,
+                                                                   timestamp=cell.ts))
+                    else:
+                        # no timestamp: an export queue entry carries the server's time (the drain deletes at it)
+                        writer.add_mutation(Mutation(cell.row).put(ENTRY_FAMILY, ENTRY_QUALIFIER, cell.value))
+                        entry_rows[cell.table].append(cell.row)
+                for table in targets:
+                    self._writers[table].flush()
+        except SendDeadlinePassedError:
+            for table in targets:  # what the other targets' writers hold was never sent either
+                dropped = self._writers.pop(table, None)
+                if dropped is not None:
+                    dropped.abort()
             return None
-        for table in targets:
-            self._writers[table].flush()
         return entry_rows
-
-    def _dropped_when_held(self, read_at: float, targets: set[str]) -> bool:
-        """Past the hold (stalled while copying): drop what the targets' writers did not send yet, and say so."""
-        if time.monotonic() - read_at <= RELAY_HOLD_SECONDS:
-            return False
-        for table in targets:
-            writer = self._writers.pop(table, None)
-            if writer is not None:
-                writer.abort()
-        return True
 
     def _still_waiting(self, items: Sequence[tuple[bytes, OutboxCell]]) -> list[tuple[bytes, OutboxCell]]:
         """The items still in their rows' outboxes (same qualifier and timestamp), read now."""
