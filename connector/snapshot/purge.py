@@ -9,11 +9,12 @@ still arrive. Those puts are the exports of commits older than the tombstone's, 
 from one of those places and has not written them yet.
 
 **The bound writers are held to** (:data:`~connector.accumulo.writer.LATE_WRITE_SECONDS`, B): a writer's copy of
-an export lands, if ever, within B of the moment it read the export from where it waited. A drain exports a batch
-only within :data:`~connector.accumulo.writer.EXPORT_HOLD_SECONDS` of reading it, and deletes the batch's entries
-only when its export returned within that bound (else they stay and are read again: :mod:`connector.queue.drain`);
-a relay copies an outbox cell to its queue only within the same bound of reading it, and reads the cell again when
-it stalled longer (:mod:`connector.transactions.relay`); every flush of the gateway's writers fails after
+an export lands, if ever, within B of the moment it read the export from where it waited. A drain's and a relay's
+writers send a batch's frames, first or replayed after a lost connection, only within
+:data:`~connector.accumulo.writer.EXPORT_HOLD_SECONDS` of its read (``send_deadline``): past it they drop the batch,
+whose entries stay in the queue (:mod:`connector.queue.drain`) or whose cells a relay reads again
+(:mod:`connector.transactions.relay`), and a drain deletes entries only when their export returned within it; every
+flush of the gateway's writers fails after
 :data:`~connector.accumulo.writer.WRITER_TIMEOUT_SECONDS` instead of retrying for ever. B is their sum. A purge's
 grace must be at least :data:`~connector.accumulo.writer.MIN_PURGE_GRACE_SECONDS` (2 B): a shorter one is refused.
 
