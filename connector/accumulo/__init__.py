@@ -22,6 +22,7 @@ from .errors import (
     ConnectionLostError,
     InvalidMutationError,
     MutationsRejectedError,
+    SendDeadlinePassedError,
     TableExistsError,
     TableNotFoundError,
     TimedOutError,
@@ -35,14 +36,15 @@ from .tls import TlsOptions
 from .transport import RetryPolicy
 from .wire.frames import DEFAULT_MAX_FRAME_BYTES
 from .wire.native import CELLS_SCHEMA, UPDATE_SCHEMA
-from .writer import BatchWriter
+from .writer import BatchWriter, send_deadline
 
 __all__ = [
     "AccumuloError", "AccumuloSecurityError", "AccumuloServerError", "BatchWriter", "BulkFile", "BulkImport",
     "BulkImportNotFoundError", "CELLS_SCHEMA", "Cell", "ColumnUpdate", "Condition", "ConditionalMutation",
     "ConditionalWriter", "Connection",
     "ConnectionLostError", "DEFAULT_MAX_FRAME_BYTES", "DEFAULT_PORT", "InvalidMutationError", "IteratorSetting", "Key",
-    "Mutation", "MutationsRejectedError", "Range", "RetryPolicy", "SECRET_ENV", "SECRET_FILE_ENV", "TableExistsError",
+    "Mutation", "MutationsRejectedError", "Range", "RetryPolicy", "SECRET_ENV", "SECRET_FILE_ENV",
+    "SendDeadlinePassedError", "TableExistsError",
     "TableNotFoundError", "TimedOutError", "TlsError", "TlsOptions", "UPDATE_SCHEMA", "UnknownScannerError",
-    "UnknownWriterError", "resolve_secret", "sort_cells",
+    "UnknownWriterError", "resolve_secret", "send_deadline", "sort_cells",
 ]
