@@ -535,7 +535,7 @@ def requeue(world: World) -> None:
 def purge(world: World) -> None:
     """``accumulo-export purge-tombstones --dest B`` now and then, with a grace the code accepts (virtual seconds)."""
     a, b = world.connect("A"), world.connect("B")
-    time.sleep(world.pick([0.0, 15.0, 45.0], "purge starts"))  # later: when drains have written tombstones
+    time.sleep(world.pick([0.0, 15.0, 45.0, 120.0], "purge starts"))  # later: when drains have written tombstones
     for _ in rounds(world, "purges"):
         pause(world)
         grace = world.pick(GRACES, "grace")
