@@ -253,11 +253,14 @@ SECOND_TABLE = "dst2"
 
 def flaky_translator(export: SequencedExport) -> Any:
     """The difference translator, refusing (now and then, as drawn) an export whose new value is marked "x": a
-    translator bug fixed later (never in the final drains); its entries are dead-lettered, then requeued."""
+    translator bug fixed later (at the swarm's ``fixed_at``, or before the final drains); its entries are
+    dead-lettered, then requeued."""
     world = _current
     new = export.value.get("new") if isinstance(export.value, dict) else None
-    if world is not None and world.refusing and new and str(new[0].get("value", "")).startswith("x") \
-            and world.chance(world.swarm.refuse if world.swarm else 0.5, "refuse"):
+    swarm = world.swarm if world is not None else None
+    fixed = swarm is not None and swarm.fixed_at is not None and world is not None and world.sched.now >= swarm.fixed_at
+    if world is not None and world.refusing and not fixed and new and str(new[0].get("value", "")).startswith("x") \
+            and world.chance(swarm.refuse if swarm else 0.5, "refuse"):
         raise ValueError(f"refused value {new[0]['value']!r}")
     return difference(export)
 
@@ -292,6 +295,7 @@ class Swarm:
     pauses: tuple[float, ...]  # the pauses between its rounds
     rows: tuple[str, ...] = ROWS  # the rows producers write (fewer: more commits meet on one row)
     values: tuple[str | None, ...] = VALUES  # what they write (None: a delete), repeated for weight
+    fixed_at: float | None = None  # when (virtual seconds) the translator's bug is fixed (None: at the final drains)
 
     @classmethod
     def draw(cls, world: World) -> Swarm:
@@ -309,7 +313,8 @@ class Swarm:
                    rounds=world.pick([4, 2, 8], "rounds"),
                    pauses=world.pick([(0.0, 0.5, 2.0), (0.2, 1.0, 5.0), (1.0, 5.0, 20.0)], "pauses"),
                    rows=ROWS[:world.pick([3, 1, 2], "rows")],
-                   values=world.pick([VALUES, VALUES + (None, None), VALUES + ("x3", "x3")], "values"))
+                   values=world.pick([VALUES, VALUES + (None, None), VALUES + ("x3", "x3")], "values"),
+                   fixed_at=world.pick([None, 30.0, 90.0], "translator fixed at"))
 
     def kind(self, world: World) -> tuple[str, Callable[[World], None]]:
         pool = [(name, fn) for name, fn in KINDS for _ in range(self.weights[name])]
@@ -320,7 +325,7 @@ class Swarm:
         return (f"{self.processes} processes of {kinds}; crash {self.crash_rate:g} stall {self.stall_rate:g} "
                 f"lost {self.lost_rate:g} refuse {self.refuse:g} wait {self.wait:g} slow {self.slow:g}"
                 f"@{self.slow_rate:g} rounds {self.rounds} pauses {self.pauses} rows {len(self.rows)} values "
-                f"{'/'.join(str(v) for v in self.values)}")
+                f"{'/'.join(str(v) for v in self.values)} fixed at {self.fixed_at}")
 
 
 def start(world: World, name: str, fn: Callable[[World], None]) -> None:
