@@ -179,6 +179,40 @@ def test_a_writer_never_applies_a_row_that_waited_past_its_timeout(monkeypatch: 
     w.abort()
 
 
+def test_a_writer_whose_reopen_after_a_rejection_was_interrupted_reopens_at_its_next_flush(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Ctrl-C (any BaseException) while a writer reopens after a rejection left it with no client and not marked
+    broken: its next flush failed with AttributeError instead of reopening (what the simulation met as a crash
+    cutting that reopen)."""
+    from connector.accumulo._idl import proxy
+    from connector.accumulo.errors import MutationsRejectedError
+    cluster, gateway, conn = world()
+    w = conn.batch_writer("t")
+    flush, create = gateway.flush, gateway.createWriter
+    refuse = {"flush": 1, "create": 1}
+
+    def rejecting_flush(writer: str) -> None:
+        if refuse["flush"]:
+            refuse["flush"] -= 1
+            raise proxy.MutationsRejectedException("constraint violation")
+        flush(writer)
+
+    def interrupted_create(secret: str, table: str, options: Any) -> str:
+        if refuse["create"]:
+            refuse["create"] -= 1
+            raise KeyboardInterrupt
+        return create(secret, table, options)
+    monkeypatch.setattr(gateway, "flush", rejecting_flush)
+    monkeypatch.setattr(gateway, "createWriter", interrupted_create)
+    w.add_mutation(Mutation(b"a").put(b"f", b"q", b"1", timestamp=1))
+    with pytest.raises((KeyboardInterrupt, MutationsRejectedError)):
+        w.flush()
+    w.add_mutation(Mutation(b"b").put(b"f", b"q", b"2", timestamp=1))
+    w.flush()  # before: AttributeError, the writer had no client and did not know it
+    assert b"b" in [c[0] for c in cluster.cells("t")]
+    w.close()
+
+
 def test_conditions_on_values_absence_and_timestamps() -> None:
     _, _, conn = world()
     put(conn, b"r", b"v", 5)

@@ -347,11 +347,13 @@ class BatchWriter:
         """After a rejection: upstream's proxy would raise it on every later flush and drop every later
         update, so close this server-side writer and open a fresh one (on our gateway: merely tidy)."""
         self._close_server_writer(report=False)
+        self._broken = True  # until a fresh one is open (a reopen cut short, even by Ctrl-C, leaves no client)
         try:
             self._open()
         except Exception as exc:  # noqa: BLE001 - the next flush reopens, and reports what fails then
             log.warning("writer on %s: reopening after a rejection failed (%s); will retry", self.table, exc)
-            self._broken = True
+            return
+        self._broken = False
 
     def _on_transient(self, _exc: BaseException) -> None:
         self._broken = True
