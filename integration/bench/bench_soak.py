@@ -524,12 +524,13 @@ def rss_flat(memory: MemorySampler) -> str:
     a slope, not one window's peak. A Python process is judged by its mean RSS; a JVM whose heap after a full GC was
     taken, by that live heap: its RSS follows how much heap its collector keeps committed (up to -Xmx), which grows
     and shrinks with the allocation rate, while a leak shows as a live heap that grows (the RSS is printed above,
-    and named here when it rose beyond the bound). A last window sampled for less than half its length is left
-    out."""
+    and every JVM whose RSS rose beyond the bound is named here). A last window sampled for less than half its
+    length is left out."""
     excess: list[tuple[float, str]] = []  # (rise beyond what is allowed, which process and its numbers)
     span = memory.rss[-1][0] - memory.start if memory.rss else 0.0
     covered = int((span + memory.window / 2) // memory.window)  # windows sampled for at least half their length
     judged_by_heap = 0
+    rss_past: list[str] = []  # JVMs judged by their heap whose RSS rose past the bound all the same
     for (kind, pid), per_window in memory.window_means().items():
         rss = [(w * memory.window, m) for w, m in enumerate(per_window[:covered]) if w >= 2 and m is not None]
         heap = [(w * memory.window, memory.heaps[w][pid] / 1024) for w in sorted(memory.heaps)
@@ -538,11 +539,12 @@ def rss_flat(memory: MemorySampler) -> str:
         if len(heap) >= 2:
             judged_by_heap += 1
             rise, allowed = _rise(heap)
-            rss_note = (f"; its RSS {', '.join(f'{m:.0f}' for _, m in rss)} MiB, rise {rss_rise:+.0f}"
-                        if rss_rise > rss_allowed else "")
+            if rss_rise > rss_allowed:
+                rss_past.append(f"{kind} {pid} RSS {', '.join(f'{m:.0f}' for _, m in rss)} MiB, rise "
+                                f"{rss_rise:+.0f} (heap after GC {', '.join(f'{m:.0f}' for _, m in heap)})")
             excess.append((rise - allowed, f"{kind} {pid}: heap after GC from w3 "
                                            f"{', '.join(f'{m:.0f}' for _, m in heap)} MiB, rise {rise:+.0f} "
-                                           f"(allowed +{allowed:.0f}){rss_note}"))
+                                           f"(allowed +{allowed:.0f})"))
         elif len(rss) >= 2 and per_window[2:3] and per_window[2] is not None:
             excess.append((rss_rise - rss_allowed, f"{kind} {pid}: RSS window means from w3 "
                                                    f"{', '.join(f'{m:.0f}' for _, m in rss)} MiB, rise "
@@ -554,7 +556,8 @@ def rss_flat(memory: MemorySampler) -> str:
     return verdict(worst <= 0, f"memory flat from the 3rd window ({len(excess)} processes, {judged_by_heap} JVMs "
                                f"judged by their heap after a full GC, the rest by RSS; the least-squares line through "
                                f"each one's window figures rises by at most {RSS_FLAT_SHARE:.0%} of its 3rd window's "
-                               f"or {RSS_FLAT_MIB:.0f} MiB); the closest: {which}")
+                               f"or {RSS_FLAT_MIB:.0f} MiB); the closest: {which}"
+                               + (f"; JVMs whose RSS rose past that bound: {'; '.join(rss_past)}" if rss_past else ""))
 
 
 def _rise(points: list[tuple[float, float]]) -> tuple[float, float]:
