@@ -83,3 +83,21 @@ def test_a_schedule_of_the_real_code_replays_to_the_same_choices(seed: int) -> N
     assert first.turns == again.turns == replayed.turns
     assert [v.invariant for v in first.violations] == [v.invariant for v in again.violations] \
         == [v.invariant for v in replayed.violations]
+
+
+def test_every_module_of_the_code_under_test_waits_on_the_schedulers_threading_in_a_run() -> None:
+    """A real ``threading.Event().wait`` in a run blocks every simulated thread for real seconds: the world stands
+    still while it lasts (the purge's grace did, so nothing ever ran beside it)."""
+    import concurrent.futures
+    import sys
+
+    import connector.snapshot.purge  # noqa: F401 - the module that waited for real
+    from integration.sim.workload import World, simulated_world
+
+    world = World(Scheduler(Choices(1)))
+    with simulated_world(world):
+        real = sorted(name for name, module in sys.modules.items()
+                      if name.startswith("connector.") and module is not None
+                      and (getattr(module, "threading", None) is threading
+                           or getattr(module, "ThreadPoolExecutor", None) is concurrent.futures.ThreadPoolExecutor))
+    assert real == []

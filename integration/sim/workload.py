@@ -29,11 +29,13 @@ swarm only makes each schedule lopsided in its own way, so that rare combination
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import functools
 import importlib.util
 import inspect
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -63,7 +65,17 @@ from connector.snapshot.verify import Destination, verify_destination
 from connector.transactions import RowTransactions, queue_watermark, relay_table, wait_for_seq
 from connector.transactions.relay import relay_sources
 
-from .scheduler import Choices, Crash, InlineExecutor, Scheduler, SimEvent, SimFailure, SimLock, threading_shim
+from .scheduler import (
+    CODE_UNDER_TEST,
+    Choices,
+    Crash,
+    InlineExecutor,
+    Scheduler,
+    SimEvent,
+    SimFailure,
+    SimLock,
+    threading_shim,
+)
 
 PRODUCER_TABLE = "rows"
 DEST_TABLE = "dst"
@@ -742,14 +754,16 @@ def simulated_world(world: World) -> Iterator[None]:
     import importlib
     sched = world.sched
     shim = threading_shim(sched)
-    threaded = ["connector.transactions.relayer", "connector.transactions.relay", "connector.snapshot.state",
-                "connector.snapshot.verify", "connector.jobs.local", "connector.jobs.rounds", "connector.jobs.drain",
-                "connector.jobs.drain_progress", "connector.queue.planner", "connector.queue.compaction",
-                "connector.export.accumulo_exporter", "connector.queue.destinations"]
-    threaded += [m for m in ("connector.snapshot.auto_purge",) if importlib.util.find_spec(m) is not None]
-    patches: list[tuple[Any, str, Any]] = [(importlib.import_module(m), "threading", shim) for m in threaded]
-    for name in ("connector.snapshot.verify", "connector.queue.marks", "connector.jobs.local"):
-        patches.append((importlib.import_module(name), "ThreadPoolExecutor", InlineExecutor))
+    # every module of the code under test that uses ``threading`` or a pool gets the scheduler's: a real wait
+    # (an Event's, a lock's) would block every simulated thread, and the world would stand still while it lasts
+    for module in ("connector.snapshot.auto_purge",):
+        if importlib.util.find_spec(module) is not None:
+            importlib.import_module(module)
+    code = [m for key, m in list(sys.modules.items()) if key.startswith(CODE_UNDER_TEST) and m is not None]
+    patches: list[tuple[Any, str, Any]] = [(m, "threading", shim) for m in code
+                                           if getattr(m, "threading", None) is threading]
+    patches += [(m, "ThreadPoolExecutor", InlineExecutor) for m in code
+                if getattr(m, "ThreadPoolExecutor", None) is concurrent.futures.ThreadPoolExecutor]
     patches.append((importlib.import_module("connector.queue.drain"), "prefetched", lambda batches, depth=4: batches))
     # process-wide locks (some held across calls: a real lock would hang the run)
     for module, name in (("connector.export.shared", "_exporters_lock"), ("connector.accumulo.options", "_cache_lock"),
