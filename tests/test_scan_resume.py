@@ -10,8 +10,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from thriftpy2.protocol import TCompactProtocol
+from thriftpy2.transport import TMemoryBuffer
 
 from connector.accumulo import scanner
+from connector.accumulo._idl import proxy
 from connector.accumulo.cells import Cell
 from connector.accumulo.errors import ConnectionLostError
 from connector.accumulo.transport import RetryPolicy
@@ -32,6 +35,16 @@ class _Session:
 
     def address(self) -> str:
         return "fake:1"
+
+    shared_secret = "secret"
+
+    def call_encoded(self, method: str, payload: bytes, **_: Any) -> Any:
+        """The scanner's call as the client encoded it, read back as a gateway reads it."""
+        proto = TCompactProtocol(TMemoryBuffer(payload))
+        assert proto.read_message_begin()[0] == method
+        call = proxy.AccumuloProxy.createScanner_args()
+        call.read(proto)
+        return self.call(method, call.tableName, call.options)
 
     def call(self, method: str, *args: Any, **_: Any) -> Any:
         assert method == "createScanner"

@@ -29,9 +29,8 @@ from .extensions import SCAN_ISOLATED, require_extension
 from .mutation import BytesLike, to_bytes
 from .session import Session
 from .whole_rows import resume_range, whole_rows
-from .wire.batch_scanner import METHOD as BATCH_SCANNER
-from .wire.batch_scanner import encode_batch_scanner_call
 from .wire.next_k import next_k_batch
+from .wire.scanners import BATCH_SCANNER, SCANNER, encode_batch_scanner_call, encode_scanner_call
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -120,11 +119,16 @@ def _resumable(conn: Session, table: str, rng: Range | None, columns: Sequence[A
         fetch = whole_rows(fetch)
     while True:
         current = rng if last is None else resume_range(rng, last) if isolated else rng.after(last)
-        options = proxy.ScanOptions(authorizations=auths, range=current.to_thrift(), columns=thrift_columns,
-                                    iterators=thrift_iters, bufferSize=batch_size,
-                                    timeoutMs=conn.server_wait_ms or None, isolated=isolated or None)
         with _within_server_wait(conn, table):
-            scanner_id = conn.call("createScanner", table, options)
+            if auths is None and thrift_iters is None:  # encoded directly: every read begins with one
+                scanner_id = conn.call_encoded(SCANNER, encode_scanner_call(
+                    conn.shared_secret, table, current, thrift_columns, batch_size, conn.server_wait_ms or None,
+                    isolated or None))
+            else:
+                options = proxy.ScanOptions(authorizations=auths, range=current.to_thrift(), columns=thrift_columns,
+                                            iterators=thrift_iters, bufferSize=batch_size,
+                                            timeoutMs=conn.server_wait_ms or None, isolated=isolated or None)
+                scanner_id = conn.call("createScanner", table, options)
             try:
                 if isolated:  # asked of the gateway holding the scanner: upstream's skips the field silently
                     require_extension(conn, SCAN_ISOLATED, f"an isolated scan of table {table!r}")

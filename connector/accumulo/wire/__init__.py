@@ -11,7 +11,8 @@ own classes (``Connection``, ``BatchWriter``, the scanner functions, ``Condition
   when it carries an error.
 - :mod:`.conditional`: the ``updateRowsConditionally`` call encoded directly (its updates by the Rust
   encoder); no other implementation.
-- :mod:`.batch_scanner`: the ``createBatchScanner`` call encoded directly, for a read of many ranges.
+- :mod:`.scanners`: the ``createScanner`` and ``createBatchScanner`` calls encoded directly (every read begins
+  with one).
 - :mod:`.structs`: mutations as thriftpy2 structs, for the generic calls (``updateAndFlush``, conditional
   writes with iterators).
 - :mod:`.compact`: the few Thrift compact-protocol primitives the hand-encoded calls above write.
