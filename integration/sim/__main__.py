@@ -1,4 +1,4 @@
-"""``python -m integration.sim --seed N --minutes M [--schedules K]``: run the deterministic simulation.
+"""``python -m integration.sim --seed N --minutes M [--schedules K] [--first I]``: run the deterministic simulation.
 
 Schedule i of a run has its own seed, ``N * 1_000_000 + i``, printed with any failure; ``--replay SEED`` runs
 that one schedule again with a trace of every turn (``--choices 3,0,1,...`` runs a given list of choices, such as
@@ -60,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1, help="the run's seed (schedule i: seed * 1e6 + i)")
     parser.add_argument("--minutes", type=float, default=1.0, help="how long to run (default 1)")
     parser.add_argument("--schedules", type=int, default=None, help="stop after this many schedules")
+    parser.add_argument("--first", type=int, default=0, help="begin at this schedule of the seed (default 0): "
+                        "two processes share one seed's schedules")
     parser.add_argument("--replay", type=int, default=None, metavar="SEED", help="run one schedule, traced")
     parser.add_argument("--choices", default=None, help="with --replay: the list of choices to replay")
     parser.add_argument("--keep-going", action="store_true", help="note each failing schedule and go on")
@@ -87,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     end = started + args.minutes * 60
     done = since = failures = 0
     while time.monotonic() < end and (args.schedules is None or done < args.schedules):
-        outcome = run_schedule(schedule_seed(args.seed, done))
+        outcome = run_schedule(schedule_seed(args.seed, args.first + done))
         done += 1
         since += 1
         if outcome.failed:
@@ -107,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     if failures:
         print(f"{failures} of {done} schedules failed (replay one: --replay SEED; shrink it: --replay SEED --shrink)")
         return 1
-    print(f"passed: {done} schedules of seed {args.seed} in {time.monotonic() - started:.1f} s")
+    print(f"passed: {done} schedules of seed {args.seed} (from schedule {args.first}) "
+          f"in {time.monotonic() - started:.1f} s")
     return 0
 
 
