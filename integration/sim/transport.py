@@ -18,11 +18,12 @@ wire is then closed, as a dropped socket is).
 from __future__ import annotations
 
 import io
+import struct
 from collections.abc import Callable
 from typing import Any
 
 from thriftpy2.protocol import TCompactProtocol
-from thriftpy2.thrift import TApplicationException, TException, TMessageType, TProcessor
+from thriftpy2.thrift import TApplicationException, TException, TMessageType, TProcessor, TType
 from thriftpy2.transport import TMemoryBuffer, TTransportException
 
 from connector.accumulo import Connection
@@ -67,10 +68,16 @@ _SIMPLE_RESULTS = (type(None), bool, int, str, bytes)
 
 def _reply_header(method: str, seqid: int) -> bytes:
     """A compact-protocol reply message's header, as thriftpy2's ``write_message_begin`` writes it."""
-    name = method.encode("utf-8")
-    return bytes((TCompactProtocol.PROTOCOL_ID, TCompactProtocol.VERSION
-                  | (TMessageType.REPLY << TCompactProtocol.TYPE_SHIFT_AMOUNT))) + _encode_varint(seqid) \
-        + _encode_varint(len(name)) + name
+    name = _reply_names.get(method)
+    if name is None:
+        encoded = method.encode("utf-8")
+        name = _reply_names[method] = _encode_varint(len(encoded)) + encoded
+    return _REPLY_START + _encode_varint(seqid) + name
+
+
+_REPLY_START = bytes((TCompactProtocol.PROTOCOL_ID,
+                      TCompactProtocol.VERSION | (TMessageType.REPLY << TCompactProtocol.TYPE_SHIFT_AMOUNT)))
+_reply_names: dict[str, bytes] = {}  # a method's name as a header holds it (its length, its bytes)
 
 
 def _encode_varint(n: int) -> bytes:
@@ -82,12 +89,213 @@ def _encode_varint(n: int) -> bytes:
     return bytes(out)
 
 
+# --- thriftpy2's compact protocol, written and read in one pass ----------------------------------------------
+# thriftpy2 writes and reads its compact protocol a byte at a time through the transport (a Python call per
+# byte): this codec does what its TCompactProtocol does (the same bytes, the same objects) on a bytearray or a
+# bytes object. Anything it does not expect (an unknown field, a type mismatch, a value out of range) raises
+# _NotPlain, and the caller leaves that message to thriftpy2, which then does whatever it does with it.
+
+class _NotPlain(Exception):
+    """Not a message this codec handles: thriftpy2 does it."""
+
+
+_CTYPE = {TType.BOOL: 1, TType.BYTE: 3, TType.I16: 4, TType.I32: 5, TType.I64: 6, TType.DOUBLE: 7,
+          TType.STRING: 8, TType.BINARY: 8, TType.LIST: 9, TType.SET: 10, TType.MAP: 11, TType.STRUCT: 12}
+_TTYPE = {3: TType.BYTE, 4: TType.I16, 5: TType.I32, 6: TType.I64, 7: TType.DOUBLE, 8: TType.BINARY,
+          9: TType.LIST, 10: TType.SET, 11: TType.MAP, 12: TType.STRUCT}
+_BITS = {TType.I16: 16, TType.I32: 32, TType.I64: 64}
+_BIN_TYPES = (TType.STRING, TType.BINARY)
+_pack_byte = struct.Struct("!b").pack
+_pack_double, _unpack_double = struct.Struct("<d").pack, struct.Struct("<d").unpack
+#: per payload class: its fields as thriftpy2 writes them, (field id, name, type, compact type, element spec)
+_fields_of: dict[type, tuple[tuple[int, str, int, int, Any], ...]] = {}
+
+
+def _fields(cls: type) -> tuple[tuple[int, str, int, int, Any], ...]:
+    found = _fields_of.get(cls)
+    if found is None:
+        found = _fields_of[cls] = tuple(
+            (fid, spec[1], spec[0], _CTYPE[spec[0]], spec[2] if len(spec) == 4 else None)
+            for fid, spec in cls.thrift_spec.items() if fid is not None)  # type: ignore[attr-defined]
+    return found
+
+
+def _write_varint(out: bytearray, n: int) -> None:
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+
+
+def _write_int(out: bytearray, n: int, bits: int) -> None:
+    if not -(1 << (bits - 1)) <= n < 1 << (bits - 1):
+        raise _NotPlain  # thriftpy2 raises its TProtocolException
+    _write_varint(out, (n << 1) ^ (n >> (bits - 1)))
+
+
+def encode_struct(out: bytearray, obj: Any) -> None:
+    """``obj`` (a thriftpy2 payload) as ``TCompactProtocol.write_struct`` writes it."""
+    last = 0
+    for fid, name, ttype, ctype, spec in _fields(type(obj)):
+        value = getattr(obj, name, None)
+        if value is None:
+            continue
+        if ttype == TType.BOOL:
+            ctype = 1 if value else 2  # a bool field's value is its header's type
+        delta = fid - last
+        if 0 < delta <= 15:
+            out.append(delta << 4 | ctype)
+        else:
+            out.append(ctype)
+            _write_int(out, fid, 16)
+        last = fid
+        if ttype != TType.BOOL:
+            _encode_value(out, ttype, value, spec)
+    out.append(0)
+
+
+def _encode_value(out: bytearray, ttype: int, value: Any, spec: Any) -> None:
+    if ttype == TType.BINARY:
+        out_len = len(value)  # thriftpy2 writes a str's length in characters, then its UTF-8 bytes
+        _write_varint(out, out_len)
+        out += value.encode() if isinstance(value, str) else value
+    elif ttype == TType.STRING:
+        data = value if isinstance(value, bytes) else value.encode("utf-8")
+        _write_varint(out, len(data))
+        out += data
+    elif ttype == TType.STRUCT:
+        encode_struct(out, value)
+    elif ttype in _BITS:
+        _write_int(out, value, _BITS[ttype])
+    elif ttype == TType.BOOL:
+        out.append(1 if value else 2)
+    elif ttype == TType.LIST or ttype == TType.SET:
+        etype, espec = spec if isinstance(spec, tuple) else (spec, None)
+        size = len(value)
+        if size <= 14:
+            out.append(size << 4 | _CTYPE[etype])
+        else:
+            out.append(0xF0 | _CTYPE[etype])
+            _write_varint(out, size)
+        for element in value:
+            _encode_value(out, etype, element, espec)
+    elif ttype == TType.MAP:
+        ktype, kspec = (spec[0], None) if isinstance(spec[0], int) else spec[0]
+        vtype, vspec = (spec[1], None) if isinstance(spec[1], int) else spec[1]
+        if not value:
+            out.append(0)
+            return
+        _write_varint(out, len(value))
+        out.append(_CTYPE[ktype] << 4 | _CTYPE[vtype])
+        for k in value:
+            _encode_value(out, ktype, k, kspec)
+            _encode_value(out, vtype, value[k], vspec)
+    elif ttype == TType.BYTE:
+        out += _pack_byte(value)
+    elif ttype == TType.DOUBLE:
+        out += _pack_double(value)
+    else:
+        raise _NotPlain
+
+
+def decode_struct(data: bytes, pos: int, cls: type) -> tuple[Any, int]:
+    """The payload of class ``cls`` at ``pos`` as ``TCompactProtocol.read_struct`` reads it, and where it ends."""
+    obj = cls()
+    spec_of = cls.thrift_spec  # type: ignore[attr-defined]
+    last = 0
+    while True:
+        header = data[pos]
+        pos += 1
+        ctype = header & 0x0F
+        if ctype == 0:
+            return obj, pos
+        delta = header >> 4
+        if delta:
+            fid = last + delta
+        else:
+            zigzag, pos = _varint(data, pos)
+            fid = (zigzag >> 1) ^ -(zigzag & 1)
+        last = fid
+        spec = spec_of.get(fid)
+        if spec is None:
+            raise _NotPlain  # thriftpy2 skips the field
+        ttype = spec[0]
+        if ctype == 1 or ctype == 2:
+            if ttype != TType.BOOL:
+                raise _NotPlain
+            value: Any = ctype == 1
+        else:
+            wire_type = _TTYPE.get(ctype)
+            if wire_type != ttype and not (wire_type in _BIN_TYPES and ttype in _BIN_TYPES):
+                raise _NotPlain
+            value, pos = _decode_value(data, pos, ttype, spec[2] if len(spec) == 4 else None)
+        setattr(obj, spec[1], value)
+
+
+def _decode_value(data: bytes, pos: int, ttype: int, spec: Any) -> tuple[Any, int]:
+    if ttype == TType.BINARY or ttype == TType.STRING:
+        size, pos = _varint(data, pos)
+        end = pos + size
+        if end > len(data):
+            raise _NotPlain
+        raw = data[pos:end]
+        if ttype == TType.STRING:
+            try:
+                return raw.decode("utf-8"), end
+            except UnicodeDecodeError:  # thriftpy2 keeps the bytes
+                return raw, end
+        return raw, end
+    if ttype in _BITS:
+        zigzag, pos = _varint(data, pos)
+        return (zigzag >> 1) ^ -(zigzag & 1), pos
+    if ttype == TType.STRUCT:
+        return decode_struct(data, pos, spec)
+    if ttype == TType.LIST or ttype == TType.SET:  # thriftpy2 reads a set as a list, whatever the element type sent
+        etype, espec = spec if isinstance(spec, tuple) else (spec, None)
+        size = data[pos] >> 4
+        pos += 1
+        if size == 15:
+            size, pos = _varint(data, pos)
+        items = []
+        for _ in range(size):
+            item, pos = _decode_value(data, pos, etype, espec)
+            items.append(item)
+        return items, pos
+    if ttype == TType.MAP:
+        size, pos = _varint(data, pos)
+        if size == 0:
+            return {}, pos
+        ktype, kspec = (spec[0], None) if isinstance(spec[0], int) else spec[0]
+        vtype, vspec = (spec[1], None) if isinstance(spec[1], int) else spec[1]
+        types = data[pos]
+        pos += 1
+        sent_k, sent_v = _TTYPE.get(types >> 4), _TTYPE.get(types & 0x0F)
+        if (sent_k != ktype and not (sent_k in _BIN_TYPES and ktype in _BIN_TYPES)) or \
+                (sent_v != vtype and not (sent_v in _BIN_TYPES and vtype in _BIN_TYPES)):
+            raise _NotPlain  # thriftpy2 skips the entries (and a bool's type byte is not in _TTYPE)
+        result = {}
+        for _ in range(size):
+            k, pos = _decode_value(data, pos, ktype, kspec)
+            result[k], pos = _decode_value(data, pos, vtype, vspec)
+        return result, pos
+    if ttype == TType.BOOL:
+        return data[pos] == 1, pos + 1
+    if ttype == TType.BYTE:
+        return data[pos] - 256 if data[pos] > 127 else data[pos], pos + 1
+    if ttype == TType.DOUBLE:
+        if pos + 8 > len(data):
+            raise _NotPlain
+        return _unpack_double(data[pos:pos + 8])[0], pos + 8
+    raise _NotPlain
+
+
 class SimServer:
     """thriftpy2's processor over a gateway, with the hooks: one per connection (the hooks are its caller's).
 
-    A call is decoded by thriftpy2's compact protocol once per distinct message (:data:`_decoded`), applied as
-    ``TProcessor.process`` applies it (its declared exceptions in the result, any other as an undeclared one)
-    and its reply encoded by thriftpy2."""
+    A call is decoded once per distinct message (:data:`_decoded`), applied as ``TProcessor.process`` applies it
+    (its declared exceptions in the result, any other as an undeclared one) and its reply encoded, both with the
+    bytes and objects thriftpy2's compact protocol makes (:func:`decode_struct`, :func:`encode_struct`; thriftpy2
+    itself for what they leave to it)."""
 
     def __init__(self, gateway: SimGateway, before_call: Hook | None = None, after_call: Hook | None = None) -> None:
         self.gateway = gateway
@@ -102,41 +310,35 @@ class SimServer:
         method, seqid, name_at = _method_of(message)
         if self.before_call is not None:
             self.before_call(method)
-        out = TMemoryBuffer()
-        oprot = TCompactProtocol(out)
         try:
-            self._process(message, seqid, name_at, oprot)
+            reply = self._process(message, seqid, name_at)
         except TException as exc:  # a proxy exception the IDL does not declare for this call
             name = {"AccumuloSecurityException": SECURITY, "TableNotFoundException": TABLE_NOT_FOUND}.get(
                 type(exc).__name__, type(exc).__name__)
-            reply = TApplicationException(TApplicationException.INTERNAL_ERROR,
-                                          f"{name}{SEPARATOR}{getattr(exc, 'msg', None) or exc}")
-            out = TMemoryBuffer()
-            oprot = TCompactProtocol(out)
-            oprot.write_message_begin(method, TMessageType.EXCEPTION, seqid)
-            reply.write(oprot)
-            oprot.write_message_end()
+            undeclared = TApplicationException(TApplicationException.INTERNAL_ERROR,
+                                               f"{name}{SEPARATOR}{getattr(exc, 'msg', None) or exc}")
+            reply = _with_thriftpy2(lambda oprot: self.processor.send_exception(oprot, method, undeclared, seqid))
         self.calls += 1
         if self.after_call is not None:
             self.after_call(method)
-        value = out.getvalue()
-        return value or None
+        return reply or None
 
-    def _process(self, message: bytes, seqid: int, name_at: int, oprot: TCompactProtocol) -> None:
-        """``TProcessor.process`` with the decoding of the call cached."""
+    def _process(self, message: bytes, seqid: int, name_at: int) -> bytes:
+        """``TProcessor.process``, the call's decoding cached; the reply message (empty for a oneway call)."""
         key = message[1:2] + message[name_at:]
         decoded = _decoded.get(key)
         if decoded is None:
-            iprot = TCompactProtocol(TMemoryBuffer(message))
-            api, _, _ = iprot.read_message_begin()
-            if api not in proxy.AccumuloProxy.thrift_services:
-                self.processor.send_exception(
-                    oprot, api, TApplicationException(TApplicationException.UNKNOWN_METHOD), seqid)
-                return
-            call_args = getattr(proxy.AccumuloProxy, api + "_args")()
-            call_args.read(iprot)
-            iprot.read_message_end()
-            decoded = (api, tuple(call_args.__dict__[spec[1]] for spec in call_args.thrift_spec.values()))
+            decoded = _decode_call(message, name_at)
+            if decoded is None:
+                iprot = TCompactProtocol(TMemoryBuffer(message))
+                api, _, _ = iprot.read_message_begin()
+                if api not in proxy.AccumuloProxy.thrift_services:
+                    unknown = TApplicationException(TApplicationException.UNKNOWN_METHOD)
+                    return _with_thriftpy2(lambda oprot: self.processor.send_exception(oprot, api, unknown, seqid))
+                call_args = getattr(proxy.AccumuloProxy, api + "_args")()
+                call_args.read(iprot)
+                iprot.read_message_end()
+                decoded = (api, tuple(call_args.__dict__[spec[1]] for spec in call_args.thrift_spec.values()))
             if len(_decoded) >= _DECODED_MAX:
                 _decoded.clear()
             _decoded[key] = decoded
@@ -145,28 +347,58 @@ class SimServer:
         try:
             value = result.success = getattr(self.gateway, api)(*args)
         except TApplicationException as exc:
-            self.processor.send_exception(oprot, api, exc, seqid)
-            return
+            failure = exc
+            return _with_thriftpy2(lambda oprot: self.processor.send_exception(oprot, api, failure, seqid))
         except Exception as exc:
             if not self.processor.handle_exception(exc, result):
                 raise
             value = exc  # never a simple result: encoded in full
         if result.oneway:
-            return
-        if type(value) not in _SIMPLE_RESULTS or seqid < 0:
-            self.processor.send_result(oprot, api, result, seqid)
-            return
-        reply_key = (api, type(value), value)
-        body = _replies.get(reply_key)
-        out: Any = oprot.trans
-        if body is None:
-            self.processor.send_result(oprot, api, result, seqid)
-            body = out.getvalue()[len(_reply_header(api, seqid)):]
+            return b""
+        if seqid < 0:
+            return _with_thriftpy2(lambda oprot: self.processor.send_result(oprot, api, result, seqid))
+        simple = type(value) in _SIMPLE_RESULTS
+        if simple:
+            reply_key = (api, type(value), value)
+            body = _replies.get(reply_key)
+            if body is not None:
+                return _reply_header(api, seqid) + body
+        out = bytearray()
+        try:
+            encode_struct(out, result)
+        except Exception:  # noqa: BLE001 - thriftpy2 writes it, or raises what it raises
+            whole = _with_thriftpy2(lambda oprot: self.processor.send_result(oprot, api, result, seqid))
+            out = bytearray(whole[len(_reply_header(api, seqid)):])
+        body = bytes(out)
+        if simple:
             if len(_replies) >= _DECODED_MAX:
                 _replies.clear()
             _replies[reply_key] = body
-            return
-        out.write(_reply_header(api, seqid) + body)
+        return _reply_header(api, seqid) + body
+
+
+def _decode_call(message: bytes, name_at: int) -> tuple[str, tuple[Any, ...]] | None:
+    """(method, its arguments in the IDL's order) of a call message; None when thriftpy2 must read it."""
+    try:
+        if message[0] != TCompactProtocol.PROTOCOL_ID or message[1] & TCompactProtocol.VERSION_MASK \
+                != TCompactProtocol.VERSION:
+            return None
+        size, start = _varint(message, name_at)
+        api = message[start:start + size].decode("utf-8")
+        if api not in proxy.AccumuloProxy.thrift_services:
+            return None
+        cls = getattr(proxy.AccumuloProxy, api + "_args")
+        call_args, _ = decode_struct(message, start + size, cls)
+        return api, tuple(call_args.__dict__[spec[1]] for spec in cls.thrift_spec.values())
+    except Exception:  # noqa: BLE001 - thriftpy2 reads it, or raises what it raises
+        return None
+
+
+def _with_thriftpy2(write: Callable[[TCompactProtocol], None]) -> bytes:
+    """What ``write`` writes with thriftpy2's own protocol."""
+    out = TMemoryBuffer()
+    write(TCompactProtocol(out))
+    return out.getvalue()
 
 
 class SimWire:
