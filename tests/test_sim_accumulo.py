@@ -307,3 +307,28 @@ def test_a_key_written_twice_at_one_time_survives_paging() -> None:
     for batch_size in (1, 2, 1000):
         assert [c.value for c in conn.scan("t", batch_size=batch_size)] == [b"second", b"first"]
 
+
+
+def test_a_scan_without_iterators_of_its_own_runs_the_tables_as_merged() -> None:
+    """``merge_iterators`` with nothing to merge returns the table's iterators as the full merge makes them
+    (the order by priority, the options merged by name)."""
+    from integration.sim.accumulo import IteratorConfig, merge_iterators, table_iterators
+
+    def full_merge(table: list[IteratorConfig]) -> list[IteratorConfig]:  # the merge, with nothing extra
+        options: dict[str, dict[str, str]] = {}
+        for i in table:
+            options.setdefault(i.name, {}).update(i.options)
+        return [IteratorConfig(i.priority, i.name, i.class_name, tuple(sorted(options[i.name].items())))
+                for i in sorted(table, key=lambda i: i.priority)]
+
+    cluster, _, conn = world()
+    conn.set_table_property("t", "table.iterator.scan.zz", "20,org.apache.accumulo.core.iterators.SortedKeyIterator")
+    conn.set_table_property("t", "table.iterator.scan.re", "5,org.apache.accumulo.core.iterators.user.RegExFilter")
+    conn.set_table_property("t", "table.iterator.scan.re.opt.rowRegex", "r.*")
+    conn.set_table_property("t", "table.iterator.scan.re.opt.colfRegex", "f")
+    conn.set_table_property("t", "table.iterator.scan.vers.opt.maxVersions", "3")
+    for scope in ("scan", "minc", "majc"):
+        table = table_iterators(cluster.table("t").props, scope)
+        assert merge_iterators(table, []) == full_merge(table)
+    assert [i.name for i in merge_iterators(table_iterators(cluster.table("t").props, "scan"), [])] == \
+        ["re", "vers", "zz"]

@@ -287,6 +287,8 @@ def merge_iterators(table: Sequence[IteratorConfig], extra: Sequence[IteratorCon
     equals), and the options merged by iterator name (the scan's override the table's), every iterator of a name
     running with the merged options. So a scan iterator named like a table iterator does not replace it: both
     run."""
+    if not extra:  # every scan without iterators of its own: the table's are already merged and in that order
+        return list(table)
     options: dict[str, dict[str, str]] = {}
     for i in (*table, *extra):
         options.setdefault(i.name, {}).update(i.options)
@@ -675,7 +677,9 @@ class SimAccumulo:
         first ``after_dups`` (a key written twice at one timestamp is two entries); ``from_row``: only rows from this
         one."""
         columns = list(columns)
-        rng = bound_range(rng or KeyRange(), columns)
+        rng = rng or KeyRange()
+        if columns:
+            rng = bound_range(rng, columns)
         if name == METADATA_TABLE:
             source: Iterable[Entry] = self._metadata_entries()
             t = None
@@ -698,15 +702,21 @@ class SimAccumulo:
         self.stats["scans"] += 1
         after_key = None if after is None else after[:5]
         seen = 0
+        # the range's ends as entries' keys (-ts) compare, once (KeyRange.after_start and before_stop, inlined)
+        start, stop = rng.start, rng.stop
+        start_key = None if start is None else (start[0], start[1], start[2], start[3], -start[4])
+        stop_key = None if stop is None else (stop[0], stop[1], stop[2], stop[3], -stop[4])
+        start_inclusive, stop_inclusive = rng.start_inclusive, rng.stop_inclusive
         for e in source:
-            if after_key is not None and e[:5] <= after_key and (e[:5] < after_key or seen < after_dups):
-                seen += e[:5] == after_key
+            key = e[:5]
+            if after_key is not None and key <= after_key and (key < after_key or seen < after_dups):
+                seen += key == after_key
                 continue
             if from_row is not None and e[0] < from_row:
                 continue
-            if not rng.after_start(e):
+            if start_key is not None and (key < start_key if start_inclusive else key <= start_key):
                 continue
-            if not rng.before_stop(e):
+            if stop_key is not None and (key > stop_key if stop_inclusive else key >= stop_key):
                 return
             yield e
 
