@@ -64,6 +64,7 @@ _DECODED_MAX = 20_000
 #: number, a string or bytes, and no exception: most replies are one of a few (a scanner closed, a flag)
 _replies: dict[tuple[str, type, Any], bytes] = {}
 _SIMPLE_RESULTS = (type(None), bool, int, str, bytes)
+_result_classes: dict[str, Any] = {}  # a method's result struct, by the method's name
 
 
 def _reply_header(method: str, seqid: int) -> bytes:
@@ -343,26 +344,34 @@ class SimServer:
                 _decoded.clear()
             _decoded[key] = decoded
         api, args = decoded
-        result = getattr(proxy.AccumuloProxy, api + "_result")()
+        result_class = _result_classes.get(api)
+        if result_class is None:
+            result_class = _result_classes[api] = getattr(proxy.AccumuloProxy, api + "_result")
         try:
-            value = result.success = getattr(self.gateway, api)(*args)
+            value = getattr(self.gateway, api)(*args)
         except TApplicationException as exc:
             failure = exc
             return _with_thriftpy2(lambda oprot: self.processor.send_exception(oprot, api, failure, seqid))
         except Exception as exc:
+            result = result_class()
             if not self.processor.handle_exception(exc, result):
                 raise
             value = exc  # never a simple result: encoded in full
-        if result.oneway:
+        else:
+            result = None  # made only when the reply is not cached: most are
+        if result_class.oneway:
             return b""
-        if seqid < 0:
-            return _with_thriftpy2(lambda oprot: self.processor.send_result(oprot, api, result, seqid))
-        simple = type(value) in _SIMPLE_RESULTS
+        simple = type(value) in _SIMPLE_RESULTS and seqid >= 0
         if simple:
             reply_key = (api, type(value), value)
             body = _replies.get(reply_key)
             if body is not None:
                 return _reply_header(api, seqid) + body
+        if result is None:
+            result = result_class()
+            result.success = value
+        if seqid < 0:
+            return _with_thriftpy2(lambda oprot: self.processor.send_result(oprot, api, result, seqid))
         out = bytearray()
         try:
             encode_struct(out, result)
