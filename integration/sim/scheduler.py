@@ -88,6 +88,7 @@ class Choices:
     def __init__(self, seed: int, replay: Sequence[int] | None = None) -> None:
         self.seed = seed
         self._rng = random.Random(seed)
+        self._below = self._rng._randbelow  # type: ignore[attr-defined]  # what randrange(n) returns for an n > 0, without its argument checks
         self._replay = list(replay) if replay is not None else None
         self.record: list[int] = []
         self.labels: list[str] = []
@@ -99,7 +100,7 @@ class Choices:
         if self._replay is not None:
             value = min(self._replay[i], n - 1) if i < len(self._replay) else 0
         else:
-            value = self._rng.randrange(n)
+            value = self._below(n)
         self.record.append(value)
         self.labels.append(label)
         return value
@@ -268,6 +269,7 @@ class Scheduler:
         self.now = 0.0  # virtual seconds since the run began
         self.processes: list[Process] = []
         self.threads: list[SimThread] = []
+        self._live: list[SimThread] = []  # the threads not done, in the order they were made (as in self.threads)
         self.stats = RunStats()
         self._running: SimThread | None = None  # the simulated thread holding the baton
         self._hub: greenlet.greenlet | None = None  # the scheduler's own greenlet while run() lasts
@@ -294,6 +296,7 @@ class Scheduler:
         t.wake = self.now
         process.threads.append(t)
         self.threads.append(t)
+        self._live.append(t)
         return t
 
     def current(self) -> SimThread | None:
@@ -397,11 +400,9 @@ class Scheduler:
         """Run every process (and the ones they start) to its end. Raises :class:`Deadlock`."""
         self._waiting = {}
         self._hub, self._hub_ident, self._blocked = greenlet.getcurrent(), threading.get_ident(), None
+        live = self._live = [t for t in self.threads if not t.done]
         with self._patched(), self._watchdog():
-            while True:
-                live = [t for t in self.threads if not t.done]
-                if not live:
-                    break
+            while live:
                 if self.stats.turns >= self.max_turns and not self._stopping:
                     self._stopping = True  # every thread raises Crash at its next turn
                     self.stats.overrun = True
@@ -420,6 +421,8 @@ class Scheduler:
                 if t.glet is None:
                     t.glet = greenlet.greenlet(t._main, parent=self._hub)
                 self._switch_to(t)
+                if t.done:  # a thread is done only once it ran to its end, here
+                    live.remove(t)
                 if self._blocked is not None:
                     where = self._blocked
                     self._abandon()
