@@ -20,7 +20,9 @@ them waiting for their commit with ``wait_for_seq``), one-shot relays (``relay_t
 batch drain's first step), drains (``relay_sources`` then ``drain_queue``, once or as a stream of rounds; the
 translator refuses values marked ``x`` now and then: dead letters), requeues of dead letters, purges of the
 destination's tombstones (short grace: virtual time), ``verify --repair``, B's own full compactions, and stray
-cells written on B (what a repair has to fix). Sizes are small: three rows, a handful of steps per process.
+cells written on B (what a repair has to fix). Sizes are small: three rows, a handful of steps per process. Some
+schedules pair a purge and a ``verify --repair`` (with stray cells): both loop for as long as producers commit, so
+that repairs run beside purges' graces while drains write tombstones below the watermark.
 
 The ingredients are only drawn, never arranged: which processes run, how many steps, which rows and values,
 and the scheduler's interleaving and faults all come from the seed. No scenario is written for a finding; the
@@ -308,6 +310,11 @@ class Swarm:
     rows: tuple[str, ...] = ROWS  # the rows producers write (fewer: more commits meet on one row)
     values: tuple[str | None, ...] = VALUES  # what they write (None: a delete), repeated for weight
     fixed_at: float | None = None  # when (virtual seconds) the translator's bug is fixed (None: at the final drains)
+    #: a purge and a ``verify --repair`` started beside the deployment (its stream then runs to the end), each
+    #: looping (the swarm's pauses between rounds) for as long as a producer commits, with a stray cell now and then
+    #: and a requeue of dead letters: a repair runs beside a purge's grace, with tombstones below the watermark and
+    #: cells to repair
+    paired: bool = False
 
     @classmethod
     def draw(cls, world: World) -> Swarm:
@@ -326,7 +333,8 @@ class Swarm:
                    pauses=world.pick([(0.0, 0.5, 2.0), (0.2, 1.0, 5.0), (1.0, 5.0, 20.0)], "pauses"),
                    rows=ROWS[:world.pick([3, 1, 2], "rows")],
                    values=world.pick([VALUES, VALUES + (None, None), VALUES + ("x3", "x3")], "values"),
-                   fixed_at=world.pick([None, 30.0, 90.0], "translator fixed at"))
+                   fixed_at=world.pick([None, 30.0, 90.0], "translator fixed at"),
+                   paired=world.pick([False, True, False], "paired purge and verify"))
 
     def kind(self, world: World) -> tuple[str, Callable[[World], None]]:
         pool = [(name, fn) for name, fn in KINDS for _ in range(self.weights[name])]
@@ -337,7 +345,8 @@ class Swarm:
         return (f"{self.processes} processes of {kinds}; crash {self.crash_rate:g} stall {self.stall_rate:g} "
                 f"lost {self.lost_rate:g} refuse {self.refuse:g} wait {self.wait:g} slow {self.slow:g}"
                 f"@{self.slow_rate:g} rounds {self.rounds} pauses {self.pauses} rows {len(self.rows)} values "
-                f"{'/'.join(str(v) for v in self.values)} fixed at {self.fixed_at}")
+                f"{'/'.join(str(v) for v in self.values)} fixed at {self.fixed_at}"
+                + ("; a purge and a verify paired" if self.paired else ""))
 
 
 def start(world: World, name: str, fn: Callable[[World], None]) -> None:
@@ -367,12 +376,30 @@ def setup(world: World) -> None:
     for i in range(swarm.processes):
         name, fn = swarm.kind(world)
         start(world, f"{name}{i + 2}", fn)
+    if swarm.paired:
+        n = swarm.processes + 2
+        start(world, f"purge{n}", functools.partial(purge, paired=True))
+        start(world, f"verify{n + 1}", functools.partial(verify, paired=True))
+        start(world, f"stray{n + 2}", functools.partial(stray_cell, paired=True))
+        # dead letters would pin the watermark below every tombstone for the rest of the run: a requeue loops too
+        start(world, f"requeue{n + 3}", functools.partial(requeue, paired=True))
+        if world.chance(0.5, "slow paired verify"):  # a repair paused for seconds: a purge's grace passes meanwhile
+            world.slow.add(f"verify{n + 1}")
 
 
 def rounds(world: World, label: str) -> range:
     """The rounds of a looping process: 1 up to the swarm's bound."""
     assert world.swarm is not None
     return range(1 + world.draw(world.swarm.rounds, label))
+
+
+def while_producers(world: World, label: str) -> Iterator[int]:
+    """The rounds of a paired process: one, then more for as long as a producer runs (bounded by its rounds)."""
+    i = 0
+    while i == 0 or any(not p.done for p in world.sched.processes if p.name.startswith("producer")):
+        world.sched.note(f"{label}: round {i + 1}")
+        yield i
+        i += 1
 
 
 def pause(world: World) -> None:
@@ -501,7 +528,8 @@ def queue_drain(world: World) -> None:
 def stream(world: World) -> None:
     """A streaming drain (``drain --stream``) for a while; another thread of the process stops it."""
     stop = SimEvent(world.sched)
-    seconds = world.pick([5.0, 20.0, 60.0, None], "stream seconds")  # None: until the rest of the mix is done
+    # None: until the rest of the mix is done (always beside a paired purge and verify: they need its tombstones)
+    seconds = None if world.swarm and world.swarm.paired else world.pick([5.0, 20.0, 60.0, None], "stream seconds")
 
     def stopper() -> None:
         if seconds is not None:
@@ -542,18 +570,20 @@ def _background_purge(world: World) -> Any:
                            grace=world.pick(GRACES, "background grace")).start()
 
 
-def requeue(world: World) -> None:
+def requeue(world: World, paired: bool = False) -> None:
     conn = world.connect("A")
-    for _ in rounds(world, "requeues"):
+    for _ in while_producers(world, "requeues") if paired else rounds(world, "requeues"):
         pause(world)
         guarded("requeue", world, lambda: world.did(f"requeued {requeue_dead_letters(conn, QUEUE)}"))
 
 
-def purge(world: World) -> None:
-    """``accumulo-export purge-tombstones --dest B`` now and then, with a grace the code accepts (virtual seconds)."""
+def purge(world: World, paired: bool = False) -> None:
+    """``accumulo-export purge-tombstones --dest B`` now and then, with a grace the code accepts (virtual seconds);
+    ``paired``: from the start, for as long as producers commit."""
     a, b = world.connect("A"), world.connect("B")
-    time.sleep(world.pick([0.0, 15.0, 45.0, 120.0], "purge starts"))  # later: when drains have written tombstones
-    for _ in rounds(world, "purges"):
+    if not paired:
+        time.sleep(world.pick([0.0, 15.0, 45.0, 120.0], "purge starts"))  # later: when drains have written tombstones
+    for _ in while_producers(world, "purges") if paired else rounds(world, "purges"):
         pause(world)
         grace = world.pick(GRACES, "grace")
 
@@ -563,10 +593,10 @@ def purge(world: World) -> None:
         guarded("purge", world, run)
 
 
-def verify(world: World) -> None:
-    """``accumulo-export verify --repair``, now and then."""
+def verify(world: World, paired: bool = False) -> None:
+    """``accumulo-export verify --repair``, now and then; ``paired``: for as long as producers commit."""
     a, b = world.connect("A"), world.connect("B")
-    for _ in rounds(world, "verifies"):
+    for _ in while_producers(world, "verifies") if paired else rounds(world, "verifies"):
         pause(world)
 
         def run() -> None:
@@ -633,18 +663,22 @@ def tablet_servers(world: World) -> None:
             world.did(f"{cluster.name}: partial compaction of {table}")
 
 
-def stray_cell(world: World) -> None:
-    """A cell on B that no row of A implies (someone wrote into the destination): verify must remove it."""
+def stray_cell(world: World, paired: bool = False) -> None:
+    """A cell on B that no row of A implies (someone wrote into the destination): verify must remove it;
+    ``paired``: now and then, for as long as producers commit."""
     b = world.connect("B")
-    pause(world)
+    for _ in while_producers(world, "strays") if paired else range(1):
+        pause(world)
 
-    def run() -> None:
-        row = f"{STRAY_PREFIX}{world.draw(3, 'stray row')}"
-        ts = world.pick([1, int(world.sched.wall() * 1_000_000)], "stray ts")
-        with b.batch_writer(DEST_TABLE) as writer:
-            writer.add_mutations([Mutation(row).put(FAMILY, QUALIFIER, b"stray", timestamp=ts)])
-        world.did(f"stray cell {row}@{ts}")
-    guarded("stray", world, run)
+        def run() -> None:
+            row = f"{STRAY_PREFIX}{world.draw(3, 'stray row')}"
+            ts = world.pick([1, int(world.sched.wall() * 1_000_000)], "stray ts")
+            with b.batch_writer(DEST_TABLE) as writer:
+                writer.add_mutations([Mutation(row).put(FAMILY, QUALIFIER, b"stray", timestamp=ts)])
+            world.did(f"stray cell {row}@{ts}")
+        guarded("stray", world, run)
+        if paired:
+            time.sleep(world.pick([5.0, 20.0], "stray pause"))  # a stray now and then, not a flood
 
 
 KINDS[:] = [("relay", one_shot_relay), ("drain", batch_drain), ("qdrain", queue_drain), ("stream", stream),
