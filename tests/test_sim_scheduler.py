@@ -101,3 +101,27 @@ def test_every_module_of_the_code_under_test_waits_on_the_schedulers_threading_i
                       and (getattr(module, "threading", None) is threading
                            or getattr(module, "ThreadPoolExecutor", None) is concurrent.futures.ThreadPoolExecutor))
     assert real == []
+
+
+def test_a_run_after_one_that_overran_its_turns_has_a_budget_of_its_own() -> None:
+    """The quiescent phase runs after a mix that used all its turns (before, it was crashed at its first turn, and
+    the final check compared destinations that were never drained: schedule 1104003026)."""
+    sched = Scheduler(Choices(1), max_turns=50)
+
+    def spin() -> None:
+        while True:
+            time.sleep(0.01)
+
+    sched.process("spinner", spin)
+    sched.run()
+    assert sched.stats.overrun
+    settled: list[int] = []
+
+    def settle() -> None:
+        for i in range(10):
+            time.sleep(0.01)
+            settled.append(i)
+
+    sched.process("quiesce", settle, faults=False)
+    sched.run()
+    assert settled == list(range(10))

@@ -256,8 +256,8 @@ class Scheduler:
     ``faults=True``, that it dies there, that the call waits a while (:data:`STALLS`) before it is applied, or
     that the call's answer is lost; a call named in ``unstalled`` is never stalled. ``watchdog``: real seconds a
     turn may take before the thread is reported as blocked outside the scheduler. ``max_turns``: after that many
-    turns every process is stopped (crashed) and the run ends (``stats.overrun``). ``trace``: keep a trace of
-    every turn (for printing)."""
+    turns of one :meth:`run` every process is stopped (crashed) and the run ends (``stats.overrun``). ``trace``:
+    keep a trace of every turn (for printing)."""
 
     def __init__(self, choices: Choices, *, crash_rate: float = 0.0, lost_rate: float = 0.0, stall_rate: float = 0.0,
                  watchdog: float = 10.0, max_turns: int = 20_000, trace: bool = False,
@@ -401,9 +401,10 @@ class Scheduler:
         self._waiting = {}
         self._hub, self._hub_ident, self._blocked = greenlet.getcurrent(), threading.get_ident(), None
         live = self._live = [t for t in self.threads if not t.done]
+        budget = self.stats.turns + self.max_turns  # each run its own: a quiescent phase after an overrun runs
         with self._patched(), self._watchdog():
             while live:
-                if self.stats.turns >= self.max_turns and not self._stopping:
+                if self.stats.turns >= budget and not self._stopping:
                     self._stopping = True  # every thread raises Crash at its next turn
                     self.stats.overrun = True
                 ready = [t for t in live if t.wake <= self.now]
