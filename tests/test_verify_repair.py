@@ -299,6 +299,39 @@ def test_a_repair_and_a_purge_of_one_destination_exclude_each_other(scenario, mo
     txs.close()
 
 
+def test_a_row_that_commits_again_and_is_purged_before_the_repair_takes_the_lease_is_in_flight(scenario,
+                                                                                                monkeypatch):
+    """Found by the simulation (schedule 1104006170): a cell is proved missing; before the repair takes the table's
+    lease, its row commits again (the old count's cell deleted at the new seq: a tombstone), the stream drains it,
+    a purge turns that tombstone into a delete and B compacts both away. A put of the old cell at its old version
+    would then show for good. The repair reads its rows again under the lease: that cell is in flight."""
+    monkeypatch.setattr(purge_module, "MIN_PURGE_GRACE_SECONDS", 0.0)
+    monkeypatch.setattr(purge_module, "LATE_WRITE_SECONDS", 0.0)
+    txs, dest = built(scenario, {"j001": 1, "j002": 2})
+    a, b = scenario.conn_a, scenario.conn_b
+    cell = index_cell(scenario, dest, "j002")
+    assert cell is not None
+    b.write(dest, [Mutation(cell.row).delete(cell.cf, cell.cq, timestamp=cell.ts)])  # proved missing
+    real_lease = verify_module.table_lease
+    purged: list[int] = []
+
+    def commit_drain_and_purge_first(*args, **kwargs):
+        commit(txs, scenario, "j002", 9)
+        txs.flush()
+        run_drain(LocalEngine(), scenario.job(dest_table=dest))
+        purged.append(purge_destination(a, scenario.queue, b, dest, "B", grace=0).deleted)
+        b.compact_table(dest, flush=True, wait=True)  # the delete and all it hides are gone from B's files
+        return real_lease(*args, **kwargs)
+
+    monkeypatch.setattr(verify_module, "table_lease", commit_drain_and_purge_first)
+    report = verify(scenario, dest, repair=True)
+    assert purged and purged[0] >= 1, purged
+    assert (report.differences, report.unrepaired, report.in_flight) == (0, 0, 1), report.to_json()
+    monkeypatch.undo()
+    assert_exact(scenario, dest)
+    txs.close()
+
+
 def _tombstone_times(scenario: Scenario, dest: str, cq: bytes) -> list[int]:
     """The timestamps of the tombstones of the index cells of word ``cq``."""
     return sorted(ts for page in tombstones_below(scenario.conn_b, dest, None)
