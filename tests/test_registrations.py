@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from connector.queue import drain_buckets
 from connector.queue.destinations import (
     Destination,
@@ -21,6 +23,7 @@ from examples.inverted_count_index import actual_index, expected_index
 
 from .conftest import Scenario, unique_table
 from .test_bootstrap import commit
+from .test_bootstrap_lease import lose_answers
 
 
 def registration(scenario: Scenario, table: str) -> Destination:
@@ -39,6 +42,22 @@ def test_each_registration_raises_the_epoch_and_a_removal_too(scenario):
     name = read_registrations(conn, queue).destinations[0].name
     assert unregister_destination(conn, queue, name) is True
     assert read_registrations(conn, queue).epoch == 3
+
+
+@pytest.mark.parametrize("applied", [True, False], ids=["applied", "not-applied"])
+def test_a_registration_whose_answer_is_lost_is_settled_by_its_epoch(scenario, monkeypatch, applied):
+    """A gateway of A killed during the registration's conditional write (the chaos harness kills them): the
+    outcome is read back from the epoch, and a write that did not take is sent again; one registration, one
+    epoch, either way."""
+    queue, conn = scenario.queue, scenario.conn_a
+    before = read_registrations(conn, queue).epoch
+    lost = lose_answers(monkeypatch, applied)
+    table = unique_table("lost")
+    assert register_destination(conn, queue, registration(scenario, table)) == before + 1
+    assert lost == [queue.layout.config_row]
+    after = read_registrations(conn, queue)
+    assert after.epoch == before + 1
+    assert [d.table for d in after.destinations].count(table) == 1
 
 
 def test_a_drain_task_built_before_a_registration_exports_to_it_once_its_process_acknowledged(scenario):

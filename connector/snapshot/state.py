@@ -52,7 +52,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from connector.accumulo import Condition, ConditionalMutation, Connection, Mutation, Range
+from connector.accumulo import Condition, ConditionalMutation, Connection, ConnectionLostError, Mutation, Range
 from connector.queue import QueueConfig
 
 from .errors import BootstrapError
@@ -71,6 +71,8 @@ LEASE_RENEW_SECONDS = 10.0
 #: without deleting anything (connector.snapshot.purge)
 PREEMPT_SECONDS = 30.0
 YIELD = b"yield"
+#: a write of the state whose outcome stayed unknown and did not take is sent this many times in all
+WRITE_ATTEMPTS = 3
 PURGE = "a tombstone purge"
 
 Stored = tuple[bytes, int]  # a cell's value and timestamp
@@ -442,22 +444,43 @@ class BootstrapState:
         return None
 
     def _write_if(self, conditions: list[Condition], mutation: Mutation) -> bool:
+        """Apply ``mutation`` to this state's row if ``conditions`` hold; whether it is applied now. An unknown
+        outcome (the status says so, or the answer was lost with the gateway) is settled by reading the cells
+        back; a write that did not take is sent again, up to WRITE_ATTEMPTS times, with the same conditions, so a
+        late copy of an earlier attempt cannot apply twice."""
         cm = ConditionalMutation(self.row, conditions)
         for u in mutation.updates:
             if u.delete:
                 cm.delete(u.cf, u.cq)
             else:
                 cm.put(u.cf, u.cq, u.value)
-        with self.conn.conditional_writer(self.queue.table) as writer:
-            status = writer.write(cm)
-        if status == "UNKNOWN":  # the connection dropped: see whether the write took
-            wanted = [(u.cf, u.cq, None if u.delete else u.value) for u in mutation.updates]
-            return all((self._cell(cf, cq) or (None,))[0] == value for cf, cq, value in wanted)
-        return status == "ACCEPTED"
+        wanted = [(u.cf, u.cq, None if u.delete else u.value) for u in mutation.updates]
+        unknown = False  # an earlier attempt's outcome is unknown: it may be what a rejection ran into
+        for _ in range(WRITE_ATTEMPTS):
+            try:
+                with self.conn.conditional_writer(self.queue.table) as writer:
+                    status = writer.write(cm)
+            except ConnectionLostError as exc:
+                log.warning("state of %s: a conditional write's answer was lost (%s); reading it back",
+                            self.destination, exc)
+                status = "UNKNOWN"
+            if status == "ACCEPTED":
+                return True
+            if status != "UNKNOWN" and not unknown:
+                return False
+            if all((self._cell(cf, cq) or (None,))[0] == value for cf, cq, value in wanted):
+                return True
+            if status != "UNKNOWN":
+                return False
+            unknown = True
+        return False
 
     def _must(self, mutation: Mutation) -> None:
         """Write ``mutation`` if this bootstrap still holds the lease; raise otherwise."""
         self.check()
         if not self._write_if([self._held()], mutation):
-            self.lost = self._taken(self._cell(STATE_FAMILY, LEASE))
+            lease = self._cell(STATE_FAMILY, LEASE)
+            self.lost = self._taken(lease) if lease is None or lease[0] != self.token else (
+                f"its state could not be written in {WRITE_ATTEMPTS} attempts (the gateways of the queue's cluster "
+                "did not answer)")
             self.check()
