@@ -8,12 +8,15 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+import pyarrow as pa
 import pytest
 
 from connector.accumulo.writer import EXPORT_HOLD_SECONDS, MIN_PURGE_GRACE_SECONDS, WRITER_TIMEOUT_SECONDS
 from connector.export import SequencedExport
+from connector.export.core import EntryFailure
 from connector.queue import ExportQueue, QueueConfig
 from connector.queue import drain as drain_module
+from connector.queue.dead_letters import dead_letters
 from connector.queue.drain import drain_bucket, drain_queue
 from connector.snapshot.purge import DEFAULT_GRACE_SECONDS
 
@@ -96,3 +99,33 @@ def test_a_batch_read_longer_ago_than_the_bound_is_not_exported(conn_a, queue, m
     # the first batch is exported (too slowly: not deleted); the next two were read before it and wait too long
     assert (stats.entries, stats.abandoned, stats.deleted, len(slow.exported)) == (3, 3, 0, 1), stats
     assert _left(conn_a, queue) == 3
+
+
+class SlowRefusingExporter:
+    """Takes ``delay`` seconds over each batch, then refuses every export of it (an untranslatable value)."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+
+    def export_batch(self, exports: pa.RecordBatch, **serializers: str) -> list[EntryFailure]:
+        time.sleep(self.delay)
+        return [EntryFailure(i, "translation", "refused") for i in range(exports.num_rows)]
+
+    def export(self, exports: Sequence[SequencedExport]) -> None:
+        raise AssertionError("export_batch is the drain's path")
+
+
+def test_a_batch_held_over_the_bound_writes_no_dead_letter(conn_a, queue, monkeypatch):
+    """A dead letter is a write of a read export too: one written after the bound could bring back an entry
+    another drain exported and deleted meanwhile, after a purge's grace (the simulation's schedule 1201007526: a
+    drain held an entry 30 s, another exported and deleted it, a purge then deleted the newer tombstone above it,
+    and the late dead letter, requeued, wrote the old value back for good). So it is left in the queue, to be read
+    again, like a batch whose export returned late."""
+    monkeypatch.setattr(drain_module, "EXPORT_HOLD_SECONDS", 0.3)
+    stats = drain_bucket(conn_a, queue, 0, SlowRefusingExporter(0.6))
+    assert (stats.entries, stats.abandoned, stats.dead_lettered, stats.deleted) == (3, 3, 0, 0), stats
+    assert list(dead_letters(conn_a, queue)) == [], "no dead letter written after the bound"
+    assert _left(conn_a, queue) == 3
+    stats = drain_bucket(conn_a, queue, 0, SlowRefusingExporter(0.0))  # in time: dead-lettered, then deleted
+    assert (stats.abandoned, stats.dead_lettered, stats.deleted) == (0, 3, 3), stats
+    assert len(list(dead_letters(conn_a, queue))) == 3 and _left(conn_a, queue) == 0

@@ -210,12 +210,22 @@ class EntryProcessor:
             np.arange(batch.num_rows), good))]
         rejected += [(int(good[f.entry]), _dead_reason(f)) for f in failures]
         if rejected:
-            # its own writer, with the table's durability: the dead letter is durable before its original's delete
-            with self.connection.batch_writer(self.config.table, **self._durable_options) as dead:
-                for i, reason in rejected:
-                    row, ts, value = rows[i].as_py(), batch.column("ts")[i].as_py(), batch.column("value")[i].as_py()
-                    dead.add_mutation(self._dead_letter(row, ts, value or b"", reason))
-                    log.warning("queue %s: dead-lettering %r: %s", self.config.qid, row, reason)
+            # A dead letter is a write of a read export: held to the same bound as its export (one written later
+            # could bring back an entry another drain exported and deleted meanwhile, after a purge's grace).
+            if self._held_too_long(batch, stats, read_at, "before its dead letters"):
+                return
+            try:
+                # its own writer, with the table's durability: the dead letter is durable before its original's
+                # delete
+                with send_deadline(read_at + EXPORT_HOLD_SECONDS), \
+                        self.connection.batch_writer(self.config.table, **self._durable_options) as dead:
+                    for i, reason in rejected:
+                        row, ts = rows[i].as_py(), batch.column("ts")[i].as_py()
+                        dead.add_mutation(self._dead_letter(row, ts, batch.column("value")[i].as_py() or b"", reason))
+                        log.warning("queue %s: dead-lettering %r: %s", self.config.qid, row, reason)
+            except SendDeadlinePassedError as exc:
+                self._abandon(batch, stats, read_at, f"before its dead letters were sent ({exc})")
+                return
             stats.dead_lettered += len(rejected)
 
         if self._held_too_long(batch, stats, read_at, "when its export returned"):
