@@ -17,7 +17,6 @@ wire is then closed, as a dropped socket is).
 
 from __future__ import annotations
 
-import io
 import struct
 from collections.abc import Callable
 from typing import Any
@@ -202,14 +201,21 @@ def _encode_value(out: bytearray, ttype: int, value: Any, spec: Any) -> None:
 def decode_struct(data: bytes, pos: int, cls: type) -> tuple[Any, int]:
     """The payload of class ``cls`` at ``pos`` as ``TCompactProtocol.read_struct`` reads it, and where it ends."""
     obj = cls()
-    spec_of = cls.thrift_spec  # type: ignore[attr-defined]
+    return obj, decode_into(data, pos, obj)
+
+
+def decode_into(data: bytes, pos: int, obj: Any) -> int:
+    """The fields of the payload at ``pos`` set on ``obj`` as ``TCompactProtocol.read_struct(obj)`` sets them;
+    where it ends. On an exception the fields before the failing one are set, with the values thriftpy2 reads
+    for them too: thriftpy2 may read ``obj`` again from the start."""
+    spec_of = obj.thrift_spec
     last = 0
     while True:
         header = data[pos]
         pos += 1
         ctype = header & 0x0F
         if ctype == 0:
-            return obj, pos
+            return pos
         delta = header >> 4
         if delta:
             fid = last + delta
@@ -410,6 +416,56 @@ def _with_thriftpy2(write: Callable[[TCompactProtocol], None]) -> bytes:
     return out.getvalue()
 
 
+class SimProtocol(TCompactProtocol):
+    """The client's ``TCompactProtocol`` on a :class:`SimWire`, each struct and message header written and read
+    in one pass (:func:`encode_struct`, :func:`decode_into`) rather than a transport call per byte: the same bytes
+    written, the same objects read; thriftpy2's own methods do whatever the codec leaves to them."""
+
+    trans: SimWire  # type: ignore[assignment]
+
+    def write_message_begin(self, name: str, ttype: int, seqid: int) -> None:
+        if seqid < 0 or not isinstance(name, str):
+            super().write_message_begin(name, ttype, seqid)
+            return
+        encoded = name.encode("utf-8")
+        self.trans.write(bytes((TCompactProtocol.PROTOCOL_ID, TCompactProtocol.VERSION
+                                | (ttype << TCompactProtocol.TYPE_SHIFT_AMOUNT)))
+                         + _encode_varint(seqid) + _encode_varint(len(encoded)) + encoded)
+
+    def write_struct(self, obj: Any) -> None:
+        out = bytearray()
+        try:
+            encode_struct(out, obj)
+        except Exception:  # noqa: BLE001 - thriftpy2 writes it, or raises what it raises
+            super().write_struct(obj)
+            return
+        self.trans.write(out)
+
+    def read_message_begin(self) -> tuple[str, int, int]:
+        wire = self.trans
+        data, pos = wire._in, wire._in_pos
+        try:
+            if data[pos] == TCompactProtocol.PROTOCOL_ID and data[pos + 1] & TCompactProtocol.VERSION_MASK \
+                    == TCompactProtocol.VERSION:
+                mtype = (data[pos + 1] >> TCompactProtocol.TYPE_SHIFT_AMOUNT) & TCompactProtocol.TYPE_BITS
+                seqid, at = _varint(data, pos + 2)
+                size, at = _varint(data, at)
+                if at + size <= len(data):
+                    name = data[at:at + size].decode("utf-8")
+                    wire._in_pos = at + size
+                    return name, mtype, seqid
+        except (IndexError, UnicodeDecodeError):
+            pass
+        return super().read_message_begin()  # type: ignore[no-any-return]
+
+    def read_struct(self, obj: Any) -> None:
+        wire = self.trans
+        try:
+            wire._in_pos = decode_into(wire._in, wire._in_pos, obj)
+        except Exception:  # noqa: BLE001 - thriftpy2 reads it from the start, or raises what it raises
+            super().read_struct(obj)
+
+
 class SimWire:
     """A client's transport and raw socket in one, over a :class:`SimServer` (see the module's description)."""
 
@@ -419,7 +475,8 @@ class SimWire:
         self._message = bytearray()  # what the client wrote since its last flush
         self.write = self._message.extend  # type: ignore[method-assign, assignment]  # thriftpy2 writes byte by byte
         self._raw = bytearray()  # length-prefixed frames sent with sendall, not complete yet
-        self._reply = io.BytesIO()
+        self._in = b""  # the last reply (framed for the raw socket), read from _in_pos on
+        self._in_pos = 0
         self._open = True
 
     # --- the transport (thriftpy2, send_frame) ----------------------------------------------------------
@@ -437,7 +494,7 @@ class SimWire:
         if not self._open:
             raise TTransportException(TTransportException.NOT_OPEN, "simulated socket is closed")
 
-    def write(self, data: bytes) -> None:  # replaced per instance by the buffer's own extend (see __init__)
+    def write(self, data: bytes | bytearray) -> None:  # replaced per instance by the buffer's own extend (see __init__)
         self._message += data
 
     def flush(self) -> None:
@@ -447,7 +504,9 @@ class SimWire:
         self._send(message, framed=False)
 
     def read(self, size: int) -> bytes:
-        chunk = self._reply.read(size)
+        pos = self._in_pos
+        chunk = self._in[pos:pos + size]
+        self._in_pos = pos + len(chunk)
         if not chunk and size:
             self._check_open()
             raise TTransportException(TTransportException.END_OF_FILE, "simulated gateway sent no reply")
@@ -460,7 +519,8 @@ class SimWire:
             self._open = False  # a lost answer: the socket is gone
             raise
         if reply is not None:
-            self._reply = io.BytesIO((len(reply).to_bytes(4, "big") + reply) if framed else reply)
+            self._in = (len(reply).to_bytes(4, "big") + reply) if framed else reply
+            self._in_pos = 0
 
     # --- the raw socket (nextK) -------------------------------------------------------------------------
 
@@ -486,7 +546,7 @@ def open_sim_client(gateway: SimGateway, before_call: Hook | None = None,
                     after_call: Hook | None = None) -> GatewayClient:
     """A client of the connector's own kind on a new :class:`SimWire` to ``gateway``."""
     wire = SimWire(SimServer(gateway, before_call, after_call))
-    return GatewayClient(proxy.AccumuloProxy, TCompactProtocol(wire), wire)  # type: ignore[arg-type]
+    return GatewayClient(proxy.AccumuloProxy, SimProtocol(wire), wire)  # type: ignore[arg-type]
 
 
 class SimConnection(Connection):
