@@ -136,22 +136,29 @@ def test_each_renewal_writes_a_new_value_so_a_takeover_decided_on_an_earlier_loo
 # --- lost answers --------------------------------------------------------------------------------------------------
 
 def lose_answers(monkeypatch, applied: bool, times: int = 1) -> list[bytes]:
-    """The next ``times`` conditional writes raise ConnectionLostError, as a gateway killed during the call does (a
+    """The next ``times`` conditional writes lose their answers, as a gateway killed during the call does (a
     bootstrap of the chaos run, seed 9644, exited 5 of it): after the mutation was applied (``applied``) or before.
-    Returns the rows whose answers were lost."""
-    real = ConditionalWriter.write
+    Returns the rows of the calls whose answers were lost."""
+    real_send, real_write = ConditionalWriter.send, ConditionalWriter.write_all
     lost: list[bytes] = []
+    rows: list[bytes] = []
 
-    def write(self, mutation):
+    def write_all(self, mutations):
+        mutations = list(mutations)
+        rows[:] = [m.row for m in mutations]
+        return real_write(self, mutations)
+
+    def send(self, call):
         if len(lost) >= times:
-            return real(self, mutation)
-        lost.append(mutation.row)
+            return real_send(self, call)
+        lost.extend(rows)
         if applied:
-            real(self, mutation)
+            real_send(self, call)
         raise ConnectionLostError("updateRowsConditionally on 127.0.0.1:1: gateway unreachable after 1 attempts: "
                                   "TSocket read 0 bytes")
 
-    monkeypatch.setattr(ConditionalWriter, "write", write)
+    monkeypatch.setattr(ConditionalWriter, "write_all", write_all)
+    monkeypatch.setattr(ConditionalWriter, "send", send)
     return lost
 
 

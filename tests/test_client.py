@@ -25,7 +25,7 @@ from connector.accumulo import (
     UnknownWriterError,
 )
 from connector.accumulo._idl import proxy
-from connector.accumulo.conditional import write_conditional
+from connector.accumulo.conditional import ConditionalWriter, write_conditional
 from connector.accumulo.extensions import SCAN_ISOLATED, gateway_extensions
 from integration.harness import StandaloneGateway
 
@@ -133,6 +133,41 @@ def test_conditional_writer_accepts_and_rejects(conn_a, table):
         cas = ConditionalMutation("acct", [Condition("f", "balance", value="10")]).put("f", "balance", "20")
         assert cw.write(cas) == "ACCEPTED"
     assert [c.value for c in conn_a.scan(table)] == [b"20"]
+
+
+def test_a_conditional_write_whose_answer_is_lost_reports_unknown(conn_a, table, monkeypatch):
+    """A gateway killed during ``updateRowsConditionally`` (the chaos harness kills them): the mutation may have
+    been applied, so every row of the call is UNKNOWN, as Accumulo's own ConditionalWriter reports it, and the
+    caller re-reads; no caller has to catch a transport error (before, a lost answer raised ConnectionLostError
+    out of a lease write, a registration, a mark's settling: the process exited)."""
+    real_send = ConditionalWriter.send
+
+    def applied_then_lost(self, call):
+        real_send(self, call)
+        raise ConnectionLostError("updateRowsConditionally on 127.0.0.1:1: gateway unreachable after 1 attempts")
+
+    monkeypatch.setattr(ConditionalWriter, "send", applied_then_lost)
+    with conn_a.conditional_writer(table) as cw:
+        first = ConditionalMutation("lost1", [Condition("f", "q")]).put("f", "q", "1")
+        assert cw.write(first) == "UNKNOWN"
+        both = [ConditionalMutation(r, [Condition("f", "q")]).put("f", "q", "2") for r in ("lost2", "lost3")]
+        assert cw.write_all(both) == {b"lost2": "UNKNOWN", b"lost3": "UNKNOWN"}
+        encoded = ConditionalMutation("lost4", [Condition("f", "q")]).put("f", "q", "4")
+        assert write_conditional(cw, [encoded]) == {b"lost4": "UNKNOWN"}  # the encoded hot path too
+    assert {c.row: c.value for c in conn_a.scan(table)} == {b"lost1": b"1", b"lost2": b"2", b"lost3": b"2",
+                                                            b"lost4": b"4"}, "all applied: only the answers were lost"
+
+
+@pytest.mark.parametrize("applied", [True, False], ids=["applied", "not-applied"])
+def test_put_if_absent_settles_a_lost_answer_and_keeps_the_first_value(conn_a, table, monkeypatch, applied):
+    """How a queue's id, configuration and translator are stored: a lost answer is read back (and sent again when
+    it did not take), never an assertion or a refusal; a second caller gets the first value."""
+    from .test_bootstrap_lease import lose_answers
+    lost = lose_answers(monkeypatch, applied)
+    assert conn_a.put_if_absent(table, "id", "f", "q", "first") == (True, b"first")
+    assert lost == [b"id"]
+    assert conn_a.put_if_absent(table, "id", "f", "q", "second") == (False, b"first")
+    assert [c.value for c in conn_a.scan(table)] == [b"first"]
 
 
 def test_wrong_secret_is_a_clear_security_error(accumulo, table):

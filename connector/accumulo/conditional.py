@@ -69,8 +69,9 @@ class ConditionalMutation(Mutation):
 
 class ConditionalWriter:
     """Sends conditional mutations and reports, per row, ACCEPTED, REJECTED, VIOLATED, UNKNOWN or
-    INVISIBLE_VISIBILITY. A dropped connection is not retried (the outcome is unknown): it raises
-    ``ConnectionLostError`` and the caller re-reads and decides. A gateway that does not know the writer's id
+    INVISIBLE_VISIBILITY. A dropped connection is not retried: the call may have been applied, so every row of
+    it is UNKNOWN (as Accumulo's own ConditionalWriter reports an outcome it cannot know), and the caller
+    re-reads and decides. A gateway that does not know the writer's id
     (it was restarted, the socket failed over to another gateway of the pool, or the writer sat idle past the
     gateway's expiry) refuses the call before applying any of it: the writer then opens a new id on the
     gateway it talks to now and sends the same mutations again, up to ``REOPENS`` times.
@@ -98,7 +99,8 @@ class ConditionalWriter:
 
     def send(self, call: Callable[[], T]) -> T:
         """Run ``call`` (which names :attr:`writer_id`); when the gateway does not know the id, which it says
-        before applying anything, reopen and run it again."""
+        before applying anything, reopen and run it again. A lost connection raises ``ConnectionLostError``
+        (:meth:`statuses` turns it into UNKNOWN rows)."""
         for attempt in range(REOPENS + 1):
             try:
                 return call()
@@ -139,8 +141,18 @@ class ConditionalWriter:
         if size + largest + CALL_OVERHEAD_BYTES > self.connection.max_frame_bytes:
             raise InvalidMutationError(f"conditional mutations of about {size} bytes do not fit in one frame "
                                        f"(max_frame_bytes={self.connection.max_frame_bytes}); send fewer at once")
-        result = self.send(lambda: self.connection.call("updateRowsConditionally", self._id, updates, secret=False,
-                                                         retry=False))
+        return self.statuses(list(updates), lambda: self.connection.call("updateRowsConditionally", self._id, updates,
+                                                                     secret=False, retry=False))
+
+    def statuses(self, rows: Sequence[bytes], call: Callable[[], dict[bytes, int]]) -> dict[bytes, str]:
+        """{row: status name} of an ``updateRowsConditionally`` ``call`` of ``rows`` (sent by :meth:`send`): all
+        UNKNOWN when its answer was lost with the connection."""
+        try:
+            result = self.send(call)
+        except ConnectionLostError as exc:
+            log.warning("a conditional write of %d rows to %s lost its answer (%s): their outcome is unknown",
+                        len(rows), self.table, exc)
+            return dict.fromkeys(rows, "UNKNOWN")
         return {row: STATUS_NAMES[status] for row, status in result.items()}
 
     def close(self) -> None:
@@ -174,5 +186,4 @@ def write_conditional(writer: ConditionalWriter, mutations: Sequence[Conditional
         except Exception as exc:
             raise translate(exc) from exc
 
-    result = writer.send(send)
-    return {row: STATUS_NAMES[status] for row, status in result.items()}
+    return writer.statuses([m.row for m in mutations], send)

@@ -16,7 +16,7 @@ import tenacity
 from ._idl import proxy
 from .bulk import BulkImport
 from .cells import Cell, IteratorSetting, Range
-from .conditional import ConditionalWriter
+from .conditional import Condition, ConditionalMutation, ConditionalWriter
 from .errors import (
     AccumuloError,
     AccumuloSecurityError,
@@ -42,6 +42,9 @@ from .writer import BatchWriter
 #: gateway's own timeout (which carries the reason) always answers first
 SERVER_WAIT_MARGIN = 30.0
 DEFAULT_PORT = 42424
+
+#: how many times :meth:`Connection.put_if_absent` sends a put whose outcome was lost and did not take
+PUT_IF_ABSENT_ATTEMPTS = 3
 
 
 def _property_race(exc: BaseException) -> bool:
@@ -423,6 +426,27 @@ class Connection:
 
     def conditional_writer(self, table: str, **options: Any) -> ConditionalWriter:
         return ConditionalWriter(self, table, **options)
+
+    def put_if_absent(self, table: str, row: BytesLike, cf: BytesLike, cq: BytesLike,
+                      value: BytesLike) -> tuple[bool, bytes]:
+        """Store ``value`` in the cell unless it holds one (a conditional put: of racing callers, one wins).
+        Returns whether this call stored it, and what the cell holds then. An outcome lost with the connection
+        is settled by reading the cell (holding ``value``: taken as this call's); an attempt that did not take is
+        sent again, up to PUT_IF_ABSENT_ATTEMPTS times."""
+        mutation = ConditionalMutation(row, [Condition(cf, cq)])
+        mutation.put(cf, cq, value)
+        mine = to_bytes(value, "value")
+        for _ in range(PUT_IF_ABSENT_ATTEMPTS):
+            with self.conditional_writer(table) as writer:
+                status = writer.write(mutation)
+            if status == "ACCEPTED":
+                return True, mine
+            for cell in self.scan(table, Range.exact_row(row), columns=[(cf, cq)], batch_size=2):
+                return status == "UNKNOWN" and cell.value == mine, cell.value
+            if status != "UNKNOWN":
+                raise AccumuloError(f"conditional put of {to_bytes(row, 'row')!r} in {table!r}: {status}")
+        raise ConnectionLostError(f"conditional put of {to_bytes(row, 'row')!r} in {table!r}: no outcome known "
+                                  f"after {PUT_IF_ABSENT_ATTEMPTS} attempts")
 
     def bulk_import(self, table: str, *, bulk_id: str | None = None) -> BulkImport:
         """A bulk load of sorted RFiles into ``table`` that keeps each cell's timestamp (:mod:`.bulk`; only this

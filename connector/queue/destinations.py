@@ -33,7 +33,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from connector.accumulo import Condition, ConditionalMutation, Connection, ConnectionLostError, Mutation, Range
+from connector.accumulo import Condition, ConditionalMutation, Connection, Mutation, Range
 from connector.accumulo.options import GatewayOptions
 from connector.export import AccumuloExporter
 from connector.export.core import EntryFailure, SequencedExport
@@ -149,11 +149,8 @@ def _change(conn: Connection, queue: QueueConfig, change: Callable[[Registration
             else:
                 cm.put(u.cf, u.cq, u.value)
         cm.put(EPOCH_FAMILY, EPOCH_QUALIFIER, str(epoch).encode())
-        try:
-            with conn.conditional_writer(queue.table) as writer:
-                status = writer.write(cm)
-        except ConnectionLostError:  # the answer was lost with its gateway: the epoch tells whether it took
-            status = "UNKNOWN"
+        with conn.conditional_writer(queue.table) as writer:
+            status = writer.write(cm)
         if status == "ACCEPTED" or (status == "UNKNOWN" and read_registrations(conn, queue).epoch >= epoch):
             return epoch
         time.sleep(0.05)

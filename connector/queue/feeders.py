@@ -19,7 +19,7 @@ import secrets
 import threading
 from dataclasses import dataclass
 
-from connector.accumulo import AccumuloSecurityError, Condition, ConditionalMutation, Connection, Range
+from connector.accumulo import AccumuloSecurityError, Connection, Range
 
 from .config import QueueConfig
 
@@ -55,12 +55,8 @@ def queue_id(conn: Connection, queue: QueueConfig) -> str:
 
     found = stored()
     if found is None:
-        mutation = ConditionalMutation(row, [Condition(ID_FAMILY, ID_QUALIFIER)])  # only if absent
-        mutation.put(ID_FAMILY, ID_QUALIFIER, secrets.token_hex(8).encode("ascii"))
-        with conn.conditional_writer(queue.table) as writer:
-            writer.write(mutation)
-        found = stored()
-        assert found is not None, "the queue id was neither there nor written"
+        _, held = conn.put_if_absent(queue.table, row, ID_FAMILY, ID_QUALIFIER, secrets.token_hex(8).encode("ascii"))
+        found = held.decode("ascii")
     return found
 
 

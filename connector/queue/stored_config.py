@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from connector.accumulo import Condition, ConditionalMutation, Connection, Range
+from connector.accumulo import Connection, Range
 from connector.serializers import DEFAULT_SERIALIZER
 
 from .config import QueueConfig
@@ -77,11 +77,7 @@ class ConfigCell:
         """Store ``fields`` unless a configuration is stored already (atomically: of two racing ``init``s one
         wins and the other is checked against it). True if this call stored them."""
         value = json.dumps(fields, sort_keys=True).encode("utf-8")
-        with conn.conditional_writer(self.table) as writer:
-            mutation = ConditionalMutation(self.row, [Condition(self.family, self.qualifier)])  # only if absent
-            mutation.put(self.family, self.qualifier, value)
-            status = writer.write(mutation)
-        if status == "ACCEPTED":
+        if conn.put_if_absent(self.table, self.row, self.family, self.qualifier, value)[0]:
             return True
         self.check(conn, fields, required=True)  # someone else's init won: it must agree with ours
         return False
@@ -189,13 +185,9 @@ def read_translator(conn: Connection, config: QueueConfig) -> str | None:
 
 def store_translator(conn: Connection, config: QueueConfig, name: str) -> None:
     """Store the queue's translator unless one is stored (atomically); a different stored one is refused."""
-    row = config.layout.config_row
-    with conn.conditional_writer(config.table) as writer:
-        mutation = ConditionalMutation(row, [Condition(CONFIG_FAMILY, TRANSLATOR_QUALIFIER)])  # only if absent
-        mutation.put(CONFIG_FAMILY, TRANSLATOR_QUALIFIER, name.encode("utf-8"))
-        status = writer.write(mutation)
-    if status != "ACCEPTED":
-        stored = read_translator(conn, config)
-        if stored != name:
-            raise QueueConfigError(f"queue {config.qid!r} in table {config.table!r} was initialised with translator "
-                                   f"{stored!r}, not {name!r}")
+    _, held = conn.put_if_absent(config.table, config.layout.config_row, CONFIG_FAMILY, TRANSLATOR_QUALIFIER,
+                                 name.encode("utf-8"))
+    stored = held.decode("utf-8")
+    if stored != name:
+        raise QueueConfigError(f"queue {config.qid!r} in table {config.table!r} was initialised with translator "
+                               f"{stored!r}, not {name!r}")

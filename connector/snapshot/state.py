@@ -52,7 +52,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from connector.accumulo import Condition, ConditionalMutation, Connection, ConnectionLostError, Mutation, Range
+from connector.accumulo import Condition, ConditionalMutation, Connection, Mutation, Range
 from connector.queue import QueueConfig
 
 from .errors import BootstrapError
@@ -445,9 +445,9 @@ class BootstrapState:
 
     def _write_if(self, conditions: list[Condition], mutation: Mutation) -> bool:
         """Apply ``mutation`` to this state's row if ``conditions`` hold; whether it is applied now. An unknown
-        outcome (the status says so, or the answer was lost with the gateway) is settled by reading the cells
-        back; a write that did not take is sent again, up to WRITE_ATTEMPTS times, with the same conditions, so a
-        late copy of an earlier attempt cannot apply twice."""
+        outcome (its answer was lost with the gateway) is settled by reading the cells back; a write that did not
+        take is sent again, up to WRITE_ATTEMPTS times, with the same conditions, so a late copy of an earlier
+        attempt cannot apply twice."""
         cm = ConditionalMutation(self.row, conditions)
         for u in mutation.updates:
             if u.delete:
@@ -457,13 +457,8 @@ class BootstrapState:
         wanted = [(u.cf, u.cq, None if u.delete else u.value) for u in mutation.updates]
         unknown = False  # an earlier attempt's outcome is unknown: it may be what a rejection ran into
         for _ in range(WRITE_ATTEMPTS):
-            try:
-                with self.conn.conditional_writer(self.queue.table) as writer:
-                    status = writer.write(cm)
-            except ConnectionLostError as exc:
-                log.warning("state of %s: a conditional write's answer was lost (%s); reading it back",
-                            self.destination, exc)
-                status = "UNKNOWN"
+            with self.conn.conditional_writer(self.queue.table) as writer:
+                status = writer.write(cm)
             if status == "ACCEPTED":
                 return True
             if status != "UNKNOWN" and not unknown:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from connector.accumulo import ConditionalMutation, ConditionalWriter, Connection, ConnectionLostError
+from connector.accumulo import ConditionalMutation, ConditionalWriter, Connection
 from connector.accumulo.conditional import write_conditional
 
 from .layout import TxLayout
@@ -34,15 +34,7 @@ class Committer:
             return {}
         if self._writer is None:
             self._writer = self.conn.conditional_writer(self.table)
-        try:
-            statuses = write_conditional(self._writer, mutations)
-        except ConnectionLostError as exc:
-            # outcomes unknown: callers re-read; a new writer in case the gateway lost ours
-            log.warning("conditional write to %s lost its connection (%s); %d rows to re-read", self.table, exc,
-                        len(mutations))
-            self._writer.close()
-            self._writer = None
-            statuses = {}
+        statuses = write_conditional(self._writer, mutations)  # a lost answer: every row UNKNOWN
         return {m.row: statuses.get(m.row, UNKNOWN) for m in mutations}
 
     def close(self) -> None:
