@@ -183,3 +183,26 @@ def test_the_client_protocol_writes_and_reads_messages_as_thriftpy2_does(seed: i
             protocol.read_message_begin()
             with pytest.raises(Exception):  # noqa: B017, PT011 - what thriftpy2 raises on a short read
                 cls().read(protocol)
+
+
+def test_a_lost_first_answer_asks_no_real_socket_whether_the_gateway_speaks_tls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The connection asks whether a gateway that dropped its first call speaks TLS: a simulated one is asked
+    without the network (before: a DNS lookup of the made-up host name, in real time)."""
+    import socket
+
+    from thriftpy2.transport import TTransportException
+
+    def no_network(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError(f"the simulation opened a real socket: {args}")
+
+    monkeypatch.setattr(socket, "create_connection", no_network)
+    lost = ["namespaceExists"]  # the secret check's answer, once
+
+    def after_call(method: str) -> None:
+        if method in lost:
+            lost.remove(method)
+            raise TTransportException(TTransportException.END_OF_FILE, "lost")
+
+    conn = sim_connection(SimGateway(SimAccumulo("t", clock=lambda: 1_000_000)), name="t", after_call=after_call)
+    assert conn.table_exists("t") is False
+    assert not lost

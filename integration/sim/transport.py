@@ -26,6 +26,7 @@ from thriftpy2.thrift import TApplicationException, TException, TMessageType, TP
 from thriftpy2.transport import TMemoryBuffer, TTransportException
 
 from connector.accumulo import Connection
+from connector.accumulo import connection as _connection
 from connector.accumulo._idl import proxy
 from connector.accumulo.error_names import SECURITY, SEPARATOR, TABLE_NOT_FOUND
 from connector.accumulo.gateways import Address
@@ -135,6 +136,8 @@ def _write_int(out: bytearray, n: int, bits: int) -> None:
 
 def encode_struct(out: bytearray, obj: Any) -> None:
     """``obj`` (a thriftpy2 payload) as ``TCompactProtocol.write_struct`` writes it."""
+    if type(obj) is _KeyValue and _encode_key_value(out, obj):
+        return
     last = 0
     for fid, name, ttype, ctype, spec in _fields(type(obj)):
         value = getattr(obj, name, None)
@@ -152,6 +155,35 @@ def encode_struct(out: bytearray, obj: Any) -> None:
         if ttype != TType.BOOL:
             _encode_value(out, ttype, value, spec)
     out.append(0)
+
+
+_KeyValue, _Key = proxy.KeyValue, proxy.Key
+_I64_MIN, _I64_END = -(1 << 63), 1 << 63
+
+
+def _encode_key_value(out: bytearray, kv: Any) -> bool:
+    """A ``KeyValue`` of bytes and an int timestamp (every cell a ``nextK`` page holds), as :func:`encode_struct`
+    writes it, in one go; False (nothing written) for any other."""
+    key, value = kv.key, kv.value
+    if type(key) is not _Key or type(value) is not bytes:
+        return False
+    row, cf, cq, cv, ts = key.row, key.colFamily, key.colQualifier, key.colVisibility, key.timestamp
+    if type(row) is not bytes or type(cf) is not bytes or type(cq) is not bytes or type(cv) is not bytes \
+            or type(ts) is not int or not _I64_MIN <= ts < _I64_END:
+        return False
+    out.append(0x1C)  # field 1, the key: a struct
+    for part in (row, cf, cq, cv):  # fields 1-4 of the key, binary
+        out.append(0x18)
+        _write_varint(out, len(part))
+        out += part
+    out.append(0x16)  # field 5, the timestamp: an i64
+    _write_varint(out, (ts << 1) ^ (ts >> 63))
+    out.append(0)  # the key's end
+    out.append(0x18)  # field 2, the value: binary
+    _write_varint(out, len(value))
+    out += value
+    out.append(0)
+    return True
 
 
 def _encode_value(out: bytearray, ttype: int, value: Any, spec: Any) -> None:
@@ -547,6 +579,20 @@ def open_sim_client(gateway: SimGateway, before_call: Hook | None = None,
     """A client of the connector's own kind on a new :class:`SimWire` to ``gateway``."""
     wire = SimWire(SimServer(gateway, before_call, after_call))
     return GatewayClient(proxy.AccumuloProxy, SimProtocol(wire), wire)  # type: ignore[arg-type]
+
+
+_real_speaks_tls = _connection.speaks_tls
+
+
+def _speaks_tls(host: str, port: int, timeout: float = 5.0) -> bool:
+    """A simulated gateway never speaks TLS. The connection asks when its first call's answer is lost; the real
+    probe would look the made-up host name up in DNS (real time and the network, in a simulation)."""
+    if host.startswith("sim-"):
+        return False
+    return _real_speaks_tls(host, port, timeout)
+
+
+_connection.speaks_tls = _speaks_tls  # type: ignore[assignment]
 
 
 class SimConnection(Connection):
