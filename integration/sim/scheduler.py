@@ -24,6 +24,7 @@ naming the thread and where it blocked.
 
 from __future__ import annotations
 
+import _signal
 import os
 import random
 import secrets
@@ -217,7 +218,7 @@ def _start_watching() -> None:
 def _install_interrupt() -> None:
     """The watchdog signal's handler, installed once for good (a late signal finds it and does nothing): it
     interrupts the main thread when a watched run is blocked."""
-    if signal.getsignal(WATCHDOG_SIGNAL) is _interrupt:
+    if _signal.getsignal(WATCHDOG_SIGNAL) is _interrupt:  # not signal.getsignal: it tries an enum of the handler
         return
     signal.signal(WATCHDOG_SIGNAL, _interrupt)
 
