@@ -9,6 +9,7 @@ the schedule shrunk to the fewest choices (its trace and its choices), then exit
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import sys
 import time
@@ -69,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shrink-seconds", type=float, default=300.0, help="time given to shrinking a failure")
     args = parser.parse_args(argv)
     logging.disable(logging.WARNING)
+    gc.freeze()  # what the imports made lives for good: the collector need not look at it again (~2% of a run)
 
     if args.replay is not None and args.shrink:
         outcome = run_schedule(args.replay)
