@@ -56,6 +56,7 @@ CHANCE_RANGE = 1000
 #: the signal the watchdog sends the main thread to interrupt a simulated thread blocked outside the scheduler
 WATCHDOG_SIGNAL = signal.SIGUSR2
 _real_monotonic = time.monotonic  # the watchdog's clock, whatever a run patches
+_get_ident = threading.get_ident
 _RealLocal = threading.local
 #: the modules of the code under test, whose module-level ``threading.local`` objects a run makes per simulated
 #: thread (one made during a run is a :class:`SimLocal` wherever it is made)
@@ -97,8 +98,8 @@ class Choices:
     def draw(self, n: int, label: str = "") -> int:
         if n <= 1:
             return 0
-        i = len(self.record)
         if self._replay is not None:
+            i = len(self.record)
             value = min(self._replay[i], n - 1) if i < len(self._replay) else 0
         else:
             value = self._below(n)
@@ -303,14 +304,14 @@ class Scheduler:
     def current(self) -> SimThread | None:
         """The simulated thread calling, or None for any other thread."""
         running = self._running
-        return running if running is not None and threading.get_ident() == self._hub_ident else None
+        return running if running is not None and _get_ident() == self._hub_ident else None
 
     # --- hooks called by the simulated threads ----------------------------------------------------------
 
     def before_call(self, method: str) -> None:
         """A client call is about to be applied: let another thread run first, then maybe die here."""
-        t = self.current()
-        if t is None:
+        t = self._running  # self.current(), inlined: every call of the run comes here
+        if t is None or _get_ident() != self._hub_ident:
             return
         self._check_alive(t)
         self._turn(t, self.now)
@@ -339,8 +340,8 @@ class Scheduler:
 
     def after_call(self, method: str) -> None:
         """The call was applied: raise the transport error of a lost answer if one was chosen."""
-        t = self.current()
-        if t is not None and t.lose_answer:
+        t = self._running  # self.current(), inlined
+        if t is not None and t.lose_answer and _get_ident() == self._hub_ident:
             t.lose_answer = False
             self.stats.lost_answers += 1
             raise TTransportException(TTransportException.END_OF_FILE, f"simulated lost answer to {method}")
@@ -362,15 +363,17 @@ class Scheduler:
             self.stats.trace.append(Event(self.stats.turns, self.now, t.name, what))
 
     def _check_alive(self, t: SimThread) -> None:
-        if t.process.crashed or self._stopping or (t.process.exited and t is not t.process.threads[0]):
+        process = t.process
+        if process.crashed or self._stopping or (process.exited and t is not process.threads[0]):
             raise Crash(t.name)
 
     def _turn(self, t: SimThread, wake: float) -> None:
         """Give the baton back, runnable again at virtual time ``wake``; return when it is this thread's turn."""
         t.wake = wake
-        assert self._hub is not None
-        self._hub.switch()
-        self._check_alive(t)
+        self._hub.switch()  # type: ignore[union-attr]  # set while run() lasts, the only time threads run
+        process = t.process  # self._check_alive(t), inlined
+        if process.crashed or self._stopping or (process.exited and t is not process.threads[0]):
+            raise Crash(t.name)
 
     def wait_until(self, ready: Callable[[], bool], timeout: float | None) -> bool:
         """Block the calling simulated thread until ``ready()`` or ``timeout`` virtual seconds; a thread that may
@@ -403,12 +406,14 @@ class Scheduler:
         self._hub, self._hub_ident, self._blocked = greenlet.getcurrent(), threading.get_ident(), None
         live = self._live = [t for t in self.threads if not t.done]
         budget = self.stats.turns + self.max_turns  # each run its own: a quiescent phase after an overrun runs
+        stats, draw = self.stats, self.choices.draw
         with self._patched(), self._watchdog():
             while live:
-                if self.stats.turns >= budget and not self._stopping:
+                if stats.turns >= budget and not self._stopping:
                     self._stopping = True  # every thread raises Crash at its next turn
-                    self.stats.overrun = True
-                ready = [t for t in live if t.wake <= self.now]
+                    stats.overrun = True
+                now = self.now
+                ready = [t for t in live if t.wake <= now]
                 if not ready:
                     wake = min(t.wake for t in live)
                     if wake == float("inf"):
@@ -417,9 +422,9 @@ class Scheduler:
                         raise Deadlock(f"every live thread waits for another: {names}")
                     self.now = wake
                     continue
-                t = ready[self.choices.draw(len(ready), "turn")] if len(ready) > 1 else ready[0]
-                self.stats.turns += 1
-                self.now += TURN_COST
+                t = ready[draw(len(ready), "turn")] if len(ready) > 1 else ready[0]
+                stats.turns += 1
+                self.now = now + TURN_COST
                 if t.glet is None:
                     t.glet = greenlet.greenlet(t._main, parent=self._hub)
                 self._switch_to(t)
@@ -569,6 +574,10 @@ class Scheduler:
             sys.unraisablehook = unraisable
 
 
+_object_getattribute = object.__getattribute__  # module globals: SimLocal's every attribute read looks them up
+_getcurrent = greenlet.getcurrent
+
+
 class SimLocal:
     """``threading.local`` while a run lasts: a namespace per greenlet, that is per simulated thread (they all
     run on one OS thread) and per OS thread anywhere else (each has its own main greenlet). A subclass works as
@@ -592,12 +601,12 @@ class SimLocal:
         return self
 
     def __getattribute__(self, name: str) -> Any:
-        if object.__getattribute__(self, "_sim_owner") is not greenlet.getcurrent():
+        if _object_getattribute(self, "_sim_owner") is not _getcurrent():
             _local_namespace(self)
-        return object.__getattribute__(self, name)
+        return _object_getattribute(self, name)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if object.__getattribute__(self, "_sim_owner") is not greenlet.getcurrent():
+        if _object_getattribute(self, "_sim_owner") is not _getcurrent():
             _local_namespace(self)
         object.__setattr__(self, name, value)
 
