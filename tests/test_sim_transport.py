@@ -114,10 +114,15 @@ def _thriftpy2_bytes(obj: Any) -> bytes:
     return out.getvalue()
 
 
+@pytest.mark.parametrize("compiled", [False, True], ids=["generic", "compiled"])
 @pytest.mark.parametrize("seed", range(40))
-def test_the_codec_writes_and_reads_every_struct_of_the_idl_as_thriftpy2_does(seed: int) -> None:
+def test_the_codec_writes_and_reads_every_struct_of_the_idl_as_thriftpy2_does(
+        seed: int, compiled: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every argument and result struct of the proxy's service, with random values: the bytes written are
-    thriftpy2's, and reading them gives what thriftpy2 reads."""
+    thriftpy2's, and reading them gives what thriftpy2 reads (field by field, and compiled per class)."""
+    monkeypatch.setattr(transport, "_COMPILE_AFTER", 0 if compiled else 1 << 60)
+    monkeypatch.setattr(transport, "_encoders", {})
+    monkeypatch.setattr(transport, "_decoders", {})
     rng = random.Random(seed)
     for method in proxy.AccumuloProxy.thrift_services:
         for cls in (getattr(proxy.AccumuloProxy, method + "_args"), getattr(proxy.AccumuloProxy, method + "_result")):
@@ -133,8 +138,12 @@ def test_the_codec_writes_and_reads_every_struct_of_the_idl_as_thriftpy2_does(se
             assert repr(decoded) == repr(expected), method
 
 
-def test_the_codec_leaves_to_thriftpy2_what_it_does_not_expect() -> None:
+@pytest.mark.parametrize("compiled", [False, True], ids=["generic", "compiled"])
+def test_the_codec_leaves_to_thriftpy2_what_it_does_not_expect(compiled: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """A field the struct does not know, a field of the wrong type, truncated bytes: thriftpy2 reads them."""
+    monkeypatch.setattr(transport, "_COMPILE_AFTER", 0 if compiled else 1 << 60)
+    monkeypatch.setattr(transport, "_encoders", {})
+    monkeypatch.setattr(transport, "_decoders", {})
     known = _thriftpy2_bytes(proxy.Key(row=b"r", timestamp=5))
     unknown_field = bytes([0x98, 0x01, ord("x")]) + known  # field 9, binary: not a Key's
     wrong_type = bytes([0x15, 0x02]) + known[:-1] + b"\x00"  # field 1 (row) sent as an i32
@@ -185,7 +194,8 @@ def test_the_client_protocol_writes_and_reads_messages_as_thriftpy2_does(seed: i
                 cls().read(protocol)
 
 
-def test_a_lost_first_answer_asks_no_real_socket_whether_the_gateway_speaks_tls(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_lost_first_answer_asks_no_real_socket_whether_the_gateway_speaks_tls(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """The connection asks whether a gateway that dropped its first call speaks TLS: a simulated one is asked
     without the network (before: a DNS lookup of the made-up host name, in real time)."""
     import socket
