@@ -330,7 +330,23 @@ class KeyRange:
         return k <= sk if self.stop_inclusive else k < sk
 
 
+#: bound_range's answers by (range, columns): a scanner asks again for each of its pages
+_bounded: dict[tuple[KeyRange, tuple[tuple[bytes, bytes | None], ...]], KeyRange] = {}
+
+
 def bound_range(rng: KeyRange, columns: Iterable[tuple[bytes, bytes | None]]) -> KeyRange:
+    """As :func:`_bound_range`, its answers kept (a range refused is worked out again each time, and raises)."""
+    key = (rng, tuple(columns))
+    found = _bounded.get(key)
+    if found is None:
+        found = _bound_range(rng, key[1])
+        if len(_bounded) >= 4096:
+            _bounded.clear()
+        _bounded[key] = found
+    return found
+
+
+def _bound_range(rng: KeyRange, columns: Iterable[tuple[bytes, bytes | None]]) -> KeyRange:
     """``rng`` narrowed to the fetched columns as Accumulo's ``Range.bound(first column, last column)`` narrows a
     scan's range (columns sorted with a whole family before its qualifiers). Its quirk is kept: the end moves to
     just after the *last* column, so fetching a family and one of its qualifiers reads the family only up to that

@@ -562,6 +562,10 @@ def _with_thriftpy2(write: Callable[[TCompactProtocol], None]) -> bytes:
     return out.getvalue()
 
 
+#: call message headers by (method, message type, seqid): a client's seqid is always 0, its methods few
+_call_headers: dict[tuple[str, int, int], bytes] = {}
+
+
 class SimProtocol(TCompactProtocol):
     """The client's ``TCompactProtocol`` on a :class:`SimWire`, each struct and message header written and read
     in one pass (:func:`encode_struct`, :func:`decode_into`) rather than a transport call per byte: the same bytes
@@ -570,13 +574,19 @@ class SimProtocol(TCompactProtocol):
     trans: SimWire  # type: ignore[assignment]
 
     def write_message_begin(self, name: str, ttype: int, seqid: int) -> None:
-        if seqid < 0 or not isinstance(name, str):
-            super().write_message_begin(name, ttype, seqid)
-            return
-        encoded = name.encode("utf-8")
-        self.trans.write(bytes((TCompactProtocol.PROTOCOL_ID, TCompactProtocol.VERSION
-                                | (ttype << TCompactProtocol.TYPE_SHIFT_AMOUNT)))
-                         + _encode_varint(seqid) + _encode_varint(len(encoded)) + encoded)
+        header = _call_headers.get((name, ttype, seqid))
+        if header is None:
+            if seqid < 0 or not isinstance(name, str):
+                super().write_message_begin(name, ttype, seqid)
+                return
+            encoded = name.encode("utf-8")
+            header = bytes((TCompactProtocol.PROTOCOL_ID, TCompactProtocol.VERSION
+                            | (ttype << TCompactProtocol.TYPE_SHIFT_AMOUNT))) \
+                + _encode_varint(seqid) + _encode_varint(len(encoded)) + encoded
+            if len(_call_headers) >= _DECODED_MAX:
+                _call_headers.clear()
+            _call_headers[name, ttype, seqid] = header
+        self.trans.write(header)
 
     def write_struct(self, obj: Any) -> None:
         out = bytearray()
