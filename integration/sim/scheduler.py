@@ -617,7 +617,7 @@ class SimLocal:
         me = greenlet.getcurrent()
         namespace: dict[str, Any] = {}
         object.__setattr__(self, "_sim_args", (args, kwargs))
-        object.__setattr__(self, "_sim_dicts", weakref.WeakKeyDictionary({me: namespace}))
+        object.__setattr__(self, "_sim_dicts", None)  # made once a second thread uses it: most see one only
         object.__setattr__(self, "__dict__", namespace)  # the creating thread's, which __init__ fills
         object.__setattr__(self, "_sim_owner", me)
         return self
@@ -642,6 +642,10 @@ def _local_namespace(local: SimLocal) -> None:
     """Make the calling greenlet's namespace ``local``'s ``__dict__`` (a new one: ``__init__`` runs on it)."""
     me = greenlet.getcurrent()
     dicts = object.__getattribute__(local, "_sim_dicts")
+    if dicts is None:  # the first thread's namespace is the one in use, and its thread the owner
+        dicts = weakref.WeakKeyDictionary({object.__getattribute__(local, "_sim_owner"):
+                                           object.__getattribute__(local, "__dict__")})
+        object.__setattr__(local, "_sim_dicts", dicts)
     namespace = dicts.get(me)
     fresh = namespace is None
     if namespace is None:

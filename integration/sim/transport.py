@@ -682,6 +682,9 @@ class SimWire:
 
     def sendall(self, data: bytes) -> None:
         self._check_open()
+        if not self._raw and len(data) >= 4 and int.from_bytes(data[:4], "big") == len(data) - 4:
+            self._send(bytes(data[4:]), framed=True)  # one whole frame, as the client sends a nextK
+            return
         self._raw += data
         while len(self._raw) >= 4:
             size = int.from_bytes(self._raw[:4], "big")
