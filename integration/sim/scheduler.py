@@ -92,6 +92,9 @@ class Choices:
         self.seed = seed
         self._rng = random.Random(seed)
         self._below = self._rng._randbelow  # type: ignore[attr-defined]  # what randrange(n) returns for an n > 0, without its argument checks
+        #: what _below draws from, for draw() to inline it (the same values); None if _below is another
+        self._bits = self._rng.getrandbits if getattr(self._below, "__func__", None) is getattr(
+            random.Random, "_randbelow_with_getrandbits", ()) else None
         self._replay = list(replay) if replay is not None else None
         self.record: list[int] = []
         self.labels: list[str] = []
@@ -102,6 +105,11 @@ class Choices:
         if self._replay is not None:
             i = len(self.record)
             value = min(self._replay[i], n - 1) if i < len(self._replay) else 0
+        elif (bits := self._bits) is not None:  # self._below(n), inlined: a draw at every turn and call
+            k = n.bit_length()
+            value = bits(k)
+            while value >= n:
+                value = bits(k)
         else:
             value = self._below(n)
         self.record.append(value)

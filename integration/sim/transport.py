@@ -39,6 +39,8 @@ Hook = Callable[[str], Any]
 
 def _method_of(message: bytes) -> tuple[str, int, int]:
     """The method name and seqid of a compact-protocol call message, and where its name begins."""
+    if message[2] < 0x80 and message[3] < 0x80:  # a one-byte seqid and name length: every call the client makes
+        return message[4:4 + message[3]].decode("utf-8"), message[2], 3
     seqid, pos = _varint(message, 2)
     n, start = _varint(message, pos)
     return message[start:start + n].decode("utf-8"), seqid, pos
