@@ -206,6 +206,26 @@ def test_the_deployable_jar_stages_under_gateway_bulk_dir(accumulo, conn_b, vers
     assert all_versions(conn_b, versions_table) == [(b"r", b"f", b"q", 42, b"v")]
 
 
+def test_a_load_killed_inside_accumulos_writability_probe_does_not_block_its_resume(accumulo, conn_b, versions_table,
+                                                                                   tmp_path):
+    """Accumulo's client probes a bulk directory by creating a file ``isWritable`` in it and deleting it again, and
+    refuses a directory where that file exists ("... is not writable."). A gateway killed between the two left it
+    behind, and every resume of that bootstrap then failed (chaos seed 9722: 46 attempts of one bulk bootstrap).
+    The gateway removes the probe's leftover before it loads."""
+    staging = tmp_path / "bulk-staging"
+    gateway = StandaloneGateway(accumulo["b"], extra_properties={"gateway.bulk.dir": staging.as_uri()})
+    gateway.start()
+    try:
+        with gateway.connect() as conn, conn.bulk_import(versions_table) as bulk:
+            with bulk.file("f") as f:
+                f.add_cells(batch([put(b"r", b"q", 7, b"v")]))
+            (staging / bulk.bulk_id / "isWritable").touch()  # what the killed load left
+            bulk.load()
+    finally:
+        gateway.stop()
+    assert all_versions(conn_b, versions_table) == [(b"r", b"f", b"q", 7, b"v")]
+
+
 def test_bulk_calls_on_a_missing_table_or_with_a_bad_name_are_refused(conn_b, versions_table):
     with pytest.raises(AccumuloError, match="does not exist"):
         conn_b.bulk_import("no_such_table_for_bulk")

@@ -39,6 +39,8 @@ final class BulkImports {
   private static final Logger LOG = LoggerFactory.getLogger(BulkImports.class);
   /** Where staging directories go unless gateway.bulk.dir says otherwise (default file system). */
   static final String DEFAULT_DIR = "/tmp/accumulo-export-bulk";
+  /** The file Accumulo's bulk import client creates, then deletes, to check a directory is writable. */
+  static final String WRITABILITY_PROBE = "isWritable";
   private static final Pattern ID =
       Pattern.compile("[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}");
   private static final Pattern FILE_NAME = Pattern.compile("[A-Za-z0-9_-]{1,128}");
@@ -228,6 +230,9 @@ final class BulkImports {
             s.table());
         return;
       }
+      // Accumulo's client probes the directory by creating WRITABILITY_PROBE and deleting it again,
+      // and refuses one where it exists: a load killed between the two would block every resume.
+      fs().delete(new Path(s.dir(), WRITABILITY_PROBE), false);
       long t0 = System.nanoTime();
       client.tableOperations().importDirectory(s.dir().toString()).to(s.table()).tableTime(false)
           .load();
