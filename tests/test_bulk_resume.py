@@ -177,3 +177,28 @@ def test_a_bootstrap_stopped_between_the_loading_record_and_the_load_keeps_the_f
     job, loads, bulk_id = killed(scenario, monkeypatch, "before")
     assert scenario.conn_b.bulk_import(job.dest_table, bulk_id=bulk_id).files_left() > 0
     rerun_loads_it_once(scenario, job, loads)
+
+
+def test_a_bulk_file_whose_connection_was_lost_is_written_again_and_the_bootstrap_goes_on(scenario, monkeypatch):
+    """A gateway of B killed while a range's bulk file was closed (chaos seed 9722: a bootstrap exited 5 with "the
+    connection was lost while closeWriter ...; write the file again"): the range writes that file again, which
+    replaces it, and loads once."""
+    fill(scenario, 20)
+    dest = unique_table("lostfile")
+    scenario.conn_b.create_table(dest)
+    job = job_for(scenario, dest, method="bulk")
+    loads = Loads(monkeypatch)
+    real_close = bulk_module.BulkFile.close
+    lost: list[str] = []
+
+    def close(f):  # noqa: ANN001, ANN202
+        if not lost:
+            lost.append(f.name)
+            raise f._lost(ConnectionResetError("TSocket read 0 bytes"), "closeWriter")
+        return real_close(f)
+
+    monkeypatch.setattr(bulk_module.BulkFile, "close", close)
+    report = run_bootstrap(LocalEngine(threads=1), job)
+    assert lost == ["f000000"] and report.ranges == 1 and len(loads.done) == 1
+    expected = expected_index(scenario.conn_a, scenario.counts)
+    assert expected and sorted(actual_index(scenario.conn_b, dest)) == sorted(expected)

@@ -33,7 +33,15 @@ from collections.abc import Callable, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from connector.accumulo import UPDATE_SCHEMA, AccumuloError, BulkImport, BulkImportNotFoundError, Connection, sort_cells
+from connector.accumulo import (
+    UPDATE_SCHEMA,
+    AccumuloError,
+    BulkImport,
+    BulkImportNotFoundError,
+    Connection,
+    ConnectionLostError,
+    sort_cells,
+)
 from connector.export import AccumuloExporter
 from connector.queue import QueueConfig
 
@@ -46,6 +54,8 @@ log = logging.getLogger(__name__)
 
 #: cells sorted and written per file at most
 FILE_CELLS = 500_000
+#: how many times a file whose connection was lost is written (each time replacing the last)
+FILE_ATTEMPTS = 3
 
 Record = Callable[[str, str], None]
 
@@ -102,10 +112,24 @@ def _write(bulk: BulkImport, batches: list[pa.RecordBatch], splits: Sequence[byt
     boundaries = [0, *(i + 1 for i in pc.indices_nonzero(pc.not_equal(tablets[1:], tablets[:-1])).to_pylist()),
                   cells.num_rows]
     for start, stop in zip(boundaries, boundaries[1:], strict=False):
-        with bulk.file(f"f{files:06d}") as f:
-            f.add_cells(cells.slice(start, stop - start))
+        _write_file(bulk, f"f{files:06d}", cells.slice(start, stop - start))
         files += 1
     return files
+
+
+def _write_file(bulk: BulkImport, name: str, cells: pa.Table) -> None:
+    """Write one file; one whose connection was lost (a gateway killed) is written again, which replaces it, up to
+    FILE_ATTEMPTS times in all."""
+    for attempt in range(1, FILE_ATTEMPTS + 1):
+        try:
+            with bulk.file(name) as f:
+                f.add_cells(cells)
+            return
+        except ConnectionLostError as exc:
+            if attempt == FILE_ATTEMPTS:
+                raise
+            log.warning("bulk import %s: %s; writing it again (attempt %d of %d)", bulk.bulk_id, exc, attempt + 1,
+                        FILE_ATTEMPTS)
 
 
 def finish_load(dest: Connection, table: str, bulk_id: str, phase: str, record: Record) -> bool:
