@@ -5,6 +5,7 @@ the queue, to be read again. On real Accumulo."""
 
 from __future__ import annotations
 
+import importlib
 import time
 from collections.abc import Sequence
 
@@ -129,3 +130,25 @@ def test_a_batch_held_over_the_bound_writes_no_dead_letter(conn_a, queue, monkey
     stats = drain_bucket(conn_a, queue, 0, SlowRefusingExporter(0.0))  # in time: dead-lettered, then deleted
     assert (stats.abandoned, stats.dead_lettered, stats.deleted) == (0, 3, 3), stats
     assert len(list(dead_letters(conn_a, queue))) == 3 and _left(conn_a, queue) == 0
+
+
+def test_a_requeue_writes_back_only_the_dead_letters_still_there_when_it_writes(conn_a, queue, monkeypatch):
+    """A requeue's entries are copies of the dead letters it read: held like every writer of a read export. One
+    that stalled after listing them (here: while it waited for the drains' acknowledgements) while another
+    requeue moved them back and a drain exported and deleted them, wrote them back all the same, after a purge's
+    grace: the old value came back for good (the simulation's schedule 1604000089: four requeues at once). It
+    reads them again and writes back, within the bound, only those still there."""
+    from connector.queue.dead_letters import requeue_dead_letters
+    dead_letters_module = importlib.import_module("connector.queue.dead_letters")  # the package exports a function
+    assert drain_bucket(conn_a, queue, 0, SlowRefusingExporter(0.0)).dead_lettered == 3
+    real_wait = dead_letters_module.wait_for_acknowledgements
+
+    def meanwhile(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        real_wait(*args, **kwargs)
+        monkeypatch.setattr(dead_letters_module, "wait_for_acknowledgements", real_wait)
+        assert requeue_dead_letters(conn_a, queue) == 3  # another requeue moves them back
+        assert drain_bucket(conn_a, queue, 0, SlowExporter(0.0)).deleted == 3  # a drain exports and deletes them
+
+    monkeypatch.setattr(dead_letters_module, "wait_for_acknowledgements", meanwhile)
+    assert requeue_dead_letters(conn_a, queue) == 0
+    assert _left(conn_a, queue) == 0 and list(dead_letters(conn_a, queue)) == []

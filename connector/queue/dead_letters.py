@@ -9,20 +9,29 @@ whose bootstrap read A after the dead letter was written (their snapshot holds i
 
 from __future__ import annotations
 
+import logging
 import secrets
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from connector.accumulo import Connection, Mutation
+from connector.accumulo.errors import SendDeadlinePassedError
+from connector.accumulo.writer import EXPORT_HOLD_SECONDS, send_deadline
 
 from .config import QueueConfig
 from .destinations import raise_epoch, wait_for_acknowledgements
+from .errors import QueueError
 from .layout import CONFIG_FAMILY, DEAD_FAMILY, DEAD_REASON, DEAD_TS, DEAD_VALUE, ENTRY_FAMILY, ENTRY_QUALIFIER
 from .requeued import check_records_tablet, earliest_records, requeued_records, sweep_requeued
 
 #: in the queue's config row: a fresh token written by every requeue before its entries, so the watermark, which
 #: reads it before and after its scans, sees a requeue that ran meanwhile (:mod:`connector.transactions.watermark`)
 REQUEUE_QUALIFIER = b"requeue"
+#: how many times a requeue reads its dead letters again when writing them back outlasted the bound
+REQUEUE_ATTEMPTS = 3
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -98,11 +107,36 @@ def requeue_dead_letters(conn: Connection, config: QueueConfig, rows: Iterable[b
         epoch = raise_epoch(conn, config, Mutation(layout.config_row).put(CONFIG_FAMILY, REQUEUE_QUALIFIER,
                                                                           secrets.token_hex(8).encode("ascii")))
         wait_for_acknowledgements(conn, config, epoch, timeout=timeout)
-        # no timestamp: the server's time, so the drain deletes exactly this new version
-        writer.add_mutations(Mutation(d.row).put(ENTRY_FAMILY, ENTRY_QUALIFIER, d.value) for d in chosen)
-        writer.flush()  # the entries are durable before their dead letters go
-        writer.add_mutations(_delete_versions(layout.dead_letter_row(d.row), d) for d in chosen)
-    return len(chosen)
+    return _write_back(conn, config, {d.row for d in chosen})
+
+
+def _write_back(conn: Connection, config: QueueConfig, rows: set[bytes]) -> int:
+    """Write the dead letters of ``rows`` still there back as entries, then delete them; how many. The entries are
+    copies of the dead letters read, held to the bound like every writer of a read export (DESIGN.md: "The
+    purge's bound"): read again just before, and sent within EXPORT_HOLD_SECONDS of that read or not at all (then
+    read again). A requeue that stalled, or one beside another that moved them meanwhile (and a drain that
+    exported and deleted them), would otherwise bring back an export already drained, after a purge's grace."""
+    layout = config.layout
+    for attempt in range(1, REQUEUE_ATTEMPTS + 1):
+        read_at = time.monotonic()
+        still = [d for d in dead_letters(conn, config) if d.row in rows]
+        if not still:
+            return 0
+        try:
+            with send_deadline(read_at + EXPORT_HOLD_SECONDS), conn.batch_writer(config.table) as writer:
+                # no timestamp: the server's time, so the drain deletes exactly this new version
+                writer.add_mutations(Mutation(d.row).put(ENTRY_FAMILY, ENTRY_QUALIFIER, d.value) for d in still)
+        except SendDeadlinePassedError as exc:  # what it sent may have landed: harmless, the same entries
+            log.warning("queue %s: requeue held its dead letters over the bound (%s); reading them again (attempt "
+                        "%d of %d)", config.qid, exc, attempt, REQUEUE_ATTEMPTS)
+            continue
+        # the entries are durable (the writer closed) before their dead letters go
+        with conn.batch_writer(config.table) as writer:
+            writer.add_mutations(_delete_versions(layout.dead_letter_row(d.row), d) for d in still)
+        return len(still)
+    raise QueueError(f"queue {config.qid!r}: the requeue could not write its dead letters back within "
+                     f"{EXPORT_HOLD_SECONDS:.0f} s of reading them, {REQUEUE_ATTEMPTS} times; nothing of the last "
+                     "attempt was deleted: run it again")
 
 
 def _delete_versions(row: bytes, letter: DeadLetter) -> Mutation:
