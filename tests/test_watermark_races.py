@@ -177,24 +177,26 @@ def gauge_reaches(port: int | None, wanted: Any, seconds: float = 60) -> bool:
 
 
 class FlushHook:
-    """A connection whose batch writers run ``hook`` once, right after their ``nth`` flush returned: a requeue's
-    window between writing its entries back and deleting its dead letters, made certain."""
+    """A connection that runs ``hook`` once, right after the ``nth`` flush of its batch writers returned (counted
+    over all of them): a requeue's window between writing its entries back and deleting its dead letters, made
+    certain."""
 
     def __init__(self, conn: Any, nth: int, hook: Callable[[], Any]) -> None:
         self._conn, self._nth, self._hook = conn, nth, hook
         self.ran: list[Any] = []
+        self._flushes = 0
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._conn, name)
 
     def batch_writer(self, table: str, **options: Any) -> Any:
         writer = self._conn.batch_writer(table, **options)
-        flush, flushes = writer.flush, []
+        flush = writer.flush
 
         def hooked_flush(*args: Any, **kwargs: Any) -> Any:
             out = flush(*args, **kwargs)
-            flushes.append(1)
-            if len(flushes) == self._nth and not self.ran:
+            self._flushes += 1
+            if self._flushes == self._nth and not self.ran:
                 self.ran.append(self._hook())
             return out
 

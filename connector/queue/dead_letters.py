@@ -126,11 +126,12 @@ def _write_back(conn: Connection, config: QueueConfig, rows: set[bytes]) -> int:
             with send_deadline(read_at + EXPORT_HOLD_SECONDS), conn.batch_writer(config.table) as writer:
                 # no timestamp: the server's time, so the drain deletes exactly this new version
                 writer.add_mutations(Mutation(d.row).put(ENTRY_FAMILY, ENTRY_QUALIFIER, d.value) for d in still)
+                writer.flush()  # durable within the bound
         except SendDeadlinePassedError as exc:  # what it sent may have landed: harmless, the same entries
             log.warning("queue %s: requeue held its dead letters over the bound (%s); reading them again (attempt "
                         "%d of %d)", config.qid, exc, attempt, REQUEUE_ATTEMPTS)
             continue
-        # the entries are durable (the writer closed) before their dead letters go
+        # the entries are durable before their dead letters go
         with conn.batch_writer(config.table) as writer:
             writer.add_mutations(_delete_versions(layout.dead_letter_row(d.row), d) for d in still)
         return len(still)
