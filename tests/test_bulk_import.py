@@ -5,7 +5,10 @@ file system, which is the cluster's volume's file system too)."""
 
 from __future__ import annotations
 
+import contextlib
 import random
+from collections.abc import Iterator
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -186,14 +189,24 @@ def test_a_file_written_again_replaces_it_and_an_aborted_file_is_discarded(conn_
     assert all_versions(conn_b, versions_table) == [(b"second", b"f", b"q", 1, b"v")]
 
 
+@contextlib.contextmanager
+def staging_gateway(accumulo, staging: Path) -> Iterator[Connection]:
+    """A connection to the deployable jar, a standalone gateway of B staging bulk files under ``staging``."""
+    gateway = StandaloneGateway(accumulo["b"], extra_properties={"gateway.bulk.dir": staging.as_uri()})
+    gateway.start()
+    try:
+        with gateway.connect() as conn:
+            yield conn
+    finally:
+        gateway.stop()
+
+
 def test_the_deployable_jar_stages_under_gateway_bulk_dir(accumulo, conn_b, versions_table, tmp_path):
     """The jar (Accumulo 2.1.6 client) against the 2.1.4 cluster, with gateway.bulk.dir a file: URI: the
     staging directory is there while files wait, and gone after the import."""
     staging = tmp_path / "bulk-staging"
-    gateway = StandaloneGateway(accumulo["b"], extra_properties={"gateway.bulk.dir": staging.as_uri()})
-    gateway.start()
-    try:
-        with gateway.connect() as conn, conn.bulk_import(versions_table) as bulk:
+    with staging_gateway(accumulo, staging) as conn:
+        with conn.bulk_import(versions_table) as bulk:
             with bulk.file("f") as f:
                 f.add_cells(batch([put(b"r", b"q", 42, b"v")]))
             assert sorted(p.name for p in (staging / bulk.bulk_id).iterdir()) == ["_bulk", "f.rf"]
@@ -201,8 +214,6 @@ def test_the_deployable_jar_stages_under_gateway_bulk_dir(accumulo, conn_b, vers
             assert not list((staging / bulk.bulk_id).glob("*.rf"))  # moved into the table (a local file system
             # keeps the .crc of the load map the client wrote: removed with the directory)
         assert list(staging.iterdir()) == []
-    finally:
-        gateway.stop()
     assert all_versions(conn_b, versions_table) == [(b"r", b"f", b"q", 42, b"v")]
 
 
@@ -210,19 +221,14 @@ def test_a_load_killed_inside_accumulos_writability_probe_does_not_block_its_res
                                                                                    tmp_path):
     """Accumulo's client probes a bulk directory by creating a file ``isWritable`` in it and deleting it again, and
     refuses a directory where that file exists ("... is not writable."). A gateway killed between the two left it
-    behind, and every resume of that bootstrap then failed (chaos seed 9722: 46 attempts of one bulk bootstrap).
+    behind, and every resume of that bootstrap then failed (chaos seed 9722: 62 attempts of one bulk bootstrap).
     The gateway removes the probe's leftover before it loads."""
     staging = tmp_path / "bulk-staging"
-    gateway = StandaloneGateway(accumulo["b"], extra_properties={"gateway.bulk.dir": staging.as_uri()})
-    gateway.start()
-    try:
-        with gateway.connect() as conn, conn.bulk_import(versions_table) as bulk:
-            with bulk.file("f") as f:
-                f.add_cells(batch([put(b"r", b"q", 7, b"v")]))
-            (staging / bulk.bulk_id / "isWritable").touch()  # what the killed load left
-            bulk.load()
-    finally:
-        gateway.stop()
+    with staging_gateway(accumulo, staging) as conn, conn.bulk_import(versions_table) as bulk:
+        with bulk.file("f") as f:
+            f.add_cells(batch([put(b"r", b"q", 7, b"v")]))
+        (staging / bulk.bulk_id / "isWritable").touch()  # what the killed load left
+        bulk.load()
     assert all_versions(conn_b, versions_table) == [(b"r", b"f", b"q", 7, b"v")]
 
 
