@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from connector.accumulo import Mutation, RetryPolicy
+from connector.accumulo import ConnectionLostError, Mutation, RetryPolicy
 from connector.accumulo import bulk as bulk_module
 from connector.accumulo.options import GatewayOptions
 from connector.jobs import LocalEngine
@@ -200,5 +200,33 @@ def test_a_bulk_file_whose_connection_was_lost_is_written_again_and_the_bootstra
     monkeypatch.setattr(bulk_module.BulkFile, "close", close)
     report = run_bootstrap(LocalEngine(threads=1), job)
     assert lost == ["f000000"] and report.ranges == 1 and len(loads.done) == 1
+    expected = expected_index(scenario.conn_a, scenario.counts)
+    assert expected and sorted(actual_index(scenario.conn_b, dest)) == sorted(expected)
+
+
+@pytest.mark.parametrize("applied", [True, False], ids=["after-creating", "before-creating"])
+def test_a_staging_directory_whose_creation_lost_its_answer_is_created_again(scenario, monkeypatch, applied):
+    """A gateway of B killed while it created a range's staging directory (``createBulkImport`` is not retried by
+    the client: a lost answer may have made one): the range creates one again and loads once, where before the
+    bootstrap ended with "gateway unreachable after 1 attempts"."""
+    fill(scenario, 20)
+    dest = unique_table("lostcreate")
+    scenario.conn_b.create_table(dest)
+    job = job_for(scenario, dest, method="bulk")
+    loads = Loads(monkeypatch)
+    counted_call = bulk_module.BulkImport._call  # Loads' own, which counts the loads
+    lost: list[str] = []
+
+    def call(bulk, method, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        if method == "createBulkImport" and not lost:
+            made = counted_call(bulk, method, *args, **kwargs) if applied else None
+            lost.append(str(made))
+            raise ConnectionLostError(f"{method} on the gateway: gateway unreachable after 1 attempts: "
+                                      "TSocket read 0 bytes")
+        return counted_call(bulk, method, *args, **kwargs)
+
+    monkeypatch.setattr(bulk_module.BulkImport, "_call", call)
+    report = run_bootstrap(LocalEngine(threads=1), job)
+    assert len(lost) == 1 and report.ranges == 1 and len(loads.done) == 1
     expected = expected_index(scenario.conn_a, scenario.counts)
     assert expected and sorted(actual_index(scenario.conn_b, dest)) == sorted(expected)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -54,8 +55,11 @@ log = logging.getLogger(__name__)
 
 #: cells sorted and written per file at most
 FILE_CELLS = 500_000
-#: how many times a file whose connection was lost is written (each time replacing the last)
-FILE_ATTEMPTS = 3
+#: how many times a step whose connection was lost is done (a file written, each time replacing the last; a
+#: staging directory created)
+LOST_ATTEMPTS = 3
+
+T = TypeVar("T")
 
 Record = Callable[[str, str], None]
 
@@ -80,7 +84,10 @@ def bulk_range(a: Connection, table: str, bounds: Bounds, source: SnapshotSource
                 pending.append(updates.select(UPDATE_SCHEMA.names))
                 size += updates.num_rows
             if bulk is None and size >= max(live_below, 1):
-                bulk = exporter.connection.bulk_import(exporter.table)
+                # createBulkImport is not retried by the client; a lost answer may leave an empty directory,
+                # as a kill before the "writing" record does
+                bulk = _again_if_lost(f"creating a staging directory in {exporter.table}",
+                                      lambda: exporter.connection.bulk_import(exporter.table))
                 record(bulk.bulk_id, "writing")
             if bulk is not None and size >= file_cells:
                 files = _write(bulk, pending, splits, files)
@@ -118,18 +125,23 @@ def _write(bulk: BulkImport, batches: list[pa.RecordBatch], splits: Sequence[byt
 
 
 def _write_file(bulk: BulkImport, name: str, cells: pa.Table) -> None:
-    """Write one file; one whose connection was lost (a gateway killed) is written again, which replaces it, up to
-    FILE_ATTEMPTS times in all."""
-    for attempt in range(1, FILE_ATTEMPTS + 1):
+    """Write one file; one whose connection was lost (a gateway killed) is written again, which replaces it."""
+
+    def write() -> None:
+        with bulk.file(name) as f:
+            f.add_cells(cells)
+
+    _again_if_lost(f"bulk import {bulk.bulk_id}: file {name}", write)
+
+
+def _again_if_lost(what: str, step: Callable[[], T]) -> T:
+    """``step``, done again when its connection was lost (a gateway killed), up to LOST_ATTEMPTS times in all."""
+    for attempt in range(1, LOST_ATTEMPTS):
         try:
-            with bulk.file(name) as f:
-                f.add_cells(cells)
-            return
+            return step()
         except ConnectionLostError as exc:
-            if attempt == FILE_ATTEMPTS:
-                raise
-            log.warning("bulk import %s: %s; writing it again (attempt %d of %d)", bulk.bulk_id, exc, attempt + 1,
-                        FILE_ATTEMPTS)
+            log.warning("%s: %s; again (attempt %d of %d)", what, exc, attempt + 1, LOST_ATTEMPTS)
+    return step()
 
 
 def finish_load(dest: Connection, table: str, bulk_id: str, phase: str, record: Record) -> bool:
