@@ -21,6 +21,7 @@ from connector.transactions import RowTransactions, outbox_status, relay_table
 from connector.transactions import relay as relay_module
 
 from .conftest import unique_table
+from .test_transactions import lose_batch_pages
 
 pytestmark = pytest.mark.cluster
 
@@ -125,6 +126,17 @@ def test_a_one_shot_relay_stalled_past_the_hold_relays_what_still_waits(setup, m
     setup.commit_unrelayed(monkeypatch)
     stats = relay_table(StalledAfterItsScan(setup.conn, lambda: time.sleep(HOLD + 0.5)), setup.table)
     assert (stats.relayed, stats.held, stats.gone) == (1, 1, 0), stats
+    assert setup.entries() == 1 and outbox_status(setup.conn, setup.table).empty
+
+
+def test_a_stalled_relay_whose_second_read_loses_a_page_reads_it_again(setup, monkeypatch):
+    """That second read is a batch scan: a gateway killed during it ended the relay with "nextK ... lost answer"
+    (the simulation's outcomes: such lost pages ended 48 verifies and 6 relays in 2,500 schedules of seed 1902).
+    It reads again from the start and relays the cell once."""
+    setup.commit_unrelayed(monkeypatch)
+    lost = lose_batch_pages(monkeypatch)
+    stats = relay_table(StalledAfterItsScan(setup.conn, lambda: time.sleep(HOLD + 0.5)), setup.table)
+    assert lost and (stats.relayed, stats.held, stats.gone) == (1, 1, 0), stats
     assert setup.entries() == 1 and outbox_status(setup.conn, setup.table).empty
 
 

@@ -193,28 +193,35 @@ def test_unknown_outcome_that_applied_is_not_committed_twice(conn_a, monkeypatch
     assert outbox_status(conn_a, txs.table).empty
 
 
+def lose_batch_pages(monkeypatch, times: int = 1) -> list[str]:
+    """Lose the answer to the next ``times`` pages of batch scanners (each read by the gateway, so its scanner
+    moved on), as a gateway killed mid-read loses them; returns the list that counts them."""
+    from connector.accumulo import ConnectionLostError
+    from connector.accumulo import scanner as scanner_module
+
+    real_page = scanner_module._next_page
+    lost: list[str] = []
+
+    def page(conn, scanner_id, k):  # noqa: ANN001, ANN202
+        got = real_page(conn, scanner_id, k)
+        if len(lost) < times:
+            lost.append(scanner_id)
+            raise ConnectionLostError("nextK on gw: TSocket read 0 bytes (the gateway was killed)")
+        return got
+
+    monkeypatch.setattr(scanner_module, "_next_page", page)
+    return lost
+
+
 def test_a_read_of_many_rows_cut_short_by_a_lost_connection_is_read_again(conn_a, monkeypatch):
     """A batch scanner does not resume after a lost page: a gateway killed while ``run_all`` read its rows
     raised ConnectionLostError out of it (a producer of the chaos run, seed 202, died of it). The read starts
     over on a fresh socket; the rows are read whole and each function runs on its row's real state."""
-    from connector.accumulo import Connection, ConnectionLostError
-
     queue = _queue(conn_a)
     txs = _txs(conn_a)
     words = [f"w{i}" for i in range(5)]
     txs.run_all([(w, bump(queue)) for w in words])  # every row at count 1
-    real_scan = Connection.batch_scan
-    cut = []
-
-    def lost_after_one_cell(self, *args, **kwargs):
-        cells = real_scan(self, *args, **kwargs)
-        if not cut:
-            cut.append(True)
-            yield next(iter(cells))
-            raise ConnectionLostError("nextK on gw: TSocket read 0 bytes (the gateway was killed)")
-        yield from cells
-
-    monkeypatch.setattr(Connection, "batch_scan", lost_after_one_cell)
+    cut = lose_batch_pages(monkeypatch)
     seqs = txs.run_all([(w, bump(queue)) for w in words])
     txs.close()
     assert cut and len(seqs) == len(words) and all(seqs)

@@ -30,7 +30,7 @@ from .errors import (
 )
 from .gateways import Address, Gateways, parse_addresses
 from .mutation import BytesLike, Mutation, to_bytes
-from .scanner import batch_scan, scan, scan_batches
+from .scanner import batch_read, batch_scan, scan, scan_batches
 from .secret import resolve_secret
 from .tls import TlsOptions, speaks_tls
 from .transport import NO_RETRY, RetryPolicy, ThreadClient, close_client, is_transient, open_client, send_frame
@@ -423,6 +423,14 @@ class Connection:
                    batch_size: int = 1000) -> Iterator[Cell]:
         """Yield the cells of several ranges, read in parallel on the server, in no particular order."""
         return batch_scan(self, table, ranges, columns, authorizations, iterators, threads, batch_size)
+
+    def batch_read(self, table: str, ranges: Sequence[Range], columns: Sequence[Any] | None = None,
+                   authorizations: Iterable[BytesLike] | None = None,
+                   iterators: Sequence[IteratorSetting] = (), threads: int = 4,
+                   batch_size: int = 1000) -> list[Cell]:
+        """The cells of several ranges as :meth:`batch_scan` yields them, read whole: a read cut short by a lost
+        connection (a gateway killed) is read again from the start, as a batch scan cannot resume."""
+        return batch_read(self, table, ranges, columns, authorizations, iterators, threads, batch_size)
 
     def conditional_writer(self, table: str, **options: Any) -> ConditionalWriter:
         return ConditionalWriter(self, table, **options)

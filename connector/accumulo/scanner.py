@@ -208,6 +208,17 @@ def batch_scan(conn: Session, table: str, ranges: Sequence[Range], columns: Sequ
             _close_quietly(conn, scanner_id)
 
 
+def batch_read(conn: Session, table: str, ranges: Sequence[Range], columns: Sequence[Any] | None,
+               authorizations: Iterable[BytesLike] | None, iterators: Sequence[IteratorSetting],
+               threads: int, batch_size: int) -> list[Cell]:
+    """The cells of :func:`batch_scan`, read whole. A batch scanner cannot resume (its pages come in no order), so
+    a read cut short by a lost connection or scanner (a gateway killed mid-read) is read again from the start,
+    within the connection's retry policy; nothing of the read cut short is returned."""
+    again = conn.retry_policy().starting_over((ConnectionLostError, UnknownScannerError))
+    return again(lambda: list(batch_scan(conn, table, ranges, columns, authorizations, iterators, threads,
+                                         batch_size)))
+
+
 @contextlib.contextmanager
 def _within_server_wait(conn: Session, table: str) -> Iterator[None]:
     """Name the table and the bound in the error of a scan that found no tablet server in time."""

@@ -67,7 +67,7 @@ class RetryPolicy:
         state.attempt_number = max(1, failures)
         return self.wait()(state)
 
-    def starting_over(self, error: type[BaseException]) -> tenacity.Retrying:
+    def starting_over(self, error: type[BaseException] | tuple[type[BaseException], ...]) -> tenacity.Retrying:
         """A tenacity loop within this policy's bounds that tries again after ``error``: for work that starts
         over from scratch when a connection was lost in its middle (a read rebuilt, a question asked again)."""
         return tenacity.Retrying(

@@ -55,7 +55,7 @@ def read_key_rows(conn: Connection, table: str, rows: list[bytes], scan_batch: i
     by_row: dict[bytes, KeyRow] = {}
     ranges = [Range.exact_row(r) for r in rows]
     # cells of one row arrive in key order (version, value, updates), rows interleaved
-    for cell in conn.batch_scan(table, ranges, batch_size=scan_batch):
+    for cell in conn.batch_read(table, ranges, batch_size=scan_batch):
         state = by_row.get(cell.row)
         if state is None:
             state = by_row[cell.row] = KeyRow(cell.row)

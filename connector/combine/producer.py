@@ -117,7 +117,7 @@ class CombineQueue:
             return {}
         out = {}
         ranges = [Range.exact_row(r) for r in rows]
-        for cell in self.connection.batch_scan(self.config.table, ranges, columns=[(STATE_FAMILY, VALUE_QUALIFIER)],
+        for cell in self.connection.batch_read(self.config.table, ranges, columns=[(STATE_FAMILY, VALUE_QUALIFIER)],
                                                batch_size=10_000):
             out[rows[cell.row]] = self._value_ser.loads(cell.value)
         return out

@@ -244,7 +244,7 @@ def confirm_filter_seen(conn: Connection, table: str, timeout: float = FILTER_SE
         writer.add_mutations(probes)
     deadline, pause = time.monotonic() + timeout, 0.05
     try:
-        while any(c.cf == PROBE_FAMILY for c in conn.batch_scan(table, ranges, columns=[PROBE_FAMILY])):
+        while any(c.cf == PROBE_FAMILY for c in conn.batch_read(table, ranges, columns=[PROBE_FAMILY])):
             if time.monotonic() > deadline:
                 raise DestinationModeError(
                     f"destination table {table!r}: a scan still shows a tombstone {timeout:g} s after the tombstone "

@@ -141,7 +141,7 @@ def _shown(conn: Connection, table: str, diffs: Sequence[CellDiff]) -> dict[Key,
     if not keys:
         return {}
     return {(c.row, c.cf, c.cq, c.cv): c.value
-            for c in conn.batch_scan(table, [Range.exact_row(r) for r in {k[0] for k in keys}])
+            for c in conn.batch_read(table, [Range.exact_row(r) for r in {k[0] for k in keys}])
             if (c.row, c.cf, c.cq, c.cv) in keys}
 
 

@@ -169,7 +169,7 @@ class Relay:
         """The items still in their rows' outboxes (same qualifier and timestamp), read now."""
         rows = sorted({row for row, _ in items})
         present = {(cell.row, cell.cq, cell.ts)
-                   for cell in self.conn.batch_scan(self.source_table, [Range.exact_row(r) for r in rows],
+                   for cell in self.conn.batch_read(self.source_table, [Range.exact_row(r) for r in rows],
                                                     columns=[self.layout.outbox_family])}
         return [(row, cell) for row, cell in items if (row, cell.qualifier, cell.ts) in present]
 

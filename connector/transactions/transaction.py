@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from connector.accumulo import Cell, Connection, ConnectionLostError, Mutation, Range
+from connector.accumulo import Cell, Connection, Mutation, Range
 from connector.accumulo.mutation import BytesLike, to_bytes
 
 from .layout import MalformedOutboxError, OutboxCell, TxLayout, parse_outbox, version_value
@@ -37,18 +37,13 @@ class RowState:
 
 def read_rows(conn: Connection, table: str, layout: TxLayout, rows: list[bytes]) -> dict[bytes, RowState]:
     """The state of each row (rows without cells come back empty). A read cut short by a lost connection (a
-    gateway killed mid-read: a batch scanner does not resume) is read again from the start, within the
-    connection's retry policy: nothing was used yet."""
-    return conn.retry_policy().starting_over(ConnectionLostError)(_read_rows, conn, table, layout, rows)
-
-
-def _read_rows(conn: Connection, table: str, layout: TxLayout, rows: list[bytes]) -> dict[bytes, RowState]:
+    gateway killed mid-read) goes on (a scan resumes; a batch read is read again whole)."""
     states = {r: RowState(r) for r in rows}
     if len(rows) == 1:
         cells: Iterable[Cell] = conn.scan(table, Range.exact_row(rows[0]), batch_size=1000)
     else:
         # cells of one row arrive in key order (version first), rows interleaved
-        cells = conn.batch_scan(table, [Range.exact_row(r) for r in rows], batch_size=max(1000, 4 * len(rows)))
+        cells = conn.batch_read(table, [Range.exact_row(r) for r in rows], batch_size=max(1000, 4 * len(rows)))
     for cell in cells:
         state = states[cell.row]
         if cell.cf == layout.version_family:
