@@ -4,6 +4,7 @@ the real connector code against the simulated clusters passes its oracle."""
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 
@@ -143,3 +144,33 @@ def test_a_seeded_run_of_the_simulation_passes():
         assert not outcome.failed, (outcome.seed, outcome.violations)
         runs += 1
     assert runs >= 10  # a schedule of the swarm's mix runs a few hundred virtual seconds of a dozen processes
+
+
+def test_outcomes_count_the_steps_each_connector_error_ended(capsys):
+    """``--outcomes``: the steps that ended with each of the connector's errors, over the run's schedules, as
+    counted from each schedule's own record; a schedule named for each kind met it."""
+    pytest.importorskip("integration.sim.transport", reason="the simulated clusters are not there yet")
+    from integration.sim.__main__ import _ENDED_WITH, KIND_CHARS, main, schedule_seed
+    from integration.sim.workload import run_schedule
+
+    seed, schedules = 1902, 12
+    assert main(["--seed", str(seed), "--schedules", str(schedules), "--outcomes"]) == 0
+    out = capsys.readouterr().out
+    report = out[out.index("steps ended by the connector's errors: "):].splitlines()
+    shown = {}
+    for line in report[1:]:
+        row = re.fullmatch(r" *(\d+)  (.*)  \(first: schedule (\d+)\)", line)
+        if row is None:
+            assert line.startswith("passed: "), line
+            break
+        shown[row[2]] = (int(row[1]), int(row[3]))
+    expected: dict[str, list[int]] = {}
+    for i in range(schedules):
+        outcome = run_schedule(schedule_seed(seed, i))
+        for what, n in outcome.counts.items():
+            if _ENDED_WITH.match(what):
+                kind = re.sub(r"[0-9]+", "N", what)[:KIND_CHARS]
+                expected.setdefault(kind, [0, outcome.seed])[0] += n
+    assert expected, "twelve schedules of seed 1902 end some steps with refusals and lost connections"
+    assert shown == {k: tuple(v) for k, v in expected.items()}
+    assert int(report[0].rsplit(" ", 1)[1]) == sum(v[0] for v in expected.values())

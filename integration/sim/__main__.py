@@ -3,7 +3,9 @@
 Schedule i of a run has its own seed, ``N * 1_000_000 + i``, printed with any failure; ``--replay SEED`` runs
 that one schedule again with a trace of every turn (``--choices 3,0,1,...`` runs a given list of choices, such as
 a shrunk one). Prints the schedules run each second; on a failure, the schedule's seed, the invariant broken and
-the schedule shrunk to the fewest choices (its trace and its choices), then exits 1.
+the schedule shrunk to the fewest choices (its trace and its choices), then exits 1. ``--outcomes`` also prints, at
+the end, how many steps of the processes ended with each of the connector's own errors (not violations: refusals,
+bounds run out, lost connections), with a schedule that met each: how a step that should have gone on shows.
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
+import re
 import sys
 import time
+from collections import Counter
 
 from .shrink import shrink
 from .workload import Outcome, run_schedule
@@ -46,6 +50,35 @@ def shrunk(outcome: Outcome, budget: float) -> tuple[Outcome, list[int]]:
     return run_schedule(outcome.seed, best, trace=True), best
 
 
+#: a step that ended with one of the connector's errors, as ``guarded`` notes it: "<process>: <Error>: <message>"
+_ENDED_WITH = re.compile(r"^[\w/ .-]+: \w+(Error|Exception): ")
+
+
+#: how much of a blanked message names its kind (a note cut at 120 characters before its numbers were blanked
+#: would otherwise make two kinds of one)
+KIND_CHARS = 100
+
+
+class Outcomes:
+    """How many steps ended with each of the connector's errors, over a run's schedules: the message with its
+    numbers blanked (``N``), and the first schedule that met it."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+        self.first: dict[str, int] = {}
+
+    def add(self, outcome: Outcome) -> None:
+        for what, n in outcome.counts.items():
+            if _ENDED_WITH.match(what):
+                kind = re.sub(r"\d+", "N", what)[:KIND_CHARS]  # the note keeps 120 characters of the message
+                self.counts[kind] += n
+                self.first.setdefault(kind, outcome.seed)
+
+    def report(self) -> str:
+        lines = [f"{n:7d}  {kind}  (first: schedule {self.first[kind]})" for kind, n in self.counts.most_common()]
+        return "\n".join([f"steps ended by the connector's errors: {self.counts.total()}", *lines])
+
+
 def report_failure(outcome: Outcome, budget: float) -> None:
     print(f"FAILED: schedule seed {outcome.seed}: {describe(outcome)}", flush=True)
     small, best = shrunk(outcome, budget)
@@ -68,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep-going", action="store_true", help="note each failing schedule and go on")
     parser.add_argument("--shrink", action="store_true", help="with --replay SEED: shrink that failing schedule")
     parser.add_argument("--shrink-seconds", type=float, default=300.0, help="time given to shrinking a failure")
+    parser.add_argument("--outcomes", action="store_true", help="at the end, count the steps each of the "
+                        "connector's errors ended (refusals, bounds, lost connections), with a schedule of each")
     args = parser.parse_args(argv)
     logging.disable(logging.WARNING)
     gc.freeze()  # what the imports made lives for good: the collector need not look at it again (~2% of a run)
@@ -90,8 +125,11 @@ def main(argv: list[str] | None = None) -> int:
     started = last = time.monotonic()
     end = started + args.minutes * 60
     done = since = failures = 0
+    outcomes = Outcomes() if args.outcomes else None
     while time.monotonic() < end and (args.schedules is None or done < args.schedules):
         outcome = run_schedule(schedule_seed(args.seed, args.first + done))
+        if outcomes is not None:
+            outcomes.add(outcome)
         done += 1
         since += 1
         if outcome.failed:
@@ -108,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
         if now - last >= 1.0:
             print(f"{now - started:6.0f} s  {done} schedules ({since / (now - last):.0f}/s)", flush=True)
             last, since = now, 0
+    if outcomes is not None:
+        print(outcomes.report())
     if failures:
         print(f"{failures} of {done} schedules failed (replay one: --replay SEED; shrink it: --replay SEED --shrink)")
         return 1
